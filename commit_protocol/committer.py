@@ -1,0 +1,172 @@
+"""The driver's side of the protocol: recover, commit and abort micro-batches.
+
+Commit of batch N, in order (each step safe to repeat after a crash):
+
+1. finish a commit that an earlier driver decided but did not publish (its intent exists);
+2. if ``_spark_metadata/N`` exists, stop: the batch is committed (idempotent replay);
+3. check every task report against the committed state and storage;
+4. stage the intent: the exact log file, listing the renames it implies;
+5. rename finished temp files to their final names (never replacing);
+6. publish the log file with an exclusive create: the commit point.
+
+A crash after 4 is finished by step 1 of the next plan or commit (roll forward), so the
+renames of step 5 are never visible for longer than one restart.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from commit_protocol import failpoints
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
+from commit_protocol.housekeeping import clean_up
+from commit_protocol.log import MetadataLog, batch_id_of, file_entry, is_compaction_batch
+from commit_protocol.merge import Finalized, Merged, merge_reports
+from commit_protocol.messages import TaskReport
+from commit_protocol.naming import INTENT_DIR, to_uri
+from commit_protocol.plan import WritePlan
+from commit_protocol.state import SinkState
+from commit_protocol.storage import Storage
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit did, for logs, the demo and tests."""
+
+    batch_id: int
+    committed: bool
+    finalized: list[Finalized] = field(default_factory=list)
+    in_progress: int = 0
+    compacted: bool = False
+
+
+class Committer:
+    """Runs on the driver (in Spark's Python planner or commit worker)."""
+
+    def __init__(self, storage: Storage, config: SinkConfig, schema_json: str) -> None:
+        self.storage = storage
+        self.config = config
+        self.schema_json = schema_json
+        self.log = MetadataLog(storage, compact_interval=config.compact_interval)
+
+    # -- recovery ------------------------------------------------------------------------
+    def recover(self) -> int | None:
+        """Finish any decided-but-unpublished commit; return the latest committed batch id."""
+        latest = self.log.latest_batch_id()
+        for info in sorted(self.storage.list(INTENT_DIR), key=lambda i: i.path):
+            batch_id = batch_id_of(info.path.rsplit("/", 1)[-1])
+            if batch_id is None:
+                continue
+            if latest is not None and batch_id <= latest:
+                self.log.discard_intent(batch_id)  # published; only the delete was cut short
+            elif latest is None or batch_id == latest + 1:
+                self._finish(self.log.read_intent_state(batch_id))
+                latest = batch_id
+        return latest
+
+    def latest_state(self) -> SinkState | None:
+        latest = self.recover()
+        return None if latest is None else self.log.read_state(latest)
+
+    # -- commit --------------------------------------------------------------------------
+    def commit(self, batch_id: int, messages: list[TaskReport | None], *,
+               now_ms: int | None = None) -> CommitResult:
+        """Commit micro-batch ``batch_id`` from its tasks' reports (one slot per task)."""
+        if messages and all(m is None for m in messages):
+            raise UnsupportedQueryError(
+                "rotsink received no data from any task: continuous triggers are not supported "
+                "(Spark never calls write() in continuous mode and data would be lost); "
+                "use a micro-batch trigger such as processingTime or availableNow")
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        latest = self.recover()
+        if latest is not None and batch_id <= latest:
+            return CommitResult(batch_id, committed=False)
+        state = self._state_for(batch_id, latest, messages)
+        reports = [m for m in messages if m is not None and not m.skipped]
+        merged = merge_reports(state.slots(), reports, self.storage, self.config.rotation,
+                               is_bulk=self.config.is_bulk, now_ms=now_ms)
+        new_state = self._next_state(state, batch_id, merged)
+        entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
+                   for f in merged.finalized]
+        self.log.stage(new_state, entries, now_ms=now_ms, retention_ms=self.config.retention_ms)
+        failpoints.hit("driver.after_stage")
+        self._finish(new_state)
+        clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
+        return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
+                            is_compaction_batch(batch_id, self.config.compact_interval))
+
+    def _state_for(self, batch_id: int, latest: int | None,
+                   messages: list[TaskReport | None]) -> SinkState:
+        query_ids = {m.query_id for m in messages if m is not None}
+        if len(query_ids) > 1:
+            raise CommitError(f"batch {batch_id}: reports from several queries {sorted(query_ids)}")
+        query_id = query_ids.pop() if query_ids else ""
+        if latest is None:
+            if batch_id != 0:
+                raise CommitError(
+                    f"{self.storage.root_uri} has no metadata log but the query is at batch "
+                    f"{batch_id}: was _spark_metadata deleted? Readers need the log from batch 0; "
+                    "write to a new path or start the query from a new checkpoint")
+            return SinkState(batch_id=-1, query_id=query_id, schema_json=self.schema_json,
+                             format=self.config.format, compression=self.config.compression,
+                             partition_by=self.config.partition_by,
+                             compact_interval=self.config.compact_interval)
+        if batch_id != latest + 1:
+            raise CommitError(f"batch {batch_id} cannot follow committed batch {latest}: "
+                              f"expected batch {latest + 1}")
+        state = self.log.read_state(latest)
+        if query_id and state.query_id and query_id != state.query_id:
+            plan = WritePlan.from_state(state, self.storage.root_uri)
+            raise ConcurrentWriterError(plan.owner_message(query_id))
+        return state
+
+    def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
+        publish = [[f.temp, f.name, f.size] for f in merged.finalized]
+        return replace(state.with_batch(batch_id, merged.in_progress),
+                       extra={"publish": publish})
+
+    def _finish(self, state: SinkState) -> None:
+        """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
+        for temp, name, size in state.extra.get("publish", []):
+            self._publish_file(temp, name, size)
+            failpoints.hit("driver.after_rename")
+        failpoints.hit("driver.before_log_write")
+        if not self.log.publish(state.batch_id):
+            raise ConcurrentWriterError(
+                f"{self.log.path_of(state.batch_id)} appeared while this driver committed it: "
+                "another writer is committing to the same output path")
+        failpoints.hit("driver.after_log_write")
+
+    def _publish_file(self, temp: str, name: str, size: int) -> None:
+        """Rename ``temp`` to ``name``; recognise a rename an earlier attempt already did."""
+        try:
+            actual = self.storage.size(temp)
+        except FileNotFoundError:
+            if self.storage.exists(name) and self.storage.size(name) == size:
+                return  # published by an earlier attempt of this commit
+            raise CommitError(f"cannot finalize {name}: neither its temp file {temp} nor a "
+                              f"published file of {size} bytes exists") from None
+        if actual != size:
+            # Bytes past the committed end (a zombie's): publish only the committed prefix.
+            exact = f"{temp}.{size}.exact"
+            if not self.storage.exists(exact):
+                self.storage.copy_prefix(temp, exact, size)
+            temp = exact
+        try:
+            self.storage.publish(temp, name)
+        except FileExistsError:
+            if self.storage.size(name) == size and not self.storage.exists(temp):
+                return
+            raise CommitError(f"refusing to overwrite {name}: it exists and is not this "
+                              f"commit's file (expected {size} bytes)") from None
+
+    # -- abort ---------------------------------------------------------------------------
+    def abort(self, batch_id: int, messages: list[TaskReport | None]) -> None:
+        """Drop the fresh files of a failed batch. Nothing of it was ever visible; appends
+        to in-progress files past their committed offset are fenced off by the next task."""
+        for message in messages:
+            for f in message.files if message is not None else ():
+                if f.start == 0 and f.fenced_from is None:
+                    self.storage.delete(f.temp)

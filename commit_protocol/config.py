@@ -1,0 +1,48 @@
+"""The validated sink configuration: built once on the driver, pickled to the executors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ROW_FORMATS = ("jsonl", "csv", "text")
+BULK_FORMATS = ("parquet",)
+
+
+@dataclass(frozen=True)
+class RotationPolicy:
+    """When a part file rolls; 0 disables a limit.
+
+    Size and record limits apply inside a task; batch count, age and inactivity are checked
+    by the driver at every commit for every in-progress file.
+    """
+
+    max_bytes: int = 128 * 1024 * 1024
+    max_records: int = 0
+    max_batches: int = 0
+    interval_ms: int = 60_000
+    inactivity_ms: int = 60_000
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """Everything a writer, committer or reader needs to know about one output path."""
+
+    path: str
+    format: str = "jsonl"
+    compression: str = "none"
+    compression_level: int | None = None
+    rotation: RotationPolicy = field(default_factory=RotationPolicy)
+    partition_by: tuple[str, ...] = ()
+    file_prefix: str = "part"
+    file_suffix: str = ".jsonl"
+    max_open_files: int = 100
+    compact_interval: int = 10
+    compact_interval_explicit: bool = False
+    retention_ms: int | None = None
+    cleanup_delay_ms: int = 600_000
+    fs_options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_bulk(self) -> bool:
+        """Bulk formats (Parquet) roll at the end of every task (Flink's rule)."""
+        return self.format in BULK_FORMATS

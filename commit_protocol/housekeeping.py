@@ -1,0 +1,46 @@
+"""Deleting what no reader or writer needs any more, only after ``log.cleanupDelay``.
+
+Runs on the driver after compaction commits (every ``log.compactInterval`` batches), so its
+directory listings cost nothing on the other batches. The delay protects readers that listed
+the log a moment ago and zombie tasks that may still write their temp files.
+"""
+
+from __future__ import annotations
+
+from commit_protocol.config import SinkConfig
+from commit_protocol.log import MetadataLog, is_compaction_batch
+from commit_protocol.naming import CLAIMS_DIR, INPROGRESS_DIR
+from commit_protocol.state import SinkState
+from commit_protocol.storage import Storage
+
+
+def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig, *,
+             now_ms: int) -> list[str]:
+    """Delete expired log files, orphan temp files and old claims; return what was deleted."""
+    if not is_compaction_batch(state.batch_id, config.compact_interval):
+        return []
+    expired_before = now_ms - config.cleanup_delay_ms
+    deleted = log.delete_expired(latest=state.batch_id, now_ms=now_ms,
+                                 delay_ms=config.cleanup_delay_ms)
+    deleted += delete_orphans(storage, state, expired_before=expired_before)
+    for claim in storage.list(CLAIMS_DIR):
+        if claim.mtime_ms < expired_before:
+            storage.delete(claim.path)
+            deleted.append(claim.path)
+    return deleted
+
+
+def orphans(storage: Storage, state: SinkState) -> list[str]:
+    """Temp files that no committed state references (invisible to every reader)."""
+    live = {f.temp for f in state.in_progress}
+    return [i.path for i in storage.list(INPROGRESS_DIR) if i.path not in live]
+
+
+def delete_orphans(storage: Storage, state: SinkState, *, expired_before: int) -> list[str]:
+    live = {f.temp for f in state.in_progress}
+    deleted = []
+    for info in storage.list(INPROGRESS_DIR):
+        if info.path not in live and info.mtime_ms < expired_before:
+            storage.delete(info.path)
+            deleted.append(info.path)
+    return deleted

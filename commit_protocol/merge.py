@@ -1,0 +1,116 @@
+"""Checking task reports against committed state and storage, and folding them into it.
+
+Pure decisions plus ``size`` look-ups: which files continue, which finalize and why. The
+committer then performs what this module decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from commit_protocol.config import RotationPolicy
+from commit_protocol.errors import CommitError, TruncatedFileError
+from commit_protocol.messages import FileReport, TaskReport
+from commit_protocol.rotation import roll_reason
+from commit_protocol.state import InProgressFile, Slot
+from commit_protocol.storage import Storage
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """A file the commit publishes: ``temp`` becomes ``name`` holding exactly ``size`` bytes."""
+
+    name: str
+    temp: str
+    size: int
+    records: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Merged:
+    in_progress: list[InProgressFile]
+    finalized: list[Finalized]
+
+
+def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskReport],
+                  storage: Storage, policy: RotationPolicy, *, is_bulk: bool,
+                  now_ms: int) -> Merged:
+    """Apply the tasks' files to the committed slots, then the commit-time rotation rules."""
+    slots = dict(committed)
+    finalized: list[Finalized] = []
+    for slot, files in _files_by_slot(reports).items():
+        _check_continuity(slots.get(slot), files)
+        for report in files:
+            _check_storage(storage, report)
+            previous = slots.pop(slot, None)
+            if report.closed:
+                reason = "bulk" if is_bulk else _task_roll_reason(report, policy)
+                finalized.append(Finalized(report.name, report.temp, report.end,
+                                           report.records, reason))
+            else:
+                slots[slot] = _advance(previous, report, now_ms)
+    for slot, f in list(slots.items()):
+        reason = roll_reason(f, policy, now_ms)
+        if reason:
+            del slots[slot]
+            finalized.append(Finalized(f.name, f.temp, f.size, f.records, reason))
+    return Merged(list(slots.values()), finalized)
+
+
+def _files_by_slot(reports: list[TaskReport]) -> dict[Slot, list[FileReport]]:
+    by_slot: dict[Slot, list[FileReport]] = {}
+    owner: dict[Slot, int] = {}
+    for report in reports:
+        for f in report.files:
+            if owner.setdefault(f.slot, report.partition) != report.partition:
+                raise CommitError(f"slot {f.slot} reported by tasks {owner[f.slot]} and "
+                                  f"{report.partition}; expected one task per slot")
+            by_slot.setdefault(f.slot, []).append(f)
+    return by_slot
+
+
+def _check_continuity(previous: InProgressFile | None, files: list[FileReport]) -> None:
+    """The first file of a slot continues its committed file (if any); the rest are new."""
+    for i, f in enumerate(files):
+        continues = i == 0 and previous is not None
+        if continues and f.name != previous.name:
+            raise CommitError(f"task for slot {f.slot} skipped committed file {previous.name}: "
+                              f"expected it first, found {f.name}")
+        expected_start = previous.size if continues else 0
+        if f.start != expected_start:
+            raise CommitError(f"{f.name}: expected the task to start at committed offset "
+                              f"{expected_start}, found {f.start}")
+        source = previous.temp if continues else None
+        if continues and f.temp != source and f.fenced_from != source:
+            raise CommitError(f"{f.name}: expected appends to {source} or a fenced copy of it, "
+                              f"found {f.temp} (copied from {f.fenced_from})")
+        if f.end < f.start:
+            raise CommitError(f"{f.name}: end offset {f.end} before start {f.start}")
+
+
+def _check_storage(storage: Storage, f: FileReport) -> None:
+    try:
+        size = storage.size(f.temp)
+    except FileNotFoundError as e:
+        raise CommitError(f"{f.name}: temp file {f.temp} reported by the task is missing") from e
+    if size < f.end:
+        raise TruncatedFileError(f"{f.temp} ({f.name}) holds {size} bytes; the task reported "
+                                 f"{f.end}: bytes were lost")
+
+
+def _task_roll_reason(f: FileReport, policy: RotationPolicy) -> str:
+    if policy.max_records and f.records >= policy.max_records:
+        return "maxRecords"
+    if policy.max_bytes and f.end >= policy.max_bytes:
+        return "maxBytes"
+    return "maxOpenFiles"
+
+
+def _advance(previous: InProgressFile | None, f: FileReport, now_ms: int) -> InProgressFile:
+    if previous is not None and previous.name == f.name:
+        return replace(previous, temp=f.temp, size=f.end, records=f.records,
+                       batches=previous.batches + 1, last_append_ms=now_ms)
+    return InProgressFile(partition=f.partition, directory=f.directory, name=f.name,
+                          temp=f.temp, size=f.end, records=f.records, batches=1,
+                          opened_ms=now_ms, last_append_ms=now_ms)

@@ -1,0 +1,46 @@
+"""What a task tells the driver: frozen, picklable, checked against storage before commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """One part file a task wrote to.
+
+    Bytes ``[start, end)`` of ``temp`` are this task's; ``[0, start)`` were committed before
+    (copied from ``fenced_from`` when the task could not prove it was the file's only writer).
+    ``records`` counts the whole file; ``closed`` says the task rolled it (size, record limit,
+    or a bulk format's end of task).
+    """
+
+    partition: int
+    directory: str
+    name: str
+    temp: str
+    start: int
+    end: int
+    records: int
+    new_records: int
+    closed: bool
+    fenced_from: str | None = None
+
+    @property
+    def slot(self) -> tuple[int, str]:
+        return (self.partition, self.directory)
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """A task's commit message: the files it touched in micro-batch ``batch_id``.
+
+    ``skipped`` is set when the batch was already committed (a replay): the task wrote nothing.
+    """
+
+    batch_id: int
+    partition: int
+    attempt: int
+    query_id: str
+    files: tuple[FileReport, ...] = ()
+    skipped: bool = False

@@ -1,0 +1,98 @@
+"""Names of part files and partition directories.
+
+Final names are replay-stable: ``<prefix>-<partition>-<batch>-<roll><suffix>`` where
+``partition`` is the Spark task partition id, ``batch`` the micro-batch that opened the file
+and ``roll`` the index of the file among those the slot opened in that batch. A replay of the
+batch therefore produces the same names, and a retried publish recognises its own file.
+Temp names carry a random token instead, so that no two attempts ever share a fresh file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import quote, unquote
+
+DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
+STATE_DIR = "_rotsink"
+INPROGRESS_DIR = f"{STATE_DIR}/inprogress"
+CLAIMS_DIR = f"{STATE_DIR}/claims"
+INTENT_DIR = f"{STATE_DIR}/intent"
+LOG_DIR = "_spark_metadata"
+
+# Spark's ExternalCatalogUtils.charToEscape: these characters are written as %XX in
+# partition directory names (so "a/b" and "../x" stay inside their directory).
+_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(1, 32))
+
+
+def escape_partition_value(value: str | None) -> str:
+    """Escape a partition value as Spark does.
+
+    >>> escape_partition_value("a/b=c")
+    'a%2Fb%3Dc'
+    >>> escape_partition_value("")
+    '__HIVE_DEFAULT_PARTITION__'
+    """
+    if value is None or value == "":
+        return DEFAULT_PARTITION_NAME
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
+
+
+def unescape_partition_value(text: str) -> str | None:
+    """Inverse of :func:`escape_partition_value` (``None`` for the default partition)."""
+    if text == DEFAULT_PARTITION_NAME:
+        return None
+    return unquote(text)
+
+
+def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> str:
+    """``col1=v1/col2=v2`` for the given values, both names and values escaped.
+
+    >>> partition_dir(("day", "kind"), ("2024-01-01", "../x"))
+    'day=2024-01-01/kind=..%2Fx'
+    """
+    return "/".join(
+        f"{escape_partition_value(c)}={escape_partition_value(v)}" for c, v in zip(columns, values)
+    )
+
+
+def parse_partition_dir(directory: str) -> dict[str, str | None]:
+    """``{"day": "2024-01-01", "kind": "../x"}`` from ``day=2024-01-01/kind=..%2Fx``."""
+    values: dict[str, str | None] = {}
+    for part in filter(None, directory.split("/")):
+        name, _, value = part.partition("=")
+        values[unquote(name)] = unescape_partition_value(value)
+    return values
+
+
+def final_name(*, directory: str, prefix: str, partition: int, batch: int, roll: int,
+               suffix: str) -> str:
+    """Relative final path of a part file.
+
+    >>> final_name(directory="day=1", prefix="part", partition=3, batch=12, roll=0, suffix=".jsonl")
+    'day=1/part-00003-000012-000.jsonl'
+    """
+    name = f"{prefix}-{partition:05d}-{batch:06d}-{roll:03d}{suffix}"
+    return f"{directory}/{name}" if directory else name
+
+
+def temp_name(final: str) -> str:
+    """A fresh hidden temp path for ``final``: unique per call, never visible to readers."""
+    base = final.rsplit("/", 1)[-1]
+    return f"{INPROGRESS_DIR}/.{base}.{uuid.uuid4().hex[:12]}.inprogress"
+
+
+def to_uri(root_uri: str, relative: str) -> str:
+    """URI of ``relative`` under ``root_uri`` as Spark's log stores it (percent-encoded).
+
+    >>> to_uri("file:///out", "k=a%2Fb/part-0.jsonl")
+    'file:///out/k=a%252Fb/part-0.jsonl'
+    """
+    return f"{root_uri.rstrip('/')}/{quote(relative, safe='/=:@!$&()*+,;-._~')}"
+
+
+def from_uri(root_uri: str, uri: str) -> str:
+    """Relative path of a log entry's URI under ``root_uri`` (inverse of :func:`to_uri`)."""
+    prefix = root_uri.rstrip("/") + "/"
+    if not uri.startswith(prefix):
+        raise ValueError(f"log entry {uri!r} is not under the output path {root_uri!r}")
+    return unquote(uri[len(prefix):])

@@ -1,0 +1,110 @@
+"""Part files as one task sees them: a row file appended to, or a Parquet file written whole.
+
+Both report the same facts to the driver (a :class:`FileReport`): the temp name, the committed
+offset the task started from, where its bytes end, and whether the task rolled the file.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import pyarrow as pa
+
+from commit_protocol.config import SinkConfig
+from commit_protocol.formats import encode_rows
+from commit_protocol.messages import FileReport
+from commit_protocol.storage import Storage
+
+
+class PartFile:
+    """Common bookkeeping; subclasses write the bytes."""
+
+    def __init__(self, storage: Storage, *, partition: int, directory: str, name: str,
+                 temp: str, start: int, records: int, fenced_from: str | None = None) -> None:
+        self.storage = storage
+        self.partition = partition
+        self.directory = directory
+        self.name = name
+        self.temp = temp
+        self.start = start
+        self.end = start
+        self.records = records
+        self.new_records = 0
+        self.closed = False
+        self.fenced_from = fenced_from
+
+    def report(self) -> FileReport:
+        return FileReport(partition=self.partition, directory=self.directory, name=self.name,
+                          temp=self.temp, start=self.start, end=self.end, records=self.records,
+                          new_records=self.new_records, closed=self.closed,
+                          fenced_from=self.fenced_from)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Give back the file handle (the least recently used file when over the cap)."""
+
+    def roll(self) -> None:
+        """Finish the file: the driver publishes it at commit."""
+        self.release()
+        self.closed = True
+
+
+class RowPartFile(PartFile):
+    """jsonl / csv / text: each batch's encoding is appended; the file spans micro-batches."""
+
+    def __init__(self, storage: Storage, config: SinkConfig, **kwargs) -> None:
+        super().__init__(storage, **kwargs)
+        self.format = config.format
+        self._handle: BinaryIO | None = None
+
+    def encode(self, batch: pa.RecordBatch) -> bytes:
+        return encode_rows(self.format, batch, with_header=self.end == 0)
+
+    def append(self, data: bytes, rows: int) -> None:
+        if self._handle is None:
+            self._handle = self.storage.open_append(self.temp)
+        self._handle.write(data)
+        self.end += len(data)
+        self.records += rows
+        self.new_records += rows
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class ParquetPartFile(PartFile):
+    """Parquet: written by one task and closed at its end (a bulk format cannot be appended)."""
+
+    def __init__(self, storage: Storage, config: SinkConfig, **kwargs) -> None:
+        super().__init__(storage, **kwargs)
+        self.config = config
+        self._handle: BinaryIO | None = None
+        self._writer = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            import pyarrow.parquet as pq
+
+            self._handle = self.storage.open_append(self.temp)
+            self._writer = pq.ParquetWriter(self._handle, batch.schema,
+                                            compression=self.config.compression,
+                                            compression_level=self.config.compression_level)
+        self._writer.write_batch(batch)
+        self.records += batch.num_rows
+        self.new_records += batch.num_rows
+
+    def estimated_size(self) -> int:
+        return self._handle.tell() if self._handle is not None else 0
+
+    def release(self) -> None:
+        # Parquet has no reopen: giving back the handle finishes the file.
+        if self._handle is not None and self._writer is not None:
+            self._writer.close()
+            self._handle.close()
+            self._handle = None
+            self.end = self.storage.size(self.temp)
+            self.closed = True

@@ -1,0 +1,48 @@
+"""Splitting an Arrow batch into per-directory pieces (Hive-style ``col=value`` dirs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from commit_protocol.naming import partition_dir
+
+
+def _as_strings(column: pa.Array) -> pa.Array:
+    """Partition values as Spark writes them into directory names."""
+    if pa.types.is_timestamp(column.type):
+        return pc.strftime(column, format="%Y-%m-%d %H:%M:%S")
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    return pc.cast(column, pa.string())
+
+
+def split_by_partition(batch: pa.RecordBatch, columns: tuple[str, ...]
+                       ) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Yield ``(directory, rows without the partition columns)`` for each distinct value.
+
+    Vectorised: one dictionary encoding and one sort per batch, whatever the row count.
+    """
+    if not columns:
+        yield "", batch
+        return
+    data = batch.drop_columns(list(columns))
+    values = [_as_strings(batch.column(c)) for c in columns]
+    key = values[0] if len(values) == 1 else pc.binary_join_element_wise(
+        *[pc.fill_null(v, "\x00null") for v in values], "\x00\x01")
+    encoded = pc.dictionary_encode(pc.fill_null(key, "\x00null")).combine_chunks() \
+        if isinstance(key, pa.ChunkedArray) else pc.dictionary_encode(pc.fill_null(key, "\x00null"))
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+    starts = np.concatenate(([0], bounds))
+    ends = np.concatenate((bounds, [len(codes)]))
+    taken = data.take(pa.array(order))
+    for start, end in zip(starts, ends):
+        row = int(order[start])
+        dir_values = tuple(v[row].as_py() for v in values)
+        yield partition_dir(columns, dir_values), taken.slice(start, end - start)

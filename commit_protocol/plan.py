@@ -1,0 +1,30 @@
+"""What the driver hands every task of a micro-batch, so tasks never read the log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from commit_protocol.state import InProgressFile, SinkState, Slot
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """The committed state as of planning: latest batch, owner, in-progress files by slot."""
+
+    latest_batch_id: int | None
+    query_id: str = ""
+    in_progress: dict[Slot, InProgressFile] = field(default_factory=dict)
+    root_uri: str = ""
+
+    @classmethod
+    def from_state(cls, state: SinkState | None, root_uri: str) -> WritePlan:
+        if state is None:
+            return cls(latest_batch_id=None, root_uri=root_uri)
+        return cls(latest_batch_id=state.batch_id, query_id=state.query_id,
+                   in_progress=state.slots(), root_uri=root_uri)
+
+    def owner_message(self, query_id: str) -> str:
+        return (f"{self.root_uri} is written by query {self.query_id} (committed up to batch "
+                f"{self.latest_batch_id}); this is query {query_id}. rotsink allows one query "
+                "per output path: restart the original query from its checkpoint, or write to "
+                "a new path")

@@ -1,0 +1,89 @@
+"""The sink's committed state, kept in each metadata log file as an ``isDir`` entry.
+
+Spark's readers skip ``isDir`` entries and ignore unknown JSON fields, so one atomic log file
+commits both the finalized files (the entries Spark reads) and rotsink's own state (which
+in-progress file each slot appends to, and up to which byte it is committed).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+STATE_VERSION = 1
+
+Slot = tuple[int, str]
+"""A slot: a Spark task partition id and an output directory (partition values)."""
+
+
+@dataclass(frozen=True)
+class InProgressFile:
+    """A part file that is committed up to ``size`` bytes and not yet finalized.
+
+    ``opened_ms`` and ``last_append_ms`` are driver commit times (one clock for every rule).
+    """
+
+    partition: int
+    directory: str
+    name: str
+    temp: str
+    size: int
+    records: int
+    batches: int
+    opened_ms: int
+    last_append_ms: int
+
+    @property
+    def slot(self) -> Slot:
+        return (self.partition, self.directory)
+
+
+@dataclass(frozen=True)
+class SinkState:
+    """Everything committed about the sink as of ``batch_id`` besides the finalized files."""
+
+    batch_id: int
+    query_id: str
+    schema_json: str
+    format: str
+    compression: str
+    partition_by: tuple[str, ...]
+    compact_interval: int
+    in_progress: tuple[InProgressFile, ...] = field(default=())
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def slots(self) -> dict[Slot, InProgressFile]:
+        return {f.slot: f for f in self.in_progress}
+
+    def with_batch(self, batch_id: int, in_progress: list[InProgressFile]) -> SinkState:
+        ordered = tuple(sorted(in_progress, key=lambda f: f.slot))
+        return replace(self, batch_id=batch_id, in_progress=ordered)
+
+    def to_json(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["version"] = STATE_VERSION
+        body["partition_by"] = list(self.partition_by)
+        body["in_progress"] = [asdict(f) for f in self.in_progress]
+        return body
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> SinkState:
+        version = body.get("version")
+        if version != STATE_VERSION:
+            raise ValueError(f"unsupported rotsink state version {version!r}; "
+                             f"this rotsink reads version {STATE_VERSION}")
+        return cls(
+            batch_id=int(body["batch_id"]),
+            query_id=body["query_id"],
+            schema_json=body["schema_json"],
+            format=body["format"],
+            compression=body["compression"],
+            partition_by=tuple(body["partition_by"]),
+            compact_interval=int(body["compact_interval"]),
+            in_progress=tuple(InProgressFile(**f) for f in body["in_progress"]),
+            extra=dict(body.get("extra", {})),
+        )
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)

@@ -1,0 +1,195 @@
+"""The storage seam: what the commit protocol needs from a filesystem, and the local backend.
+
+Paths passed to a ``Storage`` are relative to its root (the output path) and use ``/``.
+Each operation's docstring says where it is atomic. Missing files raise ``FileNotFoundError``,
+an existing target of an exclusive operation ``FileExistsError``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One listed file: ``path`` relative to the storage root."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+class Storage(Protocol):
+    """Operations the protocol uses; one implementation per backend."""
+
+    root_uri: str
+
+    def size(self, path: str) -> int: ...
+    def mtime_ms(self, path: str) -> int: ...
+    def exists(self, path: str) -> bool: ...
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes: ...
+    def open_read(self, path: str) -> BinaryIO: ...
+    def open_append(self, path: str) -> BinaryIO: ...
+    def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None: ...
+    def create_marker(self, path: str) -> bool: ...
+    def link(self, src: str, dst: str) -> None: ...
+    def publish(self, src: str, dst: str) -> None: ...
+    def copy_prefix(self, src: str, dst: str, length: int) -> None: ...
+    def list(self, directory: str) -> list[FileInfo]: ...
+    def delete(self, path: str) -> None: ...
+
+
+class LocalStorage:
+    """A local (or mounted POSIX) directory tree.
+
+    Atomicity: ``write_exclusive``, ``create_marker`` and ``publish`` rely on ``link(2)``,
+    which fails with ``EEXIST`` instead of replacing, and is atomic on POSIX filesystems.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        self.root_uri = "file://" + self.root
+
+    def _abs(self, path: str) -> str:
+        return os.path.join(self.root, path)
+
+    def size(self, path: str) -> int:
+        """Current length in bytes."""
+        return os.stat(self._abs(path)).st_size
+
+    def mtime_ms(self, path: str) -> int:
+        return int(os.stat(self._abs(path)).st_mtime * 1000)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._abs(path))
+
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` of ``path`` (to its end when ``end`` is None)."""
+        with open(self._abs(path), "rb") as f:
+            f.seek(start)
+            return f.read() if end is None else f.read(end - start)
+
+    def open_read(self, path: str) -> BinaryIO:
+        return open(self._abs(path), "rb")
+
+    def open_append(self, path: str) -> BinaryIO:
+        """Open for appending, creating the file (and its directory) if needed."""
+        full = self._abs(path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        return open(full, "ab")
+
+    def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None:
+        """Create ``path`` with the given content, atomically, never replacing.
+
+        Readers see either no file or the whole file: the bytes go to a hidden temp file in
+        the same directory (fsynced), which is then hard-linked to ``path``.
+        """
+        full = self._abs(path)
+        directory, base = os.path.split(full)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, full)
+        finally:
+            _unlink_quietly(tmp)
+
+    def create_marker(self, path: str) -> bool:
+        """Create an empty ``path``; True if this call created it, False if it existed.
+
+        Atomic (``O_EXCL``): of several concurrent callers exactly one gets True.
+        """
+        full = self._abs(path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        try:
+            os.close(os.open(full, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return False
+        return True
+
+    def link(self, src: str, dst: str) -> None:
+        """Give ``dst`` the content of ``src`` (which stays), never replacing ``dst``.
+
+        ``link(2)``: atomic, and ``FileExistsError`` when ``dst`` exists.
+        """
+        full_dst = self._abs(dst)
+        os.makedirs(os.path.dirname(full_dst), exist_ok=True)
+        os.link(self._abs(src), full_dst)
+
+    def publish(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst`` without ever replacing ``dst``.
+
+        ``link`` then ``unlink``: atomic with respect to ``dst`` (it appears whole or not at
+        all, and an existing ``dst`` makes this raise ``FileExistsError``). A crash between the
+        two steps leaves both names; the caller's retry sees ``dst`` and drops ``src``.
+        """
+        self.link(src, dst)
+        os.unlink(self._abs(src))
+
+    def copy_prefix(self, src: str, dst: str, length: int) -> None:
+        """Create ``dst`` (must not exist) holding the first ``length`` bytes of ``src``."""
+        full_dst = self._abs(dst)
+        os.makedirs(os.path.dirname(full_dst), exist_ok=True)
+        with open(self._abs(src), "rb") as fin, open(full_dst, "xb") as fout:
+            remaining = length
+            while remaining > 0:
+                chunk = fin.read(min(remaining, 8 << 20))
+                if not chunk:
+                    raise EOFError(f"{src} has fewer than {length} bytes")
+                fout.write(chunk)
+                remaining -= len(chunk)
+
+    def list(self, directory: str) -> list[FileInfo]:
+        """Files directly in ``directory`` (empty if it does not exist)."""
+        try:
+            entries = list(os.scandir(self._abs(directory)))
+        except FileNotFoundError:
+            return []
+        prefix = f"{directory.rstrip('/')}/" if directory else ""
+        return [
+            FileInfo(prefix + e.name, st.st_size, int(st.st_mtime * 1000))
+            for e in entries
+            if e.is_file() and (st := e.stat())
+        ]
+
+    def walk(self, directory: str = "") -> Iterator[FileInfo]:
+        """Every file below ``directory``, recursively."""
+        base = self._abs(directory)
+        for dirpath, _, files in os.walk(base):
+            rel = os.path.relpath(dirpath, self.root)
+            for name in files:
+                st = os.stat(os.path.join(dirpath, name))
+                path = name if rel == "." else f"{rel}/{name}"
+                yield FileInfo(path, st.st_size, int(st.st_mtime * 1000))
+
+    def delete(self, path: str) -> None:
+        """Remove a file; a missing file is not an error."""
+        _unlink_quietly(self._abs(path))
+
+    def delete_tree(self, path: str) -> None:
+        shutil.rmtree(self._abs(path), ignore_errors=True)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def open_storage(url: str, fs_options: dict[str, str] | None = None) -> Storage:
+    """The backend for an output URL: local paths and ``file://`` URLs for now."""
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    if "://" in url:
+        raise NotImplementedError(f"storage for {url!r} is not supported yet (local paths only)")
+    return LocalStorage(url)

@@ -1,0 +1,182 @@
+"""The executor's side of the protocol: one task's rows into part files, and its report.
+
+Fencing: a task appends in place to a slot's committed in-progress file only when it wins
+that (batch, slot)'s *claim*, an exclusive marker file, and finds the file exactly at its
+committed length. Any other attempt of the same batch (a retry, a zombie of a stopped or
+crashed run, a speculative copy) loses the claim and copies the committed prefix to a fresh
+temp name instead (Apex's recovery), so two attempts never write to one file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from commit_protocol import failpoints
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
+from commit_protocol.messages import TaskReport
+from commit_protocol.naming import CLAIMS_DIR, final_name, temp_name
+from commit_protocol.part_files import ParquetPartFile, PartFile, RowPartFile
+from commit_protocol.partitioning import split_by_partition
+from commit_protocol.plan import WritePlan
+from commit_protocol.state import InProgressFile, Slot
+from commit_protocol.storage import Storage
+
+
+class TaskWriter:
+    """Writes one task's share of micro-batch ``batch_id`` (runs on an executor)."""
+
+    def __init__(self, storage: Storage, config: SinkConfig, plan: WritePlan, *, batch_id: int,
+                 partition: int, attempt: int, query_id: str) -> None:
+        self.storage = storage
+        self.config = config
+        self.plan = plan
+        self.batch_id = batch_id
+        self.partition = partition
+        self.attempt = attempt
+        self.query_id = query_id
+        self.open: OrderedDict[str, PartFile] = OrderedDict()  # directory -> file, LRU order
+        self.touched: list[PartFile] = []
+        self.rolls: dict[str, int] = {}
+
+    def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
+        """Consume the task's Arrow batches; return the report the driver commits."""
+        if self._already_committed():
+            for _ in batches:  # a replay of a committed batch: its output exists already
+                pass
+            return self._report(skipped=True)
+        for batch in batches:
+            for directory, rows in split_by_partition(batch, self.config.partition_by):
+                if rows.num_rows:
+                    self._write_rows(directory, rows)
+        for f in list(self.open.values()):
+            if self.config.is_bulk:
+                f.roll()
+            f.release()
+        failpoints.hit("task.before_report")
+        return self._report(skipped=False)
+
+    def _already_committed(self) -> bool:
+        latest = self.plan.latest_batch_id
+        if self.plan.query_id and self.query_id and self.plan.query_id != self.query_id:
+            raise ConcurrentWriterError(self.plan.owner_message(self.query_id))
+        if latest is None:
+            return False
+        if self.batch_id <= latest:
+            return True
+        if self.batch_id != latest + 1:
+            raise CommitError(f"task of batch {self.batch_id} was planned against committed "
+                              f"batch {latest}: expected batch {latest + 1}")
+        return False
+
+    def _report(self, *, skipped: bool) -> TaskReport:
+        return TaskReport(batch_id=self.batch_id, partition=self.partition, attempt=self.attempt,
+                          query_id=self.query_id, files=tuple(f.report() for f in self.touched),
+                          skipped=skipped)
+
+    # -- rows into files -----------------------------------------------------------------
+    def _write_rows(self, directory: str, rows: pa.RecordBatch) -> None:
+        policy = self.config.rotation
+        while rows.num_rows:
+            f = self._file_for(directory)
+            take = rows.num_rows
+            if policy.max_records:
+                take = min(take, policy.max_records - f.records)
+            if isinstance(f, RowPartFile):
+                take = self._append_row_chunk(f, rows.slice(0, take))
+            else:
+                f.write(rows.slice(0, take))
+            rows = rows.slice(take)
+            failpoints.hit("task.after_append")
+            if self._reached_limit(f):
+                f.roll()
+                del self.open[directory]
+                failpoints.hit("task.after_roll")
+
+    def _append_row_chunk(self, f: RowPartFile, rows: pa.RecordBatch) -> int:
+        """Append as many of ``rows`` as fit under ``maxBytes`` (at least one); return count."""
+        data = f.encode(rows)
+        max_bytes = self.config.rotation.max_bytes
+        room = max_bytes - f.end if max_bytes else len(data)
+        if len(data) > room and rows.num_rows > 1:
+            fit = max(1, rows.num_rows * max(room, 0) // len(data))
+            rows = rows.slice(0, fit)
+            data = f.encode(rows)
+        f.append(data, rows.num_rows)
+        return rows.num_rows
+
+    def _reached_limit(self, f: PartFile) -> bool:
+        policy = self.config.rotation
+        size = f.estimated_size() if isinstance(f, ParquetPartFile) else f.end
+        return bool((policy.max_records and f.records >= policy.max_records)
+                    or (policy.max_bytes and size >= policy.max_bytes))
+
+    def _file_for(self, directory: str) -> PartFile:
+        f = self.open.get(directory)
+        if f is not None:
+            self.open.move_to_end(directory)
+            return f
+        f = self._reopen(directory) or self._resume(directory) or self._create(directory)
+        if len(self.open) >= self.config.max_open_files:
+            _, evicted = self.open.popitem(last=False)
+            evicted.release()
+        self.open[directory] = f
+        return f
+
+    def _reopen(self, directory: str) -> PartFile | None:
+        """A row file this task released under ``maxOpenFiles`` and may append to again."""
+        for f in reversed(self.touched):
+            if f.directory == directory:
+                return None if f.closed else f
+        return None
+
+    def _resume(self, directory: str) -> PartFile | None:
+        """The slot's committed in-progress file, appended in place or through a fenced copy."""
+        committed = self.plan.in_progress.get((self.partition, directory))
+        if committed is None or self._seen(directory):
+            return None
+        temp, fenced_from = self._fence(committed)
+        f = RowPartFile(self.storage, self.config, partition=self.partition, directory=directory,
+                        name=committed.name, temp=temp, start=committed.size,
+                        records=committed.records, fenced_from=fenced_from)
+        self.touched.append(f)
+        return f
+
+    def _seen(self, directory: str) -> bool:
+        return any(f.directory == directory for f in self.touched)
+
+    def _fence(self, committed: InProgressFile) -> tuple[str, str | None]:
+        try:
+            actual = self.storage.size(committed.temp)
+        except FileNotFoundError as e:
+            raise CommitError(f"in-progress file {committed.temp} of {committed.name} is "
+                              f"missing; the log commits {committed.size} bytes of it") from e
+        if actual < committed.size:
+            raise TruncatedFileError(f"in-progress file {committed.temp} of {committed.name} "
+                                     f"holds {actual} bytes; the log commits {committed.size}")
+        if self.storage.create_marker(self._claim(committed.slot)) and actual == committed.size:
+            return committed.temp, None
+        fresh = temp_name(committed.name)
+        self.storage.copy_prefix(committed.temp, fresh, committed.size)
+        return fresh, committed.temp
+
+    def _claim(self, slot: Slot) -> str:
+        digest = hashlib.sha1(slot[1].encode()).hexdigest()[:12]
+        return f"{CLAIMS_DIR}/{self.batch_id:06d}-{slot[0]:05d}-{digest}"
+
+    def _create(self, directory: str) -> PartFile:
+        roll = self.rolls.get(directory, 0)
+        self.rolls[directory] = roll + 1
+        name = final_name(directory=directory, prefix=self.config.file_prefix,
+                          partition=self.partition, batch=self.batch_id, roll=roll,
+                          suffix=self.config.file_suffix)
+        common = dict(partition=self.partition, directory=directory, name=name,
+                      temp=temp_name(name), start=0, records=0)
+        cls = ParquetPartFile if self.config.is_bulk else RowPartFile
+        f: PartFile = cls(self.storage, self.config, **common)
+        self.touched.append(f)
+        return f

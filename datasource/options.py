@@ -1,0 +1,158 @@
+"""Parsing and validating the public options (DESIGN section 5) into a ``SinkConfig``.
+
+Runs once on the driver; executors receive only the frozen result. Every error names the
+option and the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from commit_protocol.config import BULK_FORMATS, ROW_FORMATS, RotationPolicy, SinkConfig
+from commit_protocol.errors import OptionError
+
+PATH = "path"
+FORMAT = "format"
+COMPRESSION = "compression"
+COMPRESSION_LEVEL = "compression.level"
+MAX_BYTES, MAX_RECORDS, MAX_BATCHES = "rotation.maxBytes", "rotation.maxRecords", "rotation.maxBatches"
+INTERVAL, INACTIVITY = "rotation.interval", "rotation.inactivity"
+PARTITION_BY = "partitionBy"
+FILE_PREFIX, FILE_SUFFIX = "file.prefix", "file.suffix"
+MAX_OPEN_FILES = "maxOpenFiles"
+COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY = "log.compactInterval", "log.retention", "log.cleanupDelay"
+FS_PREFIX = "fs."
+
+ROW_CODECS = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
+PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "brotli", "none")
+FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".parquet"}
+
+# Options Spark itself passes to every sink, and the reader's own: accepted, not ours to check.
+_PASSTHROUGH = {"checkpointlocation", "includeinprogress", "encryption.key", "encryption.keyid"}
+_KNOWN = {k.lower() for k in (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES,
+                              MAX_RECORDS, MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY,
+                              FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, COMPACT_INTERVAL,
+                              RETENTION, CLEANUP_DELAY)} | _PASSTHROUGH
+
+_UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+             "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+             "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+             "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+             "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30}
+
+
+def parse_duration_ms(key: str, text: str) -> int:
+    """``"90s"``, ``"15 minutes"``, ``"1h"``, ``"0"`` (off) as milliseconds.
+
+    >>> parse_duration_ms("rotation.interval", "15 minutes")
+    900000
+    """
+    match = _DURATION.match(text)
+    unit = match.group(2).lower() if match else None
+    if not match or (unit not in _UNITS_MS and not (unit == "" and float(match.group(1)) == 0)):
+        raise OptionError(f"option {key}={text!r}: expected a duration such as '90s', "
+                          "'15 minutes' or '1h' (units ms, s, m/min, h, d), or 0 to disable")
+    return int(float(match.group(1)) * _UNITS_MS.get(unit, 0))
+
+
+def parse_size(key: str, text: str) -> int:
+    """Bytes from ``"134217728"``, ``"64mb"``, ``"1g"``."""
+    match = re.match(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$", text)
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise OptionError(f"option {key}={text!r}: expected a byte count such as 134217728, "
+                          "'64mb' or '1g'")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def parse_int(key: str, text: str, *, minimum: int) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise OptionError(f"option {key}={text!r}: expected an integer >= {minimum}") from None
+    if value < minimum:
+        raise OptionError(f"option {key}={text!r}: expected an integer >= {minimum}")
+    return value
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
+    """Validate the writer's options (case-insensitive keys, as Spark passes them)."""
+    opts = {k.lower(): v for k, v in options.items()}
+    _reject_unknown(opts)
+    get = lambda key, default=None: opts.get(key.lower(), default)  # noqa: E731
+    path = get(PATH)
+    if not path:
+        raise OptionError("option path is required: .option('path', '/data/out') or .start(path)")
+    fmt = get(FORMAT, "jsonl").lower()
+    if fmt not in ROW_FORMATS + BULK_FORMATS:
+        raise OptionError(f"option format={fmt!r}: expected one of "
+                          f"{', '.join(ROW_FORMATS + BULK_FORMATS)}")
+    compression = _compression(fmt, get(COMPRESSION))
+    level = get(COMPRESSION_LEVEL)
+    return SinkConfig(
+        path=path, format=fmt, compression=compression,
+        compression_level=None if level is None else parse_int(COMPRESSION_LEVEL, level, minimum=0),
+        rotation=RotationPolicy(
+            max_bytes=parse_size(MAX_BYTES, get(MAX_BYTES, "134217728")),
+            max_records=parse_int(MAX_RECORDS, get(MAX_RECORDS, "0"), minimum=0),
+            max_batches=parse_int(MAX_BATCHES, get(MAX_BATCHES, "0"), minimum=0),
+            interval_ms=parse_duration_ms(INTERVAL, get(INTERVAL, "60s")),
+            inactivity_ms=parse_duration_ms(INACTIVITY, get(INACTIVITY, "60s")),
+        ),
+        partition_by=_partition_by(get(PARTITION_BY, "")),
+        file_prefix=_prefix(get(FILE_PREFIX, "part")),
+        file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression),
+        max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),
+        compact_interval=parse_int(COMPACT_INTERVAL, get(COMPACT_INTERVAL, "10"), minimum=1),
+        compact_interval_explicit=get(COMPACT_INTERVAL) is not None,
+        retention_ms=None if get(RETENTION) in (None, "", "off")
+        else parse_duration_ms(RETENTION, get(RETENTION)),
+        cleanup_delay_ms=parse_duration_ms(CLEANUP_DELAY, get(CLEANUP_DELAY, "10m")),
+        fs_options={k[len(FS_PREFIX):]: v for k, v in options.items()
+                    if k.lower().startswith(FS_PREFIX)},
+    )
+
+
+def _reject_unknown(opts: Mapping[str, str]) -> None:
+    for key, value in opts.items():
+        if key not in _KNOWN and not key.startswith(FS_PREFIX):
+            raise OptionError(f"unknown option {key}={value!r}; see the README's option table")
+
+
+def _compression(fmt: str, value: str | None) -> str:
+    if fmt in BULK_FORMATS:
+        codec = (value or "snappy").lower()
+        if codec not in PARQUET_CODECS:
+            raise OptionError(f"option compression={value!r} for format {fmt}: expected one of "
+                              f"{', '.join(PARQUET_CODECS)}")
+        return codec
+    codec = (value or "none").lower()
+    if codec not in ROW_CODECS:
+        hint = " (Spark's readers crash on .lz4/.snappy row files)" if codec in ("lz4", "snappy") else ""
+        raise OptionError(f"option compression={value!r} for format {fmt}: expected one of "
+                          f"{', '.join(ROW_CODECS)}{hint}")
+    if codec != "none":
+        raise OptionError(f"option compression={value!r}: compressed row formats are not "
+                          "implemented yet; use compression=none or format=parquet")
+    return codec
+
+
+def _partition_by(text: str) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in text.split(",") if c.strip())
+    if len(set(columns)) != len(columns):
+        raise OptionError(f"option partitionBy={text!r}: a column is listed twice")
+    return columns
+
+
+def _prefix(text: str) -> str:
+    if not text or text[0] in "._" or "/" in text:
+        raise OptionError(f"option file.prefix={text!r}: expected a non-empty name without '/' "
+                          "that does not start with '.' or '_' (readers would hide the files)")
+    return text
+
+
+def _default_suffix(fmt: str, compression: str) -> str:
+    return FORMAT_SUFFIX[fmt] + (ROW_CODECS.get(compression, "") if fmt in ROW_FORMATS else "")

@@ -1,0 +1,86 @@
+"""``spark.read.format("rotsink")``: the committed output, as the log lists it.
+
+Finalized files come from the log's entries; in-progress files (option ``includeInProgress``,
+default true) are read up to their committed offset, never beyond.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from commit_protocol.errors import OptionError, RotsinkError
+from commit_protocol.log import MetadataLog
+from commit_protocol.naming import from_uri
+from commit_protocol.reading import CommittedFile, committed_files, read_file
+from commit_protocol.state import SinkState
+from commit_protocol.storage import open_storage
+
+INCLUDE_IN_PROGRESS = "includeInProgress"
+
+
+def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
+    path = options.get("path")
+    if not path:
+        raise OptionError("option path is required: spark.read.format('rotsink').load(path)")
+    storage = open_storage(path, {k[3:]: v for k, v in options.items() if k.startswith("fs.")})
+    log = MetadataLog(storage, compact_interval=10)
+    latest = log.latest_batch_id()
+    if latest is None:
+        raise RotsinkError(f"{path} has no rotsink output: no committed batch in _spark_metadata")
+    return log, latest, log.read_state(latest)
+
+
+def committed_schema(options: dict[str, str]) -> StructType:
+    """The schema committed at the path (driver)."""
+    _, _, state = _open_state(options)
+    return StructType.fromJson(json.loads(state.schema_json))
+
+
+@dataclass(frozen=True)
+class FilesPartition(InputPartition):
+    files: tuple[CommittedFile, ...]
+
+
+class RotSinkReader(DataSourceReader):
+    """Plans on the driver (one log read), reads on executors (one Arrow table per file)."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        include = options.get(INCLUDE_IN_PROGRESS, "true").lower()
+        if include not in ("true", "false"):
+            raise OptionError(f"option {INCLUDE_IN_PROGRESS}={include!r}: expected true or false")
+        log, latest, state = _open_state(options)
+        self.path = options["path"]
+        self.state = state
+        self.files = committed_files(log, latest, state, include_in_progress=include == "true")
+        self.arrow_schema = to_arrow_schema(schema)
+        self.parallelism = max(1, int(options.get("numPartitions", "0") or 0)) or 8
+
+    def partitions(self) -> list[FilesPartition]:
+        """Files spread over up to ``parallelism`` partitions, balanced by bytes."""
+        buckets: list[list[CommittedFile]] = [[] for _ in range(min(self.parallelism,
+                                                                    max(1, len(self.files))))]
+        sizes = [0] * len(buckets)
+        for f in sorted(self.files, key=lambda f: -f.length):
+            i = sizes.index(min(sizes))
+            buckets[i].append(f)
+            sizes[i] += f.length
+        return [FilesPartition(tuple(b)) for b in buckets if b]
+
+    def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: decode each file's committed bytes into Arrow batches."""
+        storage = open_storage(self.path)
+        for f in partition.files:
+            table = read_file(storage, f, fmt=self.state.format, schema=self.arrow_schema,
+                              partition_by=self.state.partition_by)
+            yield from table.to_batches()
+
+
+__all__ = ["RotSinkReader", "committed_schema", "from_uri"]

@@ -1,0 +1,62 @@
+"""``RotSinkDataSource``: the class Spark finds as ``format("rotsink")``."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter
+from pyspark.sql.types import StructType
+
+from commit_protocol.errors import UnsupportedQueryError
+
+
+class RotSinkDataSource(DataSource):
+    """Exactly-once rotating file sink (streaming write) and reader of its output (batch read).
+
+    Register with ``spark.dataSource.register(RotSinkDataSource)``; after ``pip install`` the
+    top-level module ``pyspark_rotsink`` makes Spark register it by itself.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "rotsink"
+
+    def schema(self) -> StructType:
+        """Runs on the driver for reads: the schema committed in the log, never inferred."""
+        from datasource.reader import committed_schema
+
+        return committed_schema(dict(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Runs on the driver before each micro-batch (and again for its commit)."""
+        from datasource.options import parse_sink_options
+        from datasource.writer import RotSinkStreamWriter
+
+        if overwrite:
+            raise UnsupportedQueryError(
+                "rotsink is an append-only file sink: outputMode('complete') is not supported; "
+                "use outputMode('append')")
+        config = parse_sink_options(dict(self.options))
+        _check_schema(config.format, config.partition_by, schema)
+        return RotSinkStreamWriter(config, schema.json())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """Runs on the driver: plans the read of committed output."""
+        from datasource.reader import RotSinkReader
+
+        return RotSinkReader(dict(self.options), schema)
+
+
+def _check_schema(fmt: str, partition_by: tuple[str, ...], schema: StructType) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from commit_protocol.errors import OptionError
+    from commit_protocol.formats import check_schema
+
+    missing = [c for c in partition_by if c not in schema.fieldNames()]
+    if missing:
+        raise OptionError(f"option partitionBy={','.join(partition_by)!r}: no column "
+                          f"{', '.join(missing)} in the stream's schema {schema.simpleString()}")
+    data = StructType([f for f in schema.fields if f.name not in partition_by])
+    if not data.fields:
+        raise OptionError(f"option partitionBy={','.join(partition_by)!r}: every column is a "
+                          "partition column; no data would be written")
+    check_schema(fmt, to_arrow_schema(data))

@@ -1,0 +1,101 @@
+"""The Spark face of the writer: plan on the driver, write on executors, commit on the driver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from commit_protocol.committer import Committer, CommitResult
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import OptionError, SchemaMismatchError
+from commit_protocol.messages import TaskReport
+from commit_protocol.plan import WritePlan
+from commit_protocol.state import SinkState
+from commit_protocol.storage import open_storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class TaskCommitMessage(WriterCommitMessage):
+    """A task's :class:`TaskReport`, wrapped in the type Spark requires."""
+
+    report: TaskReport
+
+
+class RotSinkStreamWriter(DataSourceStreamArrowWriter):
+    """Created on the driver once per micro-batch (and again for its commit or abort).
+
+    The constructor reads the committed state once and freezes it into a :class:`WritePlan`;
+    Spark pickles this object to every task, so tasks never list or read the log.
+    """
+
+    def __init__(self, config: SinkConfig, schema_json: str) -> None:
+        self.config = config
+        self.schema_json = schema_json
+        state = self._committer().latest_state()
+        if state is not None:
+            check_compatible(config, schema_json, state)
+            # The interval is fixed for the life of a path: keep the committed one.
+            self.config = replace(config, compact_interval=state.compact_interval)
+        self.plan = WritePlan.from_state(state, open_storage(config.path).root_uri)
+
+    def _committer(self) -> Committer:
+        return Committer(open_storage(self.config.path, self.config.fs_options), self.config,
+                         self.schema_json)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
+        """Runs on an executor: this task's rows into part files (see ``TaskWriter``)."""
+        from pyspark import TaskContext
+
+        from commit_protocol.task_writer import TaskWriter
+
+        context = TaskContext.get()
+        writer = TaskWriter(
+            open_storage(self.config.path, self.config.fs_options), self.config, self.plan,
+            batch_id=int(context.getLocalProperty("streaming.sql.batchId")),
+            partition=context.partitionId(), attempt=context.attemptNumber(),
+            query_id=context.getLocalProperty("sql.streaming.queryId") or "")
+        return TaskCommitMessage(writer.write(iterator))
+
+    def commit(self, messages: list[TaskCommitMessage | None], batchId: int) -> CommitResult:
+        """Runs on the driver once every task of the batch succeeded."""
+        return self._committer().commit(batchId, [_report(m) for m in messages])
+
+    def abort(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:
+        """Runs on the driver when a task failed: nothing of the batch becomes visible."""
+        self._committer().abort(batchId, [_report(m) for m in messages])
+
+
+def _report(message: TaskCommitMessage | None) -> TaskReport | None:
+    return None if message is None else message.report
+
+
+def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> None:
+    """Refuse to continue a path with a different schema, format or log interval."""
+    if json.loads(state.schema_json) != json.loads(schema_json):
+        raise SchemaMismatchError(
+            f"{config.path} holds rows of schema {_simple(state.schema_json)}; this query "
+            f"writes {_simple(schema_json)}. Write a changed schema to a new path")
+    if state.format != config.format:
+        raise OptionError(f"option format={config.format!r}: {config.path} was written as "
+                          f"{state.format!r}; the format is fixed for the life of a path")
+    if state.compact_interval != config.compact_interval and config.compact_interval_explicit:
+        raise OptionError(
+            f"option log.compactInterval={config.compact_interval}: {config.path} was written "
+            f"with {state.compact_interval}; readers derive it from the log, so it is fixed for "
+            "the life of a path")
+    if tuple(state.partition_by) != config.partition_by:
+        raise OptionError(f"option partitionBy={','.join(config.partition_by)!r}: {config.path} "
+                          f"is partitioned by {','.join(state.partition_by)!r}")
+
+
+def _simple(schema_json: str) -> str:
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema_json)).simpleString()

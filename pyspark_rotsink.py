@@ -1,0 +1,7 @@
+"""Static registration hook: Spark imports every top-level ``pyspark_*`` module and registers
+its ``DefaultSource``, so ``format("rotsink")`` works after ``pip install`` with no
+``spark.dataSource.register`` call."""
+
+from datasource.source import RotSinkDataSource as DefaultSource
+
+__all__ = ["DefaultSource"]

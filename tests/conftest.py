@@ -1,0 +1,44 @@
+"""Shared fixtures. Spark tests share one session-scoped ``local[2]`` session with the UI off."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Python workers must run the driver's interpreter, or they import nothing of ours.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Failpoints are armed by writing this file; Spark's workers inherit the variable.
+FAILPOINTS_FILE = Path(tempfile.mkdtemp(prefix="rotsink-fp-")) / "armed"
+os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from datasource.session import local_session
+
+    session = local_session(app_name="rotsink-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def failpoints():
+    """Arm failpoints for one test: ``failpoints.arm("task.after_append=raise:once")``."""
+
+    class Armed:
+        def arm(self, spec: str) -> None:
+            for marker in FAILPOINTS_FILE.parent.glob(f"{FAILPOINTS_FILE.name}.*.fired"):
+                marker.unlink()
+            FAILPOINTS_FILE.write_text(spec)
+
+        def disarm(self) -> None:
+            FAILPOINTS_FILE.unlink(missing_ok=True)
+
+    armed = Armed()
+    yield armed
+    armed.disarm()

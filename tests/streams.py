@@ -1,0 +1,45 @@
+"""Deterministic numbered input streams and a helper to run rotsink queries to completion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SCHEMA = "id LONG, name STRING, grp STRING, score DOUBLE"
+
+
+def write_numbered_source(directory: Path, *, files: int, rows_per_file: int,
+                          start_file: int = 0) -> int:
+    """``files`` JSON files of uniquely numbered rows; returns the total row count written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in range(start_file, start_file + files):
+        lines = []
+        for r in range(rows_per_file):
+            i = f * rows_per_file + r
+            lines.append(json.dumps({"id": i, "name": f"row \"{i}\", ü\\", "grp": f"g{i % 3}",
+                                     "score": i / 4}))
+        (directory / f"in-{f:05d}.json").write_text("\n".join(lines) + "\n")
+    return files * rows_per_file
+
+
+def run_to_completion(spark, source: Path, out: Path, checkpoint: Path, *,
+                      files_per_batch: int = 1, transform=None, **options: str):
+    """Run a rotsink query over ``source`` with ``availableNow`` until it has read it all."""
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch)
+          .json(str(source)))
+    if transform is not None:
+        df = transform(df)
+    writer = (df.writeStream.format("rotsink").option("checkpointLocation", str(checkpoint))
+              .trigger(availableNow=True))
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    query = writer.start(str(out))
+    query.awaitTermination()
+    return query
+
+
+def rotsink_ids(spark, out: Path, **options: str) -> list[int]:
+    reader = spark.read.format("rotsink")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return sorted(r.id for r in reader.load(str(out)).select("id").collect())

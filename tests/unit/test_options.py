@@ -1,0 +1,44 @@
+"""Options: defaults, parsing, and errors that name the option and the value."""
+
+from __future__ import annotations
+
+import pytest
+
+from commit_protocol.errors import OptionError
+from datasource.options import parse_duration_ms, parse_sink_options
+
+
+def test_defaults_match_the_design():
+    config = parse_sink_options({"path": "/out"})
+    assert (config.format, config.compression, config.file_suffix) == ("jsonl", "none", ".jsonl")
+    assert config.rotation.max_bytes == 134217728 and config.rotation.interval_ms == 60_000
+    assert (config.compact_interval, config.cleanup_delay_ms, config.max_open_files) == (10, 600_000, 100)
+    assert parse_sink_options({"path": "/o", "format": "parquet"}).compression == "snappy"
+
+
+@pytest.mark.parametrize("text, ms", [("90s", 90_000), ("15 minutes", 900_000), ("1h", 3_600_000),
+                                      ("0", 0), ("250ms", 250), ("1.5m", 90_000)])
+def test_durations(text, ms):
+    assert parse_duration_ms("rotation.interval", text) == ms
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "option path is required"),
+    ({"format": "xml"}, "option format='xml'"),
+    ({"compression": "lz4"}, "option compression='lz4'.*crash"),
+    ({"format": "parquet", "compression": "zip"}, "option compression='zip' for format parquet"),
+    ({"rotation.maxBytes": "big"}, "option rotation.maxBytes='big'"),
+    ({"rotation.maxRecords": "-1"}, "option rotation.maxRecords='-1'"),
+    ({"rotation.interval": "soon"}, "option rotation.interval='soon'"),
+    ({"rotation.inactivity": "5 fortnights"}, "option rotation.inactivity='5 fortnights'"),
+    ({"maxOpenFiles": "0"}, "option maxOpenFiles='0'"),
+    ({"log.compactInterval": "0"}, "option log.compactInterval='0'"),
+    ({"file.prefix": ".hidden"}, "option file.prefix='.hidden'"),
+    ({"partitionBy": "a,a"}, "option partitionBy='a,a'"),
+    ({"rotation.maxbatchez": "1"}, "unknown option rotation.maxbatchez='1'"),
+], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
+        "unit", "open-files", "interval", "hidden-prefix", "duplicate-partition", "typo"])
+def test_bad_options_name_option_and_value(options, message):
+    base = {} if options == {} else {"path": "/out"}
+    with pytest.raises(OptionError, match=message):
+        parse_sink_options({**base, **options})
