@@ -53,7 +53,8 @@ class RotSinkReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        include = options.get(INCLUDE_IN_PROGRESS, "true").lower()
+        options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
+        include = options.get(INCLUDE_IN_PROGRESS.lower(), "true").lower()
         if include not in ("true", "false"):
             raise OptionError(f"option {INCLUDE_IN_PROGRESS}={include!r}: expected true or false")
         log, latest, state = _open_state(options)
@@ -61,7 +62,7 @@ class RotSinkReader(DataSourceReader):
         self.state = state
         self.files = committed_files(log, latest, state, include_in_progress=include == "true")
         self.arrow_schema = to_arrow_schema(schema)
-        self.parallelism = max(1, int(options.get("numPartitions", "0") or 0)) or 8
+        self.parallelism = max(1, int(options.get("numpartitions", "0") or 0)) or 8
 
     def partitions(self) -> list[FilesPartition]:
         """Files spread over up to ``parallelism`` partitions, balanced by bytes."""

@@ -1,0 +1,121 @@
+"""CSV: a header line per file, then one line per row, built column-at-a-time with Arrow compute.
+
+Why not ``pyarrow.csv.write_csv``: it escapes a quote by doubling it (``"a""b"``), and
+Spark's CSV reader, whose default escape character is ``\\``, then returns ``"a""b"``
+with the quotes, and a value ending in ``\\`` swallows the rest of its row. This writer
+emits what Spark's reader takes back exactly with its default options:
+
+===============  ===========================================  ==============================
+value            written as                                   why
+===============  ===========================================  ==============================
+string           always quoted; ``\\`` -> ``\\\\``, ``"`` -> ``\\"``  Spark's default escape
+null             empty, unquoted                              Spark's default ``nullValue``
+empty string     ``""``                                       distinct from null for us;
+                                                              Spark reads it as null
+line break       kept inside quotes                           Spark needs ``multiLine=true``
+float NaN/inf    ``NaN``, ``Inf``, ``-Inf``                   Spark's ``nanValue`` etc.
+binary           base64, quoted                               Spark's CSV has no binary type
+timestamp (tz)   ``2020-01-01 01:02:03.456789Z`` (UTC)         exact instant, zone-free
+timestamp_ntz    ``2020-01-01 01:02:03.456789``
+===============  ===========================================  ==============================
+
+Runs on executors (encode) and wherever committed files are read (decode).
+"""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from commit_protocol.errors import SchemaMismatchError
+from commit_protocol.formats_arrow import (
+    base64_encode, concat_bytes, float_text, from_wire_chunked, has_non_finite, join,
+)
+from commit_protocol.formats_types import is_binarylike, is_stringlike, utc
+
+_BLOCK_SIZE = 16 << 20
+
+
+def csv_header(names: list[str]) -> bytes:
+    """The header line: every name quoted and escaped like a string value."""
+    return (",".join(_quote_text(name) for name in names) + "\n").encode()
+
+
+def encode_csv(table: pa.Table, *, with_header: bool) -> bytes:
+    """CSV lines for ``table``, after the header when ``with_header`` (even with no rows)."""
+    header = csv_header(table.column_names) if with_header else b""
+    if table.num_rows == 0:
+        return header
+    cells = [_cells(column.combine_chunks()) for column in table.columns]
+    return header + concat_bytes(join(join(*cells, sep=","), "\n"))
+
+
+def _cells(arr: pa.Array) -> pa.Array:
+    """Each value's CSV text as ``large_string``; null stays null (written as nothing)."""
+    t = arr.type
+    if is_stringlike(t):
+        return _quote(arr)
+    if is_binarylike(t):
+        return _quote(base64_encode(arr))
+    if pa.types.is_floating(t) and has_non_finite(arr):
+        return float_text(arr, nan="NaN", inf="Inf")
+    return arr.cast(utc(t)).cast(pa.large_string())
+
+
+def _quote(arr: pa.Array) -> pa.Array:
+    text = pc.replace_substring(arr.cast(pa.large_string()), "\\", "\\\\")
+    text = pc.replace_substring(text, '"', '\\"')
+    return pc.if_else(arr.is_null(), None, join('"', text, '"'))
+
+
+def _quote_text(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def decode_csv(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Parse :func:`encode_csv` output (one header, then chunks) into exactly ``schema``.
+
+    Raises
+    ------
+    SchemaMismatchError
+        If the header does not name ``schema``'s columns in order.
+    """
+    if not data:
+        return schema.empty_table()
+    table = _read(data, {f.name: _wire_type(f.type) for f in schema})
+    if table.column_names != schema.names:
+        raise SchemaMismatchError(f"csv header names columns {table.column_names}; "
+                                  f"expected {schema.names}")
+    arrays = [from_wire_chunked(column, f.type) for column, f in zip(table.columns, schema)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _wire_type(t: pa.DataType) -> pa.DataType:
+    if is_binarylike(t):
+        return pa.large_string()
+    return utc(t)
+
+
+def _read(data: bytes, column_types: dict[str, pa.DataType]) -> pa.Table:
+    import pyarrow.csv as pcsv
+
+    parse = pcsv.ParseOptions(quote_char='"', double_quote=False, escape_char="\\",
+                              newlines_in_values=True)
+    # only an unquoted empty field is null; pyarrow's default list would also turn
+    # the text NaN into null
+    convert = pcsv.ConvertOptions(column_types=column_types, null_values=[""],
+                                  strings_can_be_null=True, quoted_strings_can_be_null=False,
+                                  true_values=["true"], false_values=["false"])
+    try:
+        read = pcsv.ReadOptions(block_size=min(_BLOCK_SIZE, len(data) + 1))
+        return pcsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
+                             convert_options=convert)
+    except pa.ArrowInvalid as e:
+        if "straddl" not in str(e):
+            raise
+        # a row longer than a block: parse in one block (single-threaded, still exact)
+        read = pcsv.ReadOptions(block_size=len(data) + 1)
+        return pcsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
+                             convert_options=convert)

@@ -1,0 +1,49 @@
+"""Text: one string column, one ``\\n``-terminated line per row, as Spark's text source.
+
+A null is written as an empty line and reads back as ``""`` (Spark's text writer and
+reader do the same). A value holding ``\\n`` or ``\\r`` is refused rather than written:
+Spark's reader splits lines at both, so the row would come back as several rows.
+Runs on executors (encode) and wherever committed files are read (decode).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from commit_protocol.formats_arrow import concat_bytes, join
+from commit_protocol.formats_types import UnencodableValueError
+
+
+def encode_text(table: pa.Table) -> bytes:
+    """The lines of ``table``'s single string column.
+
+    Raises
+    ------
+    UnencodableValueError
+        If a value contains a line break (the message names the column and row).
+    """
+    if table.num_rows == 0:
+        return b""
+    values = table.column(0).combine_chunks().cast(pa.large_string())
+    breaks = pc.match_substring_regex(values, r"[\r\n]")
+    if pc.any(breaks).as_py():
+        row = pc.index(breaks, True).as_py()
+        raise UnencodableValueError(
+            f"format text: column {table.column_names[0]!r} row {row} contains a line break, "
+            "which Spark's text reader would split into several rows; use format jsonl or csv")
+    return concat_bytes(join(values, "\n"))
+
+
+def decode_text(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Split :func:`encode_text` output into rows of ``schema``'s single string column.
+
+    A last line without ``\\n`` still counts as a row, as in Spark's reader.
+    """
+    if not data:
+        return schema.empty_table()
+    body = data[:-1] if data.endswith(b"\n") else data
+    # cast validates UTF-8, split_pattern splits in C++: no Python loop over lines
+    whole = pa.array([body], pa.large_binary()).cast(pa.large_string())
+    lines = pc.split_pattern(whole, "\n").flatten()
+    return pa.Table.from_arrays([lines.cast(schema.field(0).type)], schema=schema)

@@ -1,0 +1,60 @@
+"""The ``rotsink`` command: ``demo``, ``inspect PATH``, ``verify PATH``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from commit_protocol.errors import RotsinkError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rotsink", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run a local streaming query and read it back")
+    demo.add_argument("--dir", help="working directory (default: a new temp directory)")
+    demo.add_argument("--batches", type=int, default=12, help="micro-batches to stream")
+    demo.add_argument("--rows", type=int, default=500, help="rows per micro-batch")
+    for name, text in (("inspect", "print the committed batches and in-progress files"),
+                       ("verify", "check that storage matches the log; exit 1 if not")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("path")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            from datasource.demo import run_demo
+
+            return run_demo(args.dir, batches=args.batches, rows=args.rows)
+        if args.command == "inspect":
+            return _inspect(args.path)
+        return _verify(args.path)
+    except RotsinkError as e:
+        print(f"rotsink: {e}", file=sys.stderr)
+        return 2
+
+
+def _inspect(path: str) -> int:
+    from datasource.inspect import batch_summaries
+
+    for s in batch_summaries(path):
+        kind = "compact" if s.compacted else "delta"
+        print(f"batch {s.batch_id:>5} ({kind}): finalized {len(s.finalized)} file(s), "
+              f"{len(s.in_progress)} in progress")
+        for name, size in s.finalized:
+            print(f"    + {name} ({size} bytes)")
+    return 0
+
+
+def _verify(path: str) -> int:
+    from datasource.inspect import orphan_files, verify
+
+    problems = verify(path)
+    for problem in problems:
+        print(f"PROBLEM {problem}")
+    print(f"{len(problems)} problem(s); {len(orphan_files(path))} orphan temp file(s) "
+          "(invisible, removed after log.cleanupDelay)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Failures through real Spark: a task dying mid-write, a commit dying before the log write,
+queries a file sink cannot honour. Each ends with exact output or a clear error."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from tests.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
+
+
+def test_task_failing_mid_write_is_retried_with_exact_output(spark, tmp_path, failpoints):
+    total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=40)
+    out = tmp_path / "out"
+    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck",
+                      **{"rotation.maxRecords": "25"})
+    assert rotsink_ids(spark, out) == list(range(total))
+    write_numbered_source(tmp_path / "in", files=2, rows_per_file=40, start_file=3)
+    failpoints.arm("task.after_append=raise:once")  # the first attempt dies after appending
+    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck",
+                      **{"rotation.maxRecords": "25"})
+    assert rotsink_ids(spark, out) == list(range(total + 80))
+    assert spark.read.json(str(out)).count() == len(rotsink_ids(spark, out, includeInProgress="false"))
+
+
+def test_driver_killed_before_log_write_recovers_on_restart(spark, tmp_path, failpoints):
+    total = write_numbered_source(tmp_path / "in", files=4, rows_per_file=10)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    failpoints.arm("driver.before_log_write=kill:once")  # the commit process dies (SIGKILL-like)
+    with pytest.raises(StreamingQueryException):
+        run_to_completion(spark, tmp_path / "in", out, ck, **{"rotation.maxBatches": "1"})
+    failpoints.disarm()
+    renamed_unlogged = [p for p in out.glob("part-*")]
+    assert renamed_unlogged, "the failpoint fires after the rename"
+    run_to_completion(spark, tmp_path / "in", out, ck, **{"rotation.maxBatches": "1"})
+    assert rotsink_ids(spark, out) == list(range(total))
+    assert sorted(r.id for r in spark.read.json(str(out)).collect()) == list(range(total))
+
+
+def _stream(spark, tmp_path):
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
+    return spark.readStream.schema(SCHEMA).json(str(tmp_path / "in"))
+
+
+def test_continuous_trigger_is_refused(spark, tmp_path):
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+    query = (rate.writeStream.format("rotsink")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(continuous="1 second")
+             .start(str(tmp_path / "out")))
+    try:
+        with pytest.raises(Exception, match="continuous triggers are not supported"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+
+
+def test_complete_mode_is_refused(spark, tmp_path):
+    counts = _stream(spark, tmp_path).groupBy("grp").count()
+    query = (counts.writeStream.format("rotsink").outputMode("complete")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+             .start(str(tmp_path / "out")))
+    with pytest.raises(StreamingQueryException, match="outputMode\\('complete'\\) is not supported"):
+        query.awaitTermination()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"rotation.interval": "soon"}, "option rotation.interval='soon'"),
+    ({"format": "text"}, "text"),
+    ({"partitionBy": "nope"}, "option partitionBy='nope': no column nope"),
+], ids=["bad-duration", "text-needs-one-string-column", "unknown-partition-column"])
+def test_bad_options_fail_at_start_naming_the_option(spark, tmp_path, options, message):
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=2)
+    with pytest.raises(StreamingQueryException, match=message):
+        run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck", **options)
+    assert not (tmp_path / "out" / "_spark_metadata").exists()
+
+
+def test_second_query_on_the_same_path_is_refused(spark, tmp_path):
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
+    out = tmp_path / "out"
+    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck1")
+    with pytest.raises(StreamingQueryException, match="rotsink allows one query per output path"):
+        run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck2")
+    assert rotsink_ids(spark, out) == list(range(5))
+
+
+def test_format_rotsink_works_without_register(spark, tmp_path):
+    """Static registration: the installed top-level module ``pyspark_rotsink``."""
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=3)
+    run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck")
+    assert spark.read.format("rotsink").load(str(tmp_path / "out")).count() == 3
+
+
+def test_explicit_register_also_works(spark, tmp_path):
+    from datasource.source import RotSinkDataSource
+
+    spark.dataSource.register(RotSinkDataSource)
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=3)
+    run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck")
+    assert spark.read.format("rotsink").load(str(tmp_path / "out")).count() == 3

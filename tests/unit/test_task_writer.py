@@ -1,0 +1,163 @@
+"""The executor side without Spark: rolls, partitions, fencing of zombie attempts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from commit_protocol.committer import Committer
+from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
+from commit_protocol.formats import decode_rows
+from commit_protocol.plan import WritePlan
+from commit_protocol.storage import LocalStorage
+from commit_protocol.task_writer import TaskWriter
+
+SCHEMA_JSON = '{"type":"struct","fields":[]}'
+
+
+def config(tmp_path: Path, **kw) -> SinkConfig:
+    rotation = RotationPolicy(**{"interval_ms": 0, "inactivity_ms": 0, **kw.pop("rotation", {})})
+    return SinkConfig(path=str(tmp_path), rotation=rotation, **kw)
+
+
+def rows(start: int, n: int, **extra) -> pa.RecordBatch:
+    columns = {"id": pa.array(range(start, start + n), pa.int64()), **extra}
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def plan_for(tmp_path: Path, cfg: SinkConfig) -> WritePlan:
+    storage = LocalStorage(str(tmp_path))
+    state = Committer(storage, cfg, SCHEMA_JSON).latest_state()
+    return WritePlan.from_state(state, storage.root_uri)
+
+
+def run_task(tmp_path, cfg, batch_id, batches, *, attempt=0, plan=None, query_id="q"):
+    storage = LocalStorage(str(tmp_path))
+    writer = TaskWriter(storage, cfg, plan or plan_for(tmp_path, cfg), batch_id=batch_id,
+                        partition=0, attempt=attempt, query_id=query_id)
+    return writer.write(batches)
+
+
+def commit(tmp_path, cfg, batch_id, *reports):
+    return Committer(LocalStorage(str(tmp_path)), cfg, SCHEMA_JSON).commit(
+        batch_id, list(reports), now_ms=batch_id)
+
+
+def committed_ids(tmp_path: Path, cfg: SinkConfig) -> list[int]:
+    from commit_protocol.log import MetadataLog
+    from commit_protocol.reading import committed_files, read_file
+
+    storage = LocalStorage(str(tmp_path))
+    log = MetadataLog(storage, compact_interval=cfg.compact_interval)
+    latest = log.latest_batch_id()
+    files = committed_files(log, latest, log.read_state(latest), include_in_progress=True)
+    schema = pa.schema([("id", pa.int64())])
+    return sorted(i for f in files for i in read_file(storage, f, fmt=cfg.format, schema=schema,
+                                                      partition_by=()).column("id").to_pylist())
+
+
+def test_max_records_rolls_at_exactly_the_limit(tmp_path):
+    cfg = config(tmp_path, rotation={"max_records": 4})
+    report = run_task(tmp_path, cfg, 0, [rows(0, 5), rows(5, 5)])
+    assert [(f.records, f.closed) for f in report.files] == [(4, True), (4, True), (2, False)]
+    commit(tmp_path, cfg, 0, report)
+    assert committed_ids(tmp_path, cfg) == list(range(10))
+
+
+def test_max_bytes_rolls_near_the_limit(tmp_path):
+    cfg = config(tmp_path, rotation={"max_bytes": 200})
+    report = run_task(tmp_path, cfg, 0, [rows(0, 100)])
+    closed = [f for f in report.files if f.closed]
+    assert len(closed) >= 3 and all(150 <= f.end <= 200 for f in closed)
+
+
+def test_row_files_continue_across_batches(tmp_path):
+    cfg = config(tmp_path)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    second = run_task(tmp_path, cfg, 1, [rows(3, 3)])
+    (f,) = second.files
+    assert f.start > 0 and f.fenced_from is None
+    commit(tmp_path, cfg, 1, second)
+    assert committed_ids(tmp_path, cfg) == list(range(6))
+
+
+def test_losing_the_claim_copies_the_committed_prefix(tmp_path):
+    """A zombie (or retry) of batch 1 and a new attempt both write; only one file is shared."""
+    cfg = config(tmp_path)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    plan = plan_for(tmp_path, cfg)
+    zombie = run_task(tmp_path, cfg, 1, [rows(100, 3)], plan=plan)  # wins the claim
+    retry = run_task(tmp_path, cfg, 1, [rows(3, 3)], attempt=1, plan=plan)
+    (z,), (r,) = zombie.files, retry.files
+    assert z.fenced_from is None and r.fenced_from == z.temp and r.temp != z.temp
+    commit(tmp_path, cfg, 1, retry)
+    assert committed_ids(tmp_path, cfg) == list(range(6))
+    # The zombie keeps writing to its file after the commit: nothing committed changes.
+    with open(tmp_path / z.temp, "ab") as f:
+        f.write(b'{"id":999}\n')
+    assert committed_ids(tmp_path, cfg) == list(range(6))
+
+
+def test_bytes_past_the_committed_offset_are_fenced_off(tmp_path):
+    cfg = config(tmp_path)
+    first = run_task(tmp_path, cfg, 0, [rows(0, 3)])
+    commit(tmp_path, cfg, 0, first)
+    with open(tmp_path / first.files[0].temp, "ab") as f:  # a failed attempt's partial write
+        f.write(b'{"id":12')
+    (f,) = run_task(tmp_path, cfg, 1, [rows(3, 2)]).files
+    assert f.fenced_from == first.files[0].temp
+
+
+def test_shortened_in_progress_file_is_a_loud_error(tmp_path):
+    cfg = config(tmp_path)
+    first = run_task(tmp_path, cfg, 0, [rows(0, 3)])
+    commit(tmp_path, cfg, 0, first)
+    (tmp_path / first.files[0].temp).write_bytes(b"{")
+    with pytest.raises(TruncatedFileError, match="holds 1 bytes; the log commits"):
+        run_task(tmp_path, cfg, 1, [rows(3, 1)])
+
+
+def test_replayed_batch_writes_nothing(tmp_path):
+    cfg = config(tmp_path)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    replay = run_task(tmp_path, cfg, 0, [rows(0, 3)])
+    assert replay.skipped and replay.files == ()
+
+
+def test_other_query_is_refused_before_writing(tmp_path):
+    cfg = config(tmp_path)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    with pytest.raises(ConcurrentWriterError, match="this is query other"):
+        run_task(tmp_path, cfg, 1, [rows(3, 1)], query_id="other")
+
+
+def test_partition_values_are_escaped_and_stay_inside_their_directory(tmp_path):
+    cfg = config(tmp_path, partition_by=("k",), rotation={"max_batches": 1})
+    keys = pa.array(["../x", "a/b", "", None, "ü=1"])
+    report = run_task(tmp_path, cfg, 0, [rows(0, 5, k=keys)])
+    commit(tmp_path, cfg, 0, report)
+    dirs = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("k="))
+    assert dirs == ["k=..%2Fx", "k=__HIVE_DEFAULT_PARTITION__", "k=a%2Fb", "k=ü%3D1"]
+
+
+def test_max_open_files_releases_least_recently_used(tmp_path):
+    cfg = config(tmp_path, partition_by=("k",), max_open_files=1)
+    keys = pa.array(["a", "b", "a", "b"])
+    report = run_task(tmp_path, cfg, 0, [rows(0, 4, k=keys), rows(4, 4, k=keys)])
+    # Each directory's file was released and reopened, not rolled: one file each, 4 rows each.
+    assert sorted((f.directory, f.records, f.closed) for f in report.files) == \
+        [("k=a", 4, False), ("k=b", 4, False)]
+    for f in report.files:
+        data = (tmp_path / f.temp).read_bytes()
+        assert decode_rows("jsonl", data, pa.schema([("id", pa.int64())])).num_rows == 4
+
+
+def test_parquet_files_finish_at_the_end_of_each_task(tmp_path):
+    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet")
+    report = run_task(tmp_path, cfg, 0, [rows(0, 10)])
+    assert [f.closed for f in report.files] == [True]
+    commit(tmp_path, cfg, 0, report)
+    assert committed_ids(tmp_path, cfg) == list(range(10))
