@@ -61,7 +61,7 @@ class RotSinkReader(DataSourceReader):
         self.path = options["path"]
         self.state = state
         self.files = committed_files(log, latest, state, include_in_progress=include == "true")
-        self.arrow_schema = to_arrow_schema(schema)
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.parallelism = max(1, int(options.get("numpartitions", "0") or 0)) or 8
 
     def partitions(self) -> list[FilesPartition]:

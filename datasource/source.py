@@ -59,4 +59,4 @@ def _check_schema(fmt: str, partition_by: tuple[str, ...], schema: StructType) -
     if not data.fields:
         raise OptionError(f"option partitionBy={','.join(partition_by)!r}: every column is a "
                           "partition column; no data would be written")
-    check_schema(fmt, to_arrow_schema(data))
+    check_schema(fmt, to_arrow_schema(data, timezone="UTC"))

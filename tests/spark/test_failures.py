@@ -42,18 +42,6 @@ def _stream(spark, tmp_path):
     return spark.readStream.schema(SCHEMA).json(str(tmp_path / "in"))
 
 
-def test_continuous_trigger_is_refused(spark, tmp_path):
-    rate = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
-    query = (rate.writeStream.format("rotsink")
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(continuous="1 second")
-             .start(str(tmp_path / "out")))
-    try:
-        with pytest.raises(Exception, match="continuous triggers are not supported"):
-            query.awaitTermination(120)
-    finally:
-        query.stop()
-
-
 def test_complete_mode_is_refused(spark, tmp_path):
     counts = _stream(spark, tmp_path).groupBy("grp").count()
     query = (counts.writeStream.format("rotsink").outputMode("complete")
