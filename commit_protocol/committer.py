@@ -123,13 +123,13 @@ class Committer:
         return state
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
-        publish = [[f.temp, f.name, f.size] for f in merged.finalized]
+        publish = [[f.temp, f.name, f.size, f.reason] for f in merged.finalized]
         return replace(state.with_batch(batch_id, merged.in_progress),
                        extra={"publish": publish})
 
     def _finish(self, state: SinkState) -> None:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
-        for temp, name, size in state.extra.get("publish", []):
+        for temp, name, size, *_ in state.extra.get("publish", []):
             self._publish_file(temp, name, size)
             failpoints.hit("driver.after_rename")
         failpoints.hit("driver.before_log_write")

@@ -53,6 +53,26 @@ def join(*parts: pa.Array | str, sep: str = "") -> pa.Array:
                                        null_handling="replace", null_replacement="")
 
 
+# pyarrow's readers take int32 block sizes; a row "straddling" two blocks is an error that
+# can also leave pyarrow's thread pool hung at exit, so callers size blocks to avoid it.
+MAX_BLOCK = (1 << 31) - 1
+_MIN_BLOCK = 16 << 20
+
+
+def line_block_size(data: bytes) -> int:
+    """A reader block size that no ``\n``-terminated line of ``data`` can straddle.
+
+    Twice the longest line leaves room for the partial line a block carries over.
+    """
+    import numpy as np  # a pyarrow dependency; only needed here
+
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    starts = np.concatenate(([0], ends + 1))
+    stops = np.concatenate((ends, [len(data)]))
+    longest = int((stops - starts).max())
+    return min(MAX_BLOCK, max(_MIN_BLOCK, 2 * longest + 2))
+
+
 def has_non_finite(arr: pa.Array) -> bool:
     """True if a float array holds NaN or +-inf (nulls do not count)."""
     return bool(pc.any(pc.invert(pc.is_finite(arr))).as_py())

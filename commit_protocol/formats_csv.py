@@ -31,12 +31,9 @@ import pyarrow.compute as pc
 
 from commit_protocol.errors import SchemaMismatchError
 from commit_protocol.formats_arrow import (
-    base64_encode, concat_bytes, float_text, from_wire_chunked, has_non_finite, join,
+    MAX_BLOCK, base64_encode, concat_bytes, float_text, from_wire_chunked, has_non_finite, join,
 )
 from commit_protocol.formats_types import is_binarylike, is_stringlike, utc
-
-_BLOCK_SIZE = 16 << 20
-
 
 def csv_header(names: list[str]) -> bytes:
     """The header line: every name quoted and escaped like a string value."""
@@ -108,14 +105,8 @@ def _read(data: bytes, column_types: dict[str, pa.DataType]) -> pa.Table:
     convert = pcsv.ConvertOptions(column_types=column_types, null_values=[""],
                                   strings_can_be_null=True, quoted_strings_can_be_null=False,
                                   true_values=["true"], false_values=["false"])
-    try:
-        read = pcsv.ReadOptions(block_size=min(_BLOCK_SIZE, len(data) + 1))
-        return pcsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
-                             convert_options=convert)
-    except pa.ArrowInvalid as e:
-        if "straddl" not in str(e):
-            raise
-        # a row longer than a block: parse in one block (single-threaded, still exact)
-        read = pcsv.ReadOptions(block_size=len(data) + 1)
-        return pcsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
-                             convert_options=convert)
+    # Quoted values may hold line breaks, so row lengths are unknown without parsing: one
+    # block for the whole file (conversion still runs per column in parallel).
+    read = pcsv.ReadOptions(block_size=min(MAX_BLOCK, len(data) + 1))
+    return pcsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
+                         convert_options=convert)

@@ -25,18 +25,44 @@ from __future__ import annotations
 import io
 import json
 import secrets
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from commit_protocol.formats_arrow import (
-    base64_encode, float_text, from_wire_chunked, has_non_finite, join, rebuild_list,
-    rebuild_map, rebuild_struct,
+    base64_encode, float_text, from_wire_chunked, has_non_finite, join, line_block_size,
+    rebuild_list, rebuild_map, rebuild_struct,
 )
 from commit_protocol.formats_types import UnencodableValueError, is_binarylike, is_list, utc
 
-_BLOCK_SIZE = 16 << 20
 _MARKER_ATTEMPTS = 4
+
+
+@dataclass
+class _FloatMarker:
+    """Carries NaN/inf through polars, which would write them as null.
+
+    Floats of an array holding a non-finite value travel as strings ``<token><text><token>``;
+    after writing, ``"<token>`` and ``<token>"`` are cut out, leaving bare ``NaN``,
+    ``Infinity``, ``-Infinity`` and numbers. The token is random per attempt and the cut
+    counts must equal :attr:`used`, which proves no user string contained it.
+    """
+
+    token: str = field(default_factory=lambda: "rotsinkF" + secrets.token_hex(16))
+    used: int = 0
+
+    def wrap(self, arr: pa.Array) -> pa.Array:
+        text = float_text(arr, nan="NaN", inf="Infinity")
+        self.used += len(arr) - arr.null_count
+        return pc.if_else(arr.is_null(), None, join(self.token, text, self.token))
+
+    def unwrap(self, data: bytes) -> bytes | None:
+        """``data`` without markers, or None if a user string held the token."""
+        opening, closing = f'"{self.token}'.encode(), f'{self.token}"'.encode()
+        if data.count(opening) != self.used or data.count(closing) != self.used:
+            return None
+        return data.replace(opening, b"").replace(closing, b"")
 
 
 def encode_jsonl(table: pa.Table) -> bytes:
@@ -44,18 +70,15 @@ def encode_jsonl(table: pa.Table) -> bytes:
     if table.num_rows == 0:
         return b""
     for _ in range(_MARKER_ATTEMPTS):
-        # polars writes NaN/inf as null, so such floats travel as marked strings and the
-        # quotes and markers are cut out of the output. The marker is random per call, and
-        # the replacement counts prove no user string contained it.
-        marker = "rotsinkF" + secrets.token_hex(16)
-        wire, marked = _wire_table(table, marker)
+        marker = _FloatMarker()
+        wire = pa.Table.from_arrays([_to_wire(c.combine_chunks(), marker) for c in table.columns],
+                                    names=table.column_names)
         data = _polars_ndjson(wire)
-        if not marked:
-            return data
-        opening, closing = f'"{marker}'.encode(), f'{marker}"'.encode()
-        if data.count(opening) == marked and data.count(closing) == marked:
-            return data.replace(opening, b"").replace(closing, b"")
-    raise UnencodableValueError("jsonl: could not pick a float marker absent from the data")
+        unwrapped = data if marker.used == 0 else marker.unwrap(data)
+        if unwrapped is not None:
+            return unwrapped
+    raise UnencodableValueError("jsonl: no float marker absent from the data after "
+                                f"{_MARKER_ATTEMPTS} random tries")
 
 
 def _polars_ndjson(table: pa.Table) -> bytes:
@@ -66,46 +89,30 @@ def _polars_ndjson(table: pa.Table) -> bytes:
     return buffer.getvalue()
 
 
-def _wire_table(table: pa.Table, marker: str) -> tuple[pa.Table, int]:
-    columns, marked = [], 0
-    for column in table.columns:
-        wire, count = _to_wire(column.combine_chunks(), marker)
-        columns.append(wire)
-        marked += count
-    return pa.Table.from_arrays(columns, names=table.column_names), marked
-
-
-def _to_wire(arr: pa.Array, marker: str) -> tuple[pa.Array, int]:
-    """The array polars should write, and how many marked float strings it holds."""
-    t, counted = arr.type, [0]
-
-    def child(a: pa.Array) -> pa.Array:
-        wire, count = _to_wire(a, marker)
-        counted[0] += count
-        return wire
-
+def _to_wire(arr: pa.Array, marker: _FloatMarker) -> pa.Array:
+    """The array polars should write for ``arr`` (see the module table)."""
+    t = arr.type
     if pa.types.is_struct(t):
         names = [t.field(i).name for i in range(t.num_fields)]
-        return rebuild_struct(arr, lambda _, c: child(c), names), counted[0]
+        return rebuild_struct(arr, lambda _, child: _to_wire(child, marker), names)
     if is_list(t):
-        return rebuild_list(arr, child), counted[0]
+        return rebuild_list(arr, lambda values: _to_wire(values, marker))
     if pa.types.is_map(t):
-        return rebuild_map(arr, lambda k: _key_text(child(k)), child), counted[0]
+        return rebuild_map(arr, _key_text, lambda items: _to_wire(items, marker))
     if is_binarylike(t):
-        return base64_encode(arr), 0
+        return base64_encode(arr)
     if pa.types.is_timestamp(t):
-        return arr.cast(utc(t)), 0
+        return arr.cast(utc(t))
     if pa.types.is_floating(t) and has_non_finite(arr):
-        text = float_text(arr, nan="NaN", inf="Infinity")
-        marked = pc.if_else(arr.is_null(), None, join(marker, text, marker))
-        return marked, len(arr) - arr.null_count
-    return arr, 0
+        return marker.wrap(arr)
+    return arr
 
 
 def _key_text(keys: pa.Array) -> pa.Array:
-    # JSON object keys are strings; Spark's writer also writes non-string keys as text.
-    return keys if pa.types.is_large_string(keys.type) or pa.types.is_string(keys.type) \
-        else keys.cast(pa.large_string())
+    """Map keys as JSON object keys: text (Spark's JSON writer also writes ``key.toString``)."""
+    if is_binarylike(keys.type):
+        return base64_encode(keys)
+    return keys.cast(utc(keys.type)).cast(pa.large_string())
 
 
 def decode_jsonl(data: bytes, schema: pa.Schema) -> pa.Table:
@@ -125,7 +132,7 @@ def decode_jsonl(data: bytes, schema: pa.Schema) -> pa.Table:
         columns.update(zip(table.column_names, table.columns))
     rows = {len(c) for c in columns.values()}
     if len(rows) > 1:
-        raise ValueError(f"jsonl: columns parsed to different row counts {sorted(rows)}")
+        raise pa.ArrowInvalid(f"jsonl: columns parsed to different row counts {sorted(rows)}")
     arrays = [from_wire_chunked(_chunked(columns[f.name]), f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -157,15 +164,8 @@ def _read_with_arrow(data: bytes, schema: pa.Schema, *, ignore_others: bool) -> 
 
     parse = pj.ParseOptions(explicit_schema=schema,
                             unexpected_field_behavior="ignore" if ignore_others else "error")
-    try:
-        read = pj.ReadOptions(block_size=min(_BLOCK_SIZE, len(data) + 1))
-        return pj.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
-    except pa.ArrowInvalid as e:
-        if "straddl" not in str(e):
-            raise
-        # a row longer than a block: parse in one block (single-threaded, still exact)
-        read = pj.ReadOptions(block_size=len(data) + 1)
-        return pj.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
+    read = pj.ReadOptions(block_size=line_block_size(data))
+    return pj.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
 
 
 def _read_with_python(data: bytes, wire: pa.Schema, names: set[str]) -> dict[str, pa.Array]:

@@ -11,7 +11,7 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog, is_compaction_batch
 from commit_protocol.naming import CLAIMS_DIR, INPROGRESS_DIR
 from commit_protocol.state import SinkState
-from commit_protocol.storage import Storage
+from commit_protocol.storage import FileInfo, Storage
 
 
 def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig, *,
@@ -30,17 +30,15 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     return deleted
 
 
-def orphans(storage: Storage, state: SinkState) -> list[str]:
+def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
     """Temp files that no committed state references (invisible to every reader)."""
     live = {f.temp for f in state.in_progress}
-    return [i.path for i in storage.list(INPROGRESS_DIR) if i.path not in live]
+    return [i for i in storage.list(INPROGRESS_DIR) if i.path not in live]
 
 
 def delete_orphans(storage: Storage, state: SinkState, *, expired_before: int) -> list[str]:
-    live = {f.temp for f in state.in_progress}
-    deleted = []
-    for info in storage.list(INPROGRESS_DIR):
-        if info.path not in live and info.mtime_ms < expired_before:
-            storage.delete(info.path)
-            deleted.append(info.path)
-    return deleted
+    """Delete orphans last written before ``expired_before`` (a zombie may own younger ones)."""
+    expired = [i.path for i in orphans(storage, state) if i.mtime_ms < expired_before]
+    for path in expired:
+        storage.delete(path)
+    return expired

@@ -32,10 +32,9 @@ def split_by_partition(batch: pa.RecordBatch, columns: tuple[str, ...]
     data = batch.drop_columns(list(columns))
     values = [_as_strings(batch.column(c)) for c in columns]
     key = values[0] if len(values) == 1 else pc.binary_join_element_wise(
-        *[pc.fill_null(v, "\x00null") for v in values], "\x00\x01")
-    encoded = pc.dictionary_encode(pc.fill_null(key, "\x00null")).combine_chunks() \
-        if isinstance(key, pa.ChunkedArray) else pc.dictionary_encode(pc.fill_null(key, "\x00null"))
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
+        *[pc.fill_null(v, "") for v in values], "\x00")
+    # Null and "" share Spark's default partition directory, so one key for both is right.
+    codes = pc.dictionary_encode(pc.fill_null(key, "")).indices.to_numpy(zero_copy_only=False)
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     bounds = np.flatnonzero(np.diff(sorted_codes)) + 1

@@ -40,8 +40,8 @@ def _inspect(path: str) -> int:
         kind = "compact" if s.compacted else "delta"
         print(f"batch {s.batch_id:>5} ({kind}): finalized {len(s.finalized)} file(s), "
               f"{len(s.in_progress)} in progress")
-        for name, size in s.finalized:
-            print(f"    + {name} ({size} bytes)")
+        for name, size, reason in s.finalized:
+            print(f"    + {name} ({size} bytes, rolled by {reason})")
     return 0
 
 

@@ -14,7 +14,7 @@ from commit_protocol.storage import open_storage
 @dataclass(frozen=True)
 class BatchSummary:
     batch_id: int
-    finalized: list[tuple[str, int]]
+    finalized: list[tuple[str, int, str]]
     in_progress: list[tuple[str, int, int]]
     compacted: bool
 
@@ -30,7 +30,7 @@ def batch_summaries(path: str) -> list[BatchSummary]:
     summaries = []
     for batch_id in log.batch_ids():
         state = log.read_state(batch_id)
-        published = [(name, size) for _, name, size in state.extra.get("publish", [])]
+        published = [(name, size, reason) for _, name, size, reason in state.extra.get("publish", [])]
         in_progress = [(f.name, f.size, f.records) for f in state.in_progress]
         compacted = log.path_of(batch_id).endswith(".compact")
         summaries.append(BatchSummary(batch_id, published, in_progress, compacted))
@@ -65,4 +65,4 @@ def _size_problem(storage, name: str, expected: int, *, exact: bool) -> list[str
 def orphan_files(path: str) -> list[str]:
     log, latest = _log_and_latest(path)
     state: SinkState | None = None if latest is None else log.read_state(latest)
-    return [] if state is None else orphans(log.storage, state)
+    return [] if state is None else [i.path for i in orphans(log.storage, state)]

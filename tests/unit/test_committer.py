@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,20 @@ def test_second_query_on_same_path_is_refused(tmp_path):
 def test_missing_log_with_a_later_batch_is_refused(tmp_path):
     with pytest.raises(CommitError, match="no metadata log but the query is at batch 7"):
         make(tmp_path).commit(7, [report(7)], now_ms=0)
+
+
+def test_orphans_are_deleted_only_after_the_cleanup_delay(tmp_path):
+    from dataclasses import replace
+
+    c = make(tmp_path)
+    c.config = replace(c.config, compact_interval=2, cleanup_delay_ms=MINUTE)
+    c.log.interval = 2
+    live = task_file(tmp_path, "_rotsink/inprogress/.live", b"1\n")
+    c.commit(0, [report(0, live)], now_ms=0)
+    old = tmp_path / "_rotsink/inprogress/.zombie-old"
+    young = tmp_path / "_rotsink/inprogress/.zombie-young"
+    old.write_bytes(b"x")
+    young.write_bytes(b"y")
+    os.utime(old, (1, 1))  # written long ago
+    c.commit(1, [report(1)], now_ms=int(time.time() * 1000))  # compaction batch: housekeeping
+    assert not old.exists() and young.exists() and (tmp_path / live.temp).exists()
