@@ -25,7 +25,8 @@ COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY = "log.compactInterval", "log.retenti
 FS_PREFIX = "fs."
 
 ROW_CODECS = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
-PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "brotli", "none")
+# Spark's Parquet reader ships no brotli codec, so it is not offered.
+PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "none")
 FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".parquet"}
 
 # Options Spark itself passes to every sink, and the reader's own: accepted, not ours to check.
