@@ -78,7 +78,8 @@ def _report(message: TaskCommitMessage | None) -> TaskReport | None:
 
 def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> None:
     """Refuse to continue a path with a different schema, format or log interval."""
-    if json.loads(state.schema_json) != json.loads(schema_json):
+    # Names and types must match; nullability may differ (Spark's file sources relax it).
+    if _simple(state.schema_json) != _simple(schema_json):
         raise SchemaMismatchError(
             f"{config.path} holds rows of schema {_simple(state.schema_json)}; this query "
             f"writes {_simple(schema_json)}. Write a changed schema to a new path")

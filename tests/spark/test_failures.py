@@ -86,3 +86,13 @@ def test_explicit_register_also_works(spark, tmp_path):
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=3)
     run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck")
     assert spark.read.format("rotsink").load(str(tmp_path / "out")).count() == 3
+
+
+def test_schema_change_between_restarts_is_refused(spark, tmp_path):
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    run_to_completion(spark, tmp_path / "in", out, ck)
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=5, start_file=1)
+    with pytest.raises(StreamingQueryException, match="holds rows of schema .* this query writes"):
+        run_to_completion(spark, tmp_path / "in", out, ck, transform=lambda df: df.select("id"))
+    assert rotsink_ids(spark, out) == list(range(5))
