@@ -196,28 +196,46 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
     """
     import pyarrow.parquet as pq
 
-    codec = _parquet_codec(compression)
-    try:
-        writer = pq.ParquetWriter(sink, schema, compression=codec,
-                                  compression_level=compression_level,
-                                  use_deprecated_int96_timestamps=False)
-    except (pa.ArrowException, ValueError) as e:
-        raise OptionError(f"compression={compression!r} compression.level="
-                          f"{compression_level!r} for format parquet: {e}") from e
+    codec = _parquet_codec(compression, compression_level)
+    writer = pq.ParquetWriter(sink, schema, compression=codec,
+                              compression_level=compression_level,
+                              use_deprecated_int96_timestamps=False)
     with writer:
         for part in _parts(table_or_batches):
-            if not part.schema.equals(schema):
-                raise SchemaMismatchError(f"parquet: data schema {part.schema} differs from "
-                                          f"the file's schema {schema}")
-            writer.write(part)
+            writer.write(_conform(part, schema))
 
 
-def _parquet_codec(compression: str) -> str:
+def _parquet_codec(compression: str, level: int | None) -> str:
+    """pyarrow's codec name, after checking the pair (pyarrow would fail only on write)."""
     codec = compression.lower()
     if codec not in PARQUET_COMPRESSIONS:
         raise OptionError(f"compression={compression!r} for format parquet: expected one of "
                           f"{', '.join(PARQUET_COMPRESSIONS)}")
-    return "lz4" if codec == "lz4_raw" else codec
+    codec = "lz4" if codec == "lz4_raw" else codec
+    if level is None:
+        return codec
+    if codec == "none" or not pa.Codec.supports_compression_level(codec):
+        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
+                          "parquet: this codec takes no level")
+    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    if not low <= level <= high:
+        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
+                          f"parquet: expected {low}..{high}")
+    return codec
+
+
+def _conform(part: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """``part`` as ``schema``: equal, or differing only where an exact cast bridges it
+    (nullability flags, which Spark's batches and schemas do not always agree on)."""
+    if part.schema.equals(schema):
+        return part
+    try:
+        if part.schema.names != schema.names:
+            raise ValueError("column names differ")
+        return part.cast(schema)
+    except (pa.ArrowException, ValueError) as e:
+        raise SchemaMismatchError(f"parquet: expected data schema {schema}, found "
+                                  f"{part.schema}: {e}") from e
 
 
 def _parts(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> Iterable:

@@ -48,9 +48,18 @@ def concat_bytes(lines: pa.Array) -> bytes:
 
 def join(*parts: pa.Array | str, sep: str = "") -> pa.Array:
     """Element-wise concatenation of ``large_string`` arrays and literals; null -> ``""``."""
-    args = [pa.scalar(p, pa.large_string()) if isinstance(p, str) else p for p in parts]
-    return pc.binary_join_element_wise(*args, pa.scalar(sep, pa.large_string()),
+    return pc.binary_join_element_wise(*_large(parts), pa.scalar(sep, pa.large_string()),
                                        null_handling="replace", null_replacement="")
+
+
+def wrap(text: pa.Array, prefix: str, suffix: str) -> pa.Array:
+    """``prefix + value + suffix`` for each ``large_string`` value; null stays null."""
+    return pc.binary_join_element_wise(*_large((prefix, text, suffix)),
+                                       pa.scalar("", pa.large_string()))
+
+
+def _large(parts: tuple) -> list:
+    return [pa.scalar(p, pa.large_string()) if isinstance(p, str) else p for p in parts]
 
 
 # pyarrow's readers take int32 block sizes; a row "straddling" two blocks is an error that
@@ -60,7 +69,7 @@ _MIN_BLOCK = 16 << 20
 
 
 def line_block_size(data: bytes) -> int:
-    """A reader block size that no ``\n``-terminated line of ``data`` can straddle.
+    """A reader block size that no ``\\n``-terminated line of ``data`` can straddle.
 
     Twice the longest line leaves room for the partial line a block carries over.
     """

@@ -32,8 +32,10 @@ import pyarrow.compute as pc
 from commit_protocol.errors import SchemaMismatchError
 from commit_protocol.formats_arrow import (
     MAX_BLOCK, base64_encode, concat_bytes, float_text, from_wire_chunked, has_non_finite, join,
+    wrap,
 )
 from commit_protocol.formats_types import is_binarylike, is_stringlike, utc
+
 
 def csv_header(names: list[str]) -> bytes:
     """The header line: every name quoted and escaped like a string value."""
@@ -58,13 +60,17 @@ def _cells(arr: pa.Array) -> pa.Array:
         return _quote(base64_encode(arr))
     if pa.types.is_floating(t) and has_non_finite(arr):
         return float_text(arr, nan="NaN", inf="Inf")
-    return arr.cast(utc(t)).cast(pa.large_string())
+    if pa.types.is_timestamp(t) and t.tz:
+        # Arrow renders zoned timestamps 20x slower than naive ones: render the UTC wall
+        # clock (a metadata-only cast) and append the zone.
+        return wrap(arr.cast(pa.timestamp(t.unit)).cast(pa.large_string()), "", "Z")
+    return arr.cast(pa.large_string())
 
 
 def _quote(arr: pa.Array) -> pa.Array:
     text = pc.replace_substring(arr.cast(pa.large_string()), "\\", "\\\\")
     text = pc.replace_substring(text, '"', '\\"')
-    return pc.if_else(arr.is_null(), None, join('"', text, '"'))
+    return wrap(text, '"', '"')
 
 
 def _quote_text(text: str) -> str:

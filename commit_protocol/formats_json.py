@@ -28,11 +28,10 @@ import secrets
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from commit_protocol.formats_arrow import (
-    base64_encode, float_text, from_wire_chunked, has_non_finite, join, line_block_size,
-    rebuild_list, rebuild_map, rebuild_struct,
+    base64_encode, float_text, from_wire_chunked, has_non_finite, line_block_size,
+    rebuild_list, rebuild_map, rebuild_struct, wrap,
 )
 from commit_protocol.formats_types import UnencodableValueError, is_binarylike, is_list, utc
 
@@ -46,23 +45,27 @@ class _FloatMarker:
     Floats of an array holding a non-finite value travel as strings ``<token><text><token>``;
     after writing, ``"<token>`` and ``<token>"`` are cut out, leaving bare ``NaN``,
     ``Infinity``, ``-Infinity`` and numbers. The token is random per attempt and the cut
-    counts must equal :attr:`used`, which proves no user string contained it.
+    counts must equal :attr:`used`, which shows no user string contained it.
     """
 
-    token: str = field(default_factory=lambda: "rotsinkF" + secrets.token_hex(16))
+    token: str = field(default_factory=lambda: "rsF" + secrets.token_hex(8))
     used: int = 0
 
-    def wrap(self, arr: pa.Array) -> pa.Array:
+    def mark(self, arr: pa.Array) -> pa.Array:
+        """The floats of ``arr`` as marked text; nulls stay null (polars writes null)."""
         text = float_text(arr, nan="NaN", inf="Infinity")
         self.used += len(arr) - arr.null_count
-        return pc.if_else(arr.is_null(), None, join(self.token, text, self.token))
+        return wrap(text, self.token, self.token)
 
     def unwrap(self, data: bytes) -> bytes | None:
         """``data`` without markers, or None if a user string held the token."""
         opening, closing = f'"{self.token}'.encode(), f'{self.token}"'.encode()
-        if data.count(opening) != self.used or data.count(closing) != self.used:
-            return None
-        return data.replace(opening, b"").replace(closing, b"")
+        # counting by length difference saves two passes over the data
+        without_opening = data.replace(opening, b"")
+        without_both = without_opening.replace(closing, b"")
+        opened = (len(data) - len(without_opening)) // len(opening)
+        closed = (len(without_opening) - len(without_both)) // len(closing)
+        return without_both if opened == closed == self.used else None
 
 
 def encode_jsonl(table: pa.Table) -> bytes:
@@ -104,7 +107,7 @@ def _to_wire(arr: pa.Array, marker: _FloatMarker) -> pa.Array:
     if pa.types.is_timestamp(t):
         return arr.cast(utc(t))
     if pa.types.is_floating(t) and has_non_finite(arr):
-        return marker.wrap(arr)
+        return marker.mark(arr)
     return arr
 
 
