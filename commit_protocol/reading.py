@@ -14,6 +14,22 @@ from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
 
+def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:
+    """The log of ``storage`` with its latest committed batch and state, or None if empty.
+
+    The log's compaction interval comes from the committed state, never from a default:
+    readers must use the interval the path was written with (Spark derives it from the
+    ``.compact`` names on disk), or they read the wrong files after a compaction.
+    """
+    log = MetadataLog(storage, compact_interval=1)
+    latest = log.latest_batch_id()
+    if latest is None:
+        return None
+    state = log.read_state(latest)  # found by its listed name, whatever the interval
+    log.interval = state.compact_interval
+    return log, latest, state
+
+
 @dataclass(frozen=True)
 class CommittedFile:
     """``length`` committed bytes of ``path``, in partition directory ``directory``."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from commit_protocol.housekeeping import orphans
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri
+from commit_protocol.reading import open_committed
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
 
@@ -20,8 +21,12 @@ class BatchSummary:
 
 
 def _log_and_latest(path: str) -> tuple[MetadataLog, int | None]:
-    log = MetadataLog(open_storage(path), compact_interval=10)
-    return log, log.latest_batch_id()
+    storage = open_storage(path)
+    committed = open_committed(storage)
+    if committed is None:
+        return MetadataLog(storage, compact_interval=1), None
+    log, latest, _ = committed
+    return log, latest
 
 
 def batch_summaries(path: str) -> list[BatchSummary]:

@@ -17,7 +17,7 @@ from pyspark.sql.types import StructType
 from commit_protocol.errors import OptionError, RotsinkError
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri
-from commit_protocol.reading import CommittedFile, committed_files, read_file
+from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_file
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
 
@@ -29,11 +29,10 @@ def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
     if not path:
         raise OptionError("option path is required: spark.read.format('rotsink').load(path)")
     storage = open_storage(path, {k[3:]: v for k, v in options.items() if k.startswith("fs.")})
-    log = MetadataLog(storage, compact_interval=10)
-    latest = log.latest_batch_id()
-    if latest is None:
+    committed = open_committed(storage)
+    if committed is None:
         raise RotsinkError(f"{path} has no rotsink output: no committed batch in _spark_metadata")
-    return log, latest, log.read_state(latest)
+    return committed
 
 
 def committed_schema(options: dict[str, str]) -> StructType:

@@ -91,3 +91,17 @@ def test_corrupt_log_file_is_named(log, tmp_path, content, message):
 
 def test_log_file_name_examples():
     assert [log_file_name(b, 10) for b in (0, 9, 10, 19)] == ["0", "9.compact", "10", "19.compact"]
+
+
+def test_readers_take_the_interval_the_path_was_written_with(log):
+    """Interval 3, not the default 10: with 10 a reader would read 0..7 as deltas (listing
+    the files of 2.compact twice) or fail on the deleted ones."""
+    from commit_protocol.reading import committed_files, open_committed
+
+    for b in range(8):
+        commit(log, b, [f"f{b}"], now_ms=0)
+    log.delete_expired(latest=7, now_ms=10, delay_ms=0)  # keeps 2.compact onwards
+    opened, latest, state = open_committed(log.storage)
+    files = committed_files(opened, latest, state, include_in_progress=False)
+    assert (latest, opened.interval) == (7, 3)
+    assert sorted(f.path for f in files) == [f"f{b}" for b in range(8)]
