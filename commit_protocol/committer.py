@@ -15,6 +15,7 @@ renames of step 5 are never visible for longer than one restart.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
@@ -25,7 +26,8 @@ from commit_protocol.housekeeping import clean_up
 from commit_protocol.log import MetadataLog, batch_id_of, file_entry, is_compaction_batch
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
-from commit_protocol.naming import INTENT_DIR, to_uri
+from commit_protocol.encryption import MAX_HEADER, Sealer
+from commit_protocol.naming import CLAIMS_DIR, INTENT_DIR, temp_name, to_uri
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
@@ -87,6 +89,9 @@ class Committer:
         reports = [m for m in messages if m is not None and not m.skipped]
         merged = merge_reports(state.slots(), reports, self.storage, self.config.rotation,
                                is_bulk=self.config.is_bulk, now_ms=now_ms)
+        if state.encrypted:
+            merged = replace(merged, finalized=[self._seal_final(f, batch_id)
+                                                for f in merged.finalized])
         new_state = self._next_state(state, batch_id, merged)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
@@ -112,7 +117,8 @@ class Committer:
             return SinkState(batch_id=-1, query_id=query_id, schema_json=self.schema_json,
                              format=self.config.format, compression=self.config.compression,
                              partition_by=self.config.partition_by,
-                             compact_interval=self.config.compact_interval)
+                             compact_interval=self.config.compact_interval,
+                             encrypted=self.config.encrypted)
         if batch_id != latest + 1:
             raise CommitError(f"batch {batch_id} cannot follow committed batch {latest}: "
                               f"expected batch {latest + 1}")
@@ -121,6 +127,28 @@ class Committer:
             plan = WritePlan.from_state(state, self.storage.root_uri)
             raise ConcurrentWriterError(plan.owner_message(query_id))
         return state
+
+    def _seal_final(self, f: Finalized, batch_id: int) -> Finalized:
+        """End a driver-rolled encrypted file with its FINAL record (tasks seal their own).
+
+        Appends in place only after winning this (batch, file) claim with the file at its
+        committed length, like a task; otherwise (a retried commit, a zombie's bytes) the
+        committed prefix is copied to a fresh temp first. The intent records the new size,
+        so a roll-forward publishes exactly these bytes.
+        """
+        if not f.rolled_by_driver or self.config.keys is None:
+            return f
+        sealer = Sealer.resume(self.storage.read(f.temp, 0, MAX_HEADER),
+                               self.config.keys.ring(), path=f.temp)
+        claim = f"{CLAIMS_DIR}/{batch_id:06d}-final-{hashlib.sha1(f.name.encode()).hexdigest()[:16]}"
+        temp = f.temp
+        if not (self.storage.create_marker(claim) and self.storage.size(temp) == f.size):
+            temp = temp_name(f.name)
+            self.storage.copy_prefix(f.temp, temp, f.size)
+        final = sealer.final(f.size)
+        with self.storage.open_append(temp) as handle:
+            handle.write(final)
+        return replace(f, temp=temp, size=f.size + len(final))
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
         publish = [[f.temp, f.name, f.size, f.reason] for f in merged.finalized]

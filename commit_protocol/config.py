@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from commit_protocol.keys import KeyRefs
+
 ROW_FORMATS = ("jsonl", "csv", "text")
 BULK_FORMATS = ("parquet",)
 
@@ -41,6 +43,11 @@ class SinkConfig:
     retention_ms: int | None = None
     cleanup_delay_ms: int = 600_000
     fs_options: dict[str, str] = field(default_factory=dict)
+    keys: KeyRefs | None = None  # references only: key bytes are resolved where used
+
+    @property
+    def encrypted(self) -> bool:
+        return self.keys is not None and self.keys.write_ref is not None
 
     @property
     def is_bulk(self) -> bool:

@@ -37,3 +37,14 @@ class ConcurrentWriterError(RotsinkError):
 
 class SchemaMismatchError(RotsinkError):
     """The stream's schema differs from the schema committed at the output path."""
+
+
+class EncryptionKeyError(RotsinkError, ValueError):
+    """A key reference does not resolve, or no configured key fits a file (names the key id,
+    never key bytes)."""
+
+
+class IntegrityError(RotsinkError):
+    """A part file fails authentication or decoding: it was modified, truncated, reordered,
+    spliced, or is read with the wrong key. The message names the file and the byte offset."""
+

@@ -196,7 +196,7 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
     """
     import pyarrow.parquet as pq
 
-    codec = _parquet_codec(compression, compression_level)
+    codec = parquet_codec(compression, compression_level)
     writer = pq.ParquetWriter(sink, schema, compression=codec,
                               compression_level=compression_level,
                               use_deprecated_int96_timestamps=False)
@@ -205,7 +205,7 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
             writer.write(_conform(part, schema))
 
 
-def _parquet_codec(compression: str, level: int | None) -> str:
+def parquet_codec(compression: str, level: int | None) -> str:
     """pyarrow's codec name, after checking the pair (pyarrow would fail only on write)."""
     codec = compression.lower()
     if codec not in PARQUET_COMPRESSIONS:
@@ -243,7 +243,7 @@ def _parts(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> Iterab
 
 
 def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
-                 schema: pa.Schema) -> pa.Table:
+                 schema: pa.Schema, *, decryption_properties=None) -> pa.Table:
     """Read a whole Parquet file into exactly ``schema`` (columns selected by name, cast).
 
     Raises
@@ -255,7 +255,7 @@ def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
 
     source = pa.BufferReader(data_or_file) if isinstance(
         data_or_file, (bytes, bytearray, memoryview)) else data_or_file
-    table = pq.ParquetFile(source).read()
+    table = pq.ParquetFile(source, decryption_properties=decryption_properties).read()
     missing = [name for name in schema.names if name not in table.column_names]
     if missing:
         raise SchemaMismatchError(f"parquet file has no column {missing}; it holds "

@@ -25,6 +25,7 @@ class Finalized:
     size: int
     records: int
     reason: str
+    rolled_by_driver: bool = False  # by a commit-time rule; a task-rolled file is complete
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskRepor
         reason = roll_reason(f, policy, now_ms)
         if reason:
             del slots[slot]
-            finalized.append(Finalized(f.name, f.temp, f.size, f.records, reason))
+            finalized.append(Finalized(f.name, f.temp, f.size, f.records, reason,
+                                       rolled_by_driver=True))
     return Merged(list(slots.values()), finalized)
 
 

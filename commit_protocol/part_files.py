@@ -10,7 +10,9 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
+from commit_protocol.codecs import RowCodec
 from commit_protocol.config import SinkConfig
+from commit_protocol.encryption import MAX_HEADER, Sealer
 from commit_protocol.formats import encode_rows
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
@@ -52,15 +54,37 @@ class PartFile:
 
 
 class RowPartFile(PartFile):
-    """jsonl / csv / text: each batch's encoding is appended; the file spans micro-batches."""
+    """jsonl / csv / text: each batch's encoding is appended; the file spans micro-batches.
+
+    An append is encoded, compressed as one independent member and, with encryption, sealed
+    as records bound to its file offset: every committed offset is a clean cut.
+    """
 
     def __init__(self, storage: Storage, config: SinkConfig, **kwargs) -> None:
         super().__init__(storage, **kwargs)
         self.format = config.format
+        self.codec = RowCodec(config.compression, config.compression_level)
+        self.keys = config.keys if config.encrypted else None
+        self._sealer: Sealer | None = None
         self._handle: BinaryIO | None = None
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
-        return encode_rows(self.format, batch, with_header=self.end == 0)
+        """The bytes appending ``batch`` at the current end (call :meth:`append` next)."""
+        data = self.codec.compress(encode_rows(self.format, batch, with_header=self.end == 0))
+        if self.keys is None:
+            return data
+        sealer = self._sealer_for_append()
+        header = sealer.header if self.end == 0 else b""
+        return header + sealer.seal(data, self.end + len(header))
+
+    def _sealer_for_append(self) -> Sealer:
+        if self._sealer is None:
+            if self.end == 0:
+                self._sealer = Sealer.new_file(*self.keys.write_key())
+            else:  # continue the file with the key its header names
+                self._sealer = Sealer.resume(self.storage.read(self.temp, 0, MAX_HEADER),
+                                             self.keys.ring(), path=self.temp)
+        return self._sealer
 
     def append(self, data: bytes, rows: int) -> None:
         if self._handle is None:
@@ -69,6 +93,11 @@ class RowPartFile(PartFile):
         self.end += len(data)
         self.records += rows
         self.new_records += rows
+
+    def roll(self) -> None:
+        if self.keys is not None and self.end > 0:
+            self.append(self._sealer_for_append().final(self.end), 0)
+        super().roll()
 
     def release(self) -> None:
         if self._handle is not None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.errors import TruncatedFileError
+from commit_protocol.codecs import RowCodec
+from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri, parse_partition_dir
 from commit_protocol.state import SinkState
@@ -57,18 +59,72 @@ def _directory(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
-def read_file(storage: Storage, f: CommittedFile, *, fmt: str, schema: pa.Schema,
-              partition_by: tuple[str, ...]) -> pa.Table:
-    """Decode exactly the committed bytes of ``f`` into ``schema`` (partition columns added)."""
-    from commit_protocol.formats import decode_rows, read_parquet
+def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
+              ring: Mapping[str, bytes] | None = None) -> pa.Table:
+    """Decode exactly the committed bytes of ``f`` into ``schema`` (partition columns added),
+    decrypting (``ring``: the keys by id) and decompressing as the path was written."""
+    from commit_protocol.formats import read_parquet
 
+    data = read_committed(storage, f)
+    data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
+    if state.format == "parquet":
+        table = read_parquet(pa.BufferReader(data), data_schema, **_parquet_keys(state, ring))
+    else:
+        table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
+    return _with_partition_columns(table, f.directory, schema, state.partition_by)
+
+
+def read_committed(storage: Storage, f: CommittedFile) -> bytes:
+    """The committed bytes of ``f``; a loud error if storage holds fewer."""
     data = storage.read(f.path, 0, f.length)
     if len(data) < f.length:
         raise TruncatedFileError(f"{f.path} holds {len(data)} bytes; the log commits {f.length}")
-    data_schema = pa.schema([field for field in schema if field.name not in partition_by])
-    table = (read_parquet(pa.BufferReader(data), data_schema) if fmt == "parquet"
-             else decode_rows(fmt, data, data_schema))
-    return _with_partition_columns(table, f.directory, schema, partition_by)
+    return data
+
+
+def decode_row_file(data: bytes, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
+                    ring: Mapping[str, bytes] | None) -> pa.Table:
+    """Authenticate, decompress and decode a row file's committed bytes."""
+    from commit_protocol.formats import decode_rows
+
+    plain = row_plaintext(data, f, state=state, ring=ring)
+    try:
+        return decode_rows(state.format, plain, schema)
+    except (ValueError, pa.ArrowException) as e:
+        raise IntegrityError(f"{f.path}: cannot decode {state.format} data "
+                             f"({type(e).__name__}: {e})") from e
+
+
+def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
+                  ring: Mapping[str, bytes] | None) -> bytes:
+    """A row file's committed bytes decrypted (authenticated) and decompressed."""
+    from commit_protocol.encryption import open_sealed
+
+    if state.encrypted:
+        data = open_sealed(data, _require_ring(state, ring, f.path), path=f.path,
+                           require_final=not f.in_progress)
+    try:
+        return RowCodec(state.compression).decompress(data)
+    except (OSError, EOFError, ValueError) as e:
+        # gzip, bz2 and zstd raise different types; each means these are not our bytes
+        raise IntegrityError(f"{f.path}: cannot decompress {state.compression} data "
+                             f"({type(e).__name__}: {e})") from e
+
+
+def _require_ring(state: SinkState, ring: Mapping[str, bytes] | None,
+                  path: str) -> Mapping[str, bytes]:
+    if not ring:
+        raise EncryptionKeyError(f"{path} is encrypted: set encryption.key (or encryption.keys "
+                                 "for several keys) to read it")
+    return ring
+
+
+def _parquet_keys(state: SinkState, ring: Mapping[str, bytes] | None) -> dict:
+    if not state.encrypted:
+        return {}
+    from commit_protocol.parquet_crypto import decryption_properties
+
+    return {"decryption_properties": decryption_properties(_require_ring(state, ring, "parquet"))}
 
 
 def _with_partition_columns(table: pa.Table, directory: str, schema: pa.Schema,

@@ -52,6 +52,7 @@ class SinkState:
     compact_interval: int
     in_progress: tuple[InProgressFile, ...] = field(default=())
     extra: dict[str, Any] = field(default_factory=dict)
+    encrypted: bool = False
 
     def slots(self) -> dict[Slot, InProgressFile]:
         return {f.slot: f for f in self.in_progress}
@@ -83,6 +84,7 @@ class SinkState:
             compact_interval=int(body["compact_interval"]),
             in_progress=tuple(InProgressFile(**f) for f in body["in_progress"]),
             extra=dict(body.get("extra", {})),
+            encrypted=bool(body.get("encrypted", False)),
         )
 
     def dumps(self) -> str:

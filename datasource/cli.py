@@ -1,4 +1,4 @@
-"""The ``rotsink`` command: ``demo``, ``inspect PATH``, ``verify PATH``."""
+"""The ``rotsink`` command: ``demo``, ``inspect PATH``, ``verify PATH``, ``cat FILE``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ def main(argv: list[str] | None = None) -> int:
                        ("verify", "check that storage matches the log; exit 1 if not")):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("path")
+    cat = commands.add_parser("cat", help="print one part file's committed content, "
+                                          "decrypted and decompressed")
+    cat.add_argument("file")
+    cat.add_argument("--key", action="append", default=[], metavar="REF",
+                     help="key reference env:VAR or file:/path (repeat for old keys)")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
@@ -27,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_demo(args.dir, batches=args.batches, rows=args.rows)
         if args.command == "inspect":
             return _inspect(args.path)
+        if args.command == "cat":
+            return _cat(args.file, args.key)
         return _verify(args.path)
     except RotsinkError as e:
         print(f"rotsink: {e}", file=sys.stderr)
@@ -42,6 +49,15 @@ def _inspect(path: str) -> int:
               f"{len(s.in_progress)} in progress")
         for name, size, reason in s.finalized:
             print(f"    + {name} ({size} bytes, rolled by {reason})")
+    return 0
+
+
+def _cat(file: str, keys: list[str]) -> int:
+    from datasource.cat import cat
+
+    for chunk in cat(file, keys):
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.flush()
     return 0
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from commit_protocol.codecs import ROW_CODEC_SUFFIX, RowCodec
 from commit_protocol.config import BULK_FORMATS, ROW_FORMATS, RotationPolicy, SinkConfig
 from commit_protocol.errors import OptionError
+from commit_protocol.keys import KeyRefs
 
 PATH = "path"
 FORMAT = "format"
@@ -22,19 +24,23 @@ PARTITION_BY = "partitionBy"
 FILE_PREFIX, FILE_SUFFIX = "file.prefix", "file.suffix"
 MAX_OPEN_FILES = "maxOpenFiles"
 COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY = "log.compactInterval", "log.retention", "log.cleanupDelay"
+ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS = "encryption.key", "encryption.keyId", "encryption.keys"
 FS_PREFIX = "fs."
 
-ROW_CODECS = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
 # Spark's Parquet reader ships no brotli codec, so it is not offered.
 PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "none")
 FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".parquet"}
+# Encrypted row files get their own suffix: no Spark reader can decode them, and the name
+# should say so rather than let a ".gz" reader fail on it.
+ENCRYPTED_SUFFIX = ".enc"
 
 # Options Spark itself passes to every sink, and the reader's own: accepted, not ours to check.
-_PASSTHROUGH = {"checkpointlocation", "includeinprogress", "encryption.key", "encryption.keyid"}
+_PASSTHROUGH = {"checkpointlocation", "includeinprogress"}
 _KNOWN = {k.lower() for k in (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES,
                               MAX_RECORDS, MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY,
                               FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, COMPACT_INTERVAL,
-                              RETENTION, CLEANUP_DELAY)} | _PASSTHROUGH
+                              RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID,
+                              ENCRYPTION_KEYS)} | _PASSTHROUGH
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
              "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
@@ -91,11 +97,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     if fmt not in ROW_FORMATS + BULK_FORMATS:
         raise OptionError(f"option format={fmt!r}: expected one of "
                           f"{', '.join(ROW_FORMATS + BULK_FORMATS)}")
-    compression = _compression(fmt, get(COMPRESSION))
-    level = get(COMPRESSION_LEVEL)
+    level_text = get(COMPRESSION_LEVEL)
+    level = None if level_text is None else parse_int(COMPRESSION_LEVEL, level_text, minimum=0)
+    compression = _compression(fmt, get(COMPRESSION), level)
+    keys = _write_keys(opts)
     return SinkConfig(
-        path=path, format=fmt, compression=compression,
-        compression_level=None if level is None else parse_int(COMPRESSION_LEVEL, level, minimum=0),
+        path=path, format=fmt, compression=compression, compression_level=level, keys=keys,
         rotation=RotationPolicy(
             max_bytes=parse_size(MAX_BYTES, get(MAX_BYTES, "134217728")),
             max_records=parse_int(MAX_RECORDS, get(MAX_RECORDS, "0"), minimum=0),
@@ -105,7 +112,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         ),
         partition_by=_partition_by(get(PARTITION_BY, "")),
         file_prefix=_prefix(get(FILE_PREFIX, "part")),
-        file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression),
+        file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression, keys is not None),
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),
         compact_interval=parse_int(COMPACT_INTERVAL, get(COMPACT_INTERVAL, "10"), minimum=1),
         compact_interval_explicit=get(COMPACT_INTERVAL) is not None,
@@ -123,22 +130,32 @@ def _reject_unknown(opts: Mapping[str, str]) -> None:
             raise OptionError(f"unknown option {key}={value!r}; see the README's option table")
 
 
-def _compression(fmt: str, value: str | None) -> str:
+def _compression(fmt: str, value: str | None, level: int | None) -> str:
+    """The codec, checked together with its level (a bad pair fails here, not in a task)."""
     if fmt in BULK_FORMATS:
+        from commit_protocol.formats import parquet_codec
+
         codec = (value or "snappy").lower()
         if codec not in PARQUET_CODECS:
             raise OptionError(f"option compression={value!r} for format {fmt}: expected one of "
                               f"{', '.join(PARQUET_CODECS)}")
+        parquet_codec(codec, level)
         return codec
-    codec = (value or "none").lower()
-    if codec not in ROW_CODECS:
-        hint = " (Spark's readers crash on .lz4/.snappy row files)" if codec in ("lz4", "snappy") else ""
-        raise OptionError(f"option compression={value!r} for format {fmt}: expected one of "
-                          f"{', '.join(ROW_CODECS)}{hint}")
-    if codec != "none":
-        raise OptionError(f"option compression={value!r}: compressed row formats are not "
-                          "implemented yet; use compression=none or format=parquet")
-    return codec
+    return RowCodec((value or "none").lower(), level).name
+
+
+def _write_keys(opts: Mapping[str, str]) -> KeyRefs | None:
+    """The key references, resolved once here so a bad one fails at start; the derived key
+    id is fixed now so that every executor writes the same id."""
+    keys = KeyRefs.from_options(opts)
+    if keys is None:
+        return None
+    if keys.write_ref is None:
+        raise OptionError(f"option {ENCRYPTION_KEYS} is for reading; writing encrypted output "
+                          f"needs {ENCRYPTION_KEY}")
+    keys.ring()  # resolves every reference: a bad one fails now, naming its option
+    key_id, _ = keys.write_key()
+    return KeyRefs(keys.write_ref, key_id, keys.read_refs)
 
 
 def _partition_by(text: str) -> tuple[str, ...]:
@@ -155,5 +172,7 @@ def _prefix(text: str) -> str:
     return text
 
 
-def _default_suffix(fmt: str, compression: str) -> str:
-    return FORMAT_SUFFIX[fmt] + (ROW_CODECS.get(compression, "") if fmt in ROW_FORMATS else "")
+def _default_suffix(fmt: str, compression: str, encrypted: bool) -> str:
+    if fmt in BULK_FORMATS:
+        return FORMAT_SUFFIX[fmt]
+    return FORMAT_SUFFIX[fmt] + ROW_CODEC_SUFFIX[compression] + (ENCRYPTED_SUFFIX if encrypted else "")

@@ -14,7 +14,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from commit_protocol.errors import OptionError, RotsinkError
+from commit_protocol.errors import EncryptionKeyError, OptionError, RotsinkError
+from commit_protocol.keys import KeyRefs
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_file
@@ -59,6 +60,13 @@ class RotSinkReader(DataSourceReader):
         log, latest, state = _open_state(options)
         self.path = options["path"]
         self.state = state
+        self.fs_options = {k[3:]: v for k, v in options.items() if k.startswith("fs.")}
+        self.keys = KeyRefs.from_options(options)  # references only; resolved per task
+        if state.encrypted:
+            if self.keys is None:
+                raise EncryptionKeyError(f"{self.path} is encrypted: set the option "
+                                         "encryption.key (or encryption.keys) to read it")
+            self.keys.ring()  # a reference that does not resolve fails here, at planning
         self.files = committed_files(log, latest, state, include_in_progress=include == "true")
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.parallelism = max(1, int(options.get("numpartitions", "0") or 0)) or 8
@@ -76,10 +84,10 @@ class RotSinkReader(DataSourceReader):
 
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: decode each file's committed bytes into Arrow batches."""
-        storage = open_storage(self.path)
+        storage = open_storage(self.path, self.fs_options)
+        ring = self.keys.ring() if self.state.encrypted and self.keys else None
         for f in partition.files:
-            table = read_file(storage, f, fmt=self.state.format, schema=self.arrow_schema,
-                              partition_by=self.state.partition_by)
+            table = read_file(storage, f, state=self.state, schema=self.arrow_schema, ring=ring)
             yield from table.to_batches()
 
 

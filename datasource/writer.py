@@ -86,6 +86,16 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
     if state.format != config.format:
         raise OptionError(f"option format={config.format!r}: {config.path} was written as "
                           f"{state.format!r}; the format is fixed for the life of a path")
+    if state.compression != config.compression:
+        # In-progress files continue across restarts: one file must not mix codecs.
+        raise OptionError(f"option compression={config.compression!r}: {config.path} was "
+                          f"written with {state.compression!r}; the codec is fixed for the life "
+                          "of a path")
+    if state.encrypted != config.encrypted:
+        written = "encrypted" if state.encrypted else "unencrypted"
+        raise OptionError(f"option encryption.key: {config.path} was written {written}; "
+                          "encryption is fixed for the life of a path (keys may rotate: keep "
+                          "the old key in encryption.keys)")
     if state.compact_interval != config.compact_interval and config.compact_interval_explicit:
         raise OptionError(
             f"option log.compactInterval={config.compact_interval}: {config.path} was written "

@@ -31,3 +31,33 @@ def test_verify_passes_then_names_a_damaged_file(tmp_path, capsys):
 def test_verify_on_a_path_without_output_fails(tmp_path, capsys):
     assert main(["verify", str(tmp_path)]) == 1
     assert "no committed batch" in capsys.readouterr().out
+
+
+def test_cat_prints_committed_content_decrypted_and_decompressed(tmp_path, capsysbinary,
+                                                                   monkeypatch):
+    import base64
+    import os
+
+    from commit_protocol.keys import KeyRefs
+    from tests.unit.test_task_writer import commit, config, rows, run_task
+
+    monkeypatch.setenv("CAT_KEY", base64.b64encode(os.urandom(32)).decode())
+    cfg = config(tmp_path, compression="zstd", keys=KeyRefs("env:CAT_KEY"),
+                 rotation={"max_records": 2})
+    report = run_task(tmp_path, cfg, 0, [rows(0, 3)])
+    commit(tmp_path, cfg, 0, report)
+    done, open_ = sorted(report.files, key=lambda f: not f.closed)
+    with open(tmp_path / open_.temp, "ab") as f:
+        f.write(b"uncommitted zombie bytes")  # past the committed offset: never printed
+    for name, expected in ((done.name, b'{"id":0}\n{"id":1}\n'), (open_.temp, b'{"id":2}\n')):
+        assert main(["cat", str(tmp_path / name), "--key", "env:CAT_KEY"]) == 0
+        assert capsysbinary.readouterr().out == expected
+    assert main(["cat", str(tmp_path / done.name)]) == 2
+    assert b"is encrypted: set encryption.key" in capsysbinary.readouterr().err
+
+
+def test_cat_refuses_a_file_the_log_does_not_list(tmp_path, capsys):
+    path = committed_path(tmp_path)
+    (path / "stray.jsonl").write_text("{}\n")
+    assert main(["cat", str(path / "stray.jsonl")]) == 2
+    assert "stray.jsonl is not committed output" in capsys.readouterr().err

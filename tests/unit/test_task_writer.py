@@ -47,16 +47,15 @@ def commit(tmp_path, cfg, batch_id, *reports):
 
 
 def committed_ids(tmp_path: Path, cfg: SinkConfig) -> list[int]:
-    from commit_protocol.log import MetadataLog
-    from commit_protocol.reading import committed_files, read_file
+    from commit_protocol.reading import committed_files, open_committed, read_file
 
     storage = LocalStorage(str(tmp_path))
-    log = MetadataLog(storage, compact_interval=cfg.compact_interval)
-    latest = log.latest_batch_id()
-    files = committed_files(log, latest, log.read_state(latest), include_in_progress=True)
+    log, latest, state = open_committed(storage)
+    files = committed_files(log, latest, state, include_in_progress=True)
     schema = pa.schema([("id", pa.int64())])
-    return sorted(i for f in files for i in read_file(storage, f, fmt=cfg.format, schema=schema,
-                                                      partition_by=()).column("id").to_pylist())
+    ring = cfg.keys.ring() if cfg.encrypted else None
+    return sorted(i for f in files for i in read_file(storage, f, state=state, schema=schema,
+                                                      ring=ring).column("id").to_pylist())
 
 
 def test_max_records_rolls_at_exactly_the_limit(tmp_path):

@@ -1,0 +1,94 @@
+"""Compression of row-format part files, one independent member per append.
+
+Each append is compressed on its own (a gzip member, a bz2 stream, a zstd frame) and the
+members are concatenated. So a committed offset is always a member boundary, the committed
+prefix of an in-progress file is a complete compressed file, and appending after a reopen
+needs no compressor state. Spark's readers (Hadoop codecs, chosen by the ``.gz`` / ``.bz2`` /
+``.zst`` suffix) and the decoders here read concatenated members as one stream.
+
+Never ``.lz4`` or ``.snappy`` row files: Hadoop's codecs for those names expect Hadoop's
+own block framing, and a standard lz4-frame or snappy-framed file crashes Spark's JVM with an
+out-of-memory error.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import zlib
+from dataclasses import dataclass
+
+from commit_protocol.errors import OptionError
+
+ROW_CODEC_SUFFIX = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
+# (lowest, highest, default) accepted by each codec's library.
+_LEVELS = {"gzip": (0, 9, 6), "bz2": (1, 9, 9), "zstd": (1, 22, 3)}
+
+
+@dataclass(frozen=True)
+class RowCodec:
+    """A row codec and its level; frozen and picklable (it travels to executors)."""
+
+    name: str = "none"
+    level: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in ROW_CODEC_SUFFIX:
+            hint = (" (Spark's readers crash on .lz4/.snappy row files)"
+                    if self.name in ("lz4", "snappy") else "")
+            raise OptionError(f"option compression={self.name!r} for a row format: expected "
+                              f"one of {', '.join(ROW_CODEC_SUFFIX)}{hint}")
+        if self.level is not None:
+            if self.name == "none":
+                raise OptionError(f"option compression.level={self.level!r}: compression "
+                                  "is none; a level needs a codec")
+            low, high, _ = _LEVELS[self.name]
+            if not low <= self.level <= high:
+                raise OptionError(f"option compression.level={self.level!r} for "
+                                  f"compression={self.name}: expected {low}..{high}")
+
+    @property
+    def suffix(self) -> str:
+        return ROW_CODEC_SUFFIX[self.name]
+
+    def _level(self) -> int:
+        return self.level if self.level is not None else _LEVELS[self.name][2]
+
+    def compress(self, data: bytes) -> bytes:
+        """``data`` as one complete member (``b""`` stays ``b""``: no empty members)."""
+        if self.name == "none" or not data:
+            return data
+        if self.name == "gzip":
+            # wbits=31: a gzip member with a zero mtime, so replays write identical bytes
+            return zlib.compress(data, self._level(), wbits=31)
+        if self.name == "bz2":
+            return bz2.compress(data, self._level())
+        import zstandard
+
+        # The frame checksum makes a flipped bit a decode error, as gzip's and bz2's CRCs do
+        return zstandard.ZstdCompressor(level=self._level(), write_checksum=True).compress(data)
+
+    def decompress(self, data: bytes) -> bytes:
+        """All members of ``data`` concatenated (the whole committed file).
+
+        Raises ``OSError``, ``EOFError`` or ``ValueError`` on damaged data.
+        """
+        if self.name == "none" or not data:
+            return data
+        if self.name == "gzip":
+            return gzip.decompress(data)
+        if self.name == "bz2":
+            return bz2.decompress(data)
+        import zstandard
+
+        # Only the stream reader decodes every frame; one-shot decompress stops after the
+        # first. A cut frame reads short here without an error: callers check the length
+        # against the log before decoding.
+        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data),
+                                                            read_across_frames=True)
+        try:
+            with reader:
+                return reader.read()
+        except zstandard.ZstdError as e:
+            raise ValueError(f"zstd: {e}") from e

@@ -1,0 +1,73 @@
+"""``rotsink cat FILE``: one part file's committed content, decrypted and decompressed.
+
+The output root is found by walking up from the file to the directory holding
+``_spark_metadata``; the log says how many bytes of the file are committed, and only those
+are read (an in-progress file may hold more). Row formats print their lines as written;
+Parquet prints one JSON object per row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+from commit_protocol.errors import RotsinkError
+from commit_protocol.keys import KeyRefs
+from commit_protocol.naming import LOG_DIR, from_uri
+from commit_protocol.reading import CommittedFile, open_committed, read_committed, row_plaintext
+from commit_protocol.storage import LocalStorage
+
+
+def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
+    """The committed content of ``file_path`` in chunks (row formats) or JSON lines (Parquet)."""
+    root, relative = _split_root(os.path.abspath(file_path))
+    storage = LocalStorage(root)
+    log, latest, state = open_committed(storage)
+    committed = _committed_file(log, latest, state, relative, file_path)
+    refs = KeyRefs(read_refs=tuple(key_refs)) if key_refs else None
+    ring = refs.ring() if refs is not None else None
+    data = read_committed(storage, committed)
+    if state.format != "parquet":
+        yield row_plaintext(data, committed, state=state, ring=ring)
+        return
+    yield from _parquet_lines(data, state, ring)
+
+
+def _split_root(path: str) -> tuple[str, str]:
+    directory = os.path.dirname(path)
+    while True:
+        if os.path.isdir(os.path.join(directory, LOG_DIR)):
+            return directory, os.path.relpath(path, directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            raise RotsinkError(f"{path}: no rotsink output around it (no {LOG_DIR} directory "
+                               "in any parent)")
+        directory = parent
+
+
+def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedFile:
+    for f in state.in_progress:
+        if relative in (f.temp, f.name):
+            return CommittedFile(f.temp, f.size, f.directory, True)
+    for entry in log.finalized_entries(latest):
+        if from_uri(log.storage.root_uri, entry["path"]) == relative:
+            return CommittedFile(relative, int(entry["size"]), "", False)
+    raise RotsinkError(f"{shown} is not committed output: the log lists it neither as a "
+                       "finalized file nor as an in-progress file (an orphan or a foreign file)")
+
+
+def _parquet_lines(data: bytes, state, ring) -> Iterator[bytes]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    options = {}
+    if state.encrypted:
+        from commit_protocol.parquet_crypto import decryption_properties
+
+        if not ring:
+            raise RotsinkError("the file is encrypted: pass --key REF")
+        options["decryption_properties"] = decryption_properties(ring)
+    table = pq.ParquetFile(pa.BufferReader(data), **options).read()
+    for batch in table.to_batches():
+        yield "".join(json.dumps(row, default=str) + "\n" for row in batch.to_pylist()).encode()
