@@ -121,10 +121,20 @@ class ParquetPartFile(PartFile):
             self._handle = self.storage.open_append(self.temp)
             self._writer = pq.ParquetWriter(self._handle, batch.schema,
                                             compression=self.config.compression,
-                                            compression_level=self.config.compression_level)
+                                            compression_level=self.config.compression_level,
+                                            **self._encryption())
         self._writer.write_batch(batch)
         self.records += batch.num_rows
         self.new_records += batch.num_rows
+
+    def _encryption(self) -> dict:
+        """Parquet Modular Encryption with the writing key as footer key, when configured."""
+        if not self.config.encrypted:
+            return {}
+        from commit_protocol.parquet_crypto import encryption_properties
+
+        key_id, _ = self.config.keys.write_key()
+        return {"encryption_properties": encryption_properties(self.config.keys.ring(), key_id)}
 
     def estimated_size(self) -> int:
         return self._handle.tell() if self._handle is not None else 0

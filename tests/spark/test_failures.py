@@ -9,18 +9,24 @@ from pyspark.errors import StreamingQueryException
 from tests.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
 
 
-def test_task_failing_mid_write_is_retried_with_exact_output(spark, tmp_path, failpoints):
+@pytest.mark.parametrize("filters", ["plain", "zstd+encrypted"])
+def test_task_failing_mid_write_is_retried_with_exact_output(spark, tmp_path, failpoints, filters):
+    options = {"rotation.maxRecords": "25"}
+    if filters != "plain":
+        (tmp_path / "key").write_text("11" * 32)
+        options.update({"compression": "zstd", "encryption.key": f"file:{tmp_path / 'key'}"})
+    read = {k: v for k, v in options.items() if k.startswith("encryption")}
     total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=40)
     out = tmp_path / "out"
-    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck",
-                      **{"rotation.maxRecords": "25"})
-    assert rotsink_ids(spark, out) == list(range(total))
+    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", **options)
+    assert rotsink_ids(spark, out, **read) == list(range(total))
     write_numbered_source(tmp_path / "in", files=2, rows_per_file=40, start_file=3)
     failpoints.arm("task.after_append=raise:once")  # the first attempt dies after appending
-    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck",
-                      **{"rotation.maxRecords": "25"})
-    assert rotsink_ids(spark, out) == list(range(total + 80))
-    assert spark.read.json(str(out)).count() == len(rotsink_ids(spark, out, includeInProgress="false"))
+    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", **options)
+    assert rotsink_ids(spark, out, **read) == list(range(total + 80))
+    if filters == "plain":
+        assert spark.read.json(str(out)).count() == \
+            len(rotsink_ids(spark, out, includeInProgress="false"))
 
 
 def test_driver_killed_before_log_write_recovers_on_restart(spark, tmp_path, failpoints):

@@ -128,3 +128,11 @@ def test_no_key_bytes_in_log_checkpoint_errors_or_plans(spark, tmp_path, key_ref
             .collect()
     for text in (plan, str(caught.value)):
         assert not any(f.decode("latin-1") in text for f in forms)
+
+
+def test_encrypted_parquet_round_trip(spark, tmp_path, key_ref):
+    keys = {"encryption.key": key_ref}
+    out, total = stream(spark, tmp_path, "parquet", compression="zstd", **keys)
+    assert rotsink_read(spark, out, "parquet", **keys) == list(range(total))
+    with pytest.raises(Exception):  # Spark's reader without the KMS settings cannot
+        spark.read.parquet(str(out)).collect()

@@ -126,3 +126,14 @@ def test_no_key_bytes_in_the_log_or_state(tmp_path, key_env):
         if path.is_file():
             data = path.read_bytes()
             assert not any(form in data for form in forms), path
+
+
+def test_encrypted_parquet_is_encrypted_and_reads_back(tmp_path, key_env):
+    cfg = filtered(tmp_path, "zstd", True, key_env, format="parquet", file_suffix=".parquet")
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 50)]))
+    (published,) = tmp_path.glob("part-*.parquet")
+    import pyarrow.parquet as pq
+
+    with pytest.raises(Exception):  # no plaintext footer, no keys: unreadable
+        pq.read_table(published)
+    assert committed_ids(tmp_path, cfg) == list(range(50))
