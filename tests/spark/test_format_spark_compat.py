@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
-import math
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from commit_protocol.formats import encode_rows, write_parquet
+from tests.unit.test_formats import normalized
 
 NAN, INF = float("nan"), float("inf")
 UTC = dt.timezone.utc
@@ -80,17 +80,6 @@ def spark_schema(schema: pa.Schema):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
-
-
-def normalized(value):
-    """Python values, NaN made comparable; rows keyed by column."""
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    if isinstance(value, dict):
-        return {k: normalized(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [normalized(v) for v in value]
-    return value
 
 
 def rows(table: pa.Table) -> list:
