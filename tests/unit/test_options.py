@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol.errors import OptionError
+from commit_protocol.errors import OptionError, RotsinkError
 from datasource.options import parse_duration_ms, parse_sink_options
 
 
@@ -36,9 +36,27 @@ def test_durations(text, ms):
     ({"file.prefix": ".hidden"}, "option file.prefix='.hidden'"),
     ({"partitionBy": "a,a"}, "option partitionBy='a,a'"),
     ({"rotation.maxbatchez": "1"}, "unknown option rotation.maxbatchez='1'"),
+    ({"compression": "zstd", "compression.level": "40"},
+     "option compression.level=40 for compression=zstd: expected 1..22"),
+    ({"compression.level": "3"}, "option compression.level=3: compression is none"),
+    ({"encryption.key": "c2VjcmV0LWtleQ=="}, "option encryption.key='c2VjcmV0LWtleQ==': expected "
+                                             "a key reference env:... or file:..."),
+    ({"encryption.key": "env:ROTSINK_UNSET_VAR"}, "environment variable 'ROTSINK_UNSET_VAR' is "
+                                                  "not set"),
+    ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
-        "unit", "open-files", "interval", "hidden-prefix", "duplicate-partition", "typo"])
+        "unit", "open-files", "interval", "hidden-prefix", "duplicate-partition", "typo",
+        "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key"])
 def test_bad_options_name_option_and_value(options, message):
     base = {} if options == {} else {"path": "/out"}
-    with pytest.raises(OptionError, match=message):
+    with pytest.raises(RotsinkError, match=message) as caught:
         parse_sink_options({**base, **options})
+    assert isinstance(caught.value, ValueError)  # OptionError and EncryptionKeyError both are
+
+
+def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch):
+    monkeypatch.setenv("OPT_KEY", "ab" * 32)
+    config = parse_sink_options({"path": "/o", "format": "csv", "compression": "gzip",
+                                 "encryption.key": "env:OPT_KEY"})
+    assert config.file_suffix == ".csv.gz.enc" and config.encrypted
+    assert config.keys.write_id.startswith("k") and "ab" * 32 not in repr(config)
