@@ -68,17 +68,29 @@ def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: p
     data = read_committed(storage, f)
     data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
     if state.format == "parquet":
+        if state.encrypted and not data.endswith(_ENCRYPTED_FOOTER):
+            # pyarrow's decryption properties also read plaintext files: insist on PME
+            raise IntegrityError(f"{f.path}: expected an encrypted Parquet footer "
+                                 f"({_ENCRYPTED_FOOTER!r}) on an encrypted path, found "
+                                 f"{data[-4:]!r}: the file was replaced")
         table = read_parquet(pa.BufferReader(data), data_schema, **_parquet_keys(state, ring))
     else:
         table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
     return _with_partition_columns(table, f.directory, schema, state.partition_by)
 
 
+_ENCRYPTED_FOOTER = b"PARE"  # Parquet's magic for files whose footer is encrypted
+
+
 def read_committed(storage: Storage, f: CommittedFile) -> bytes:
-    """The committed bytes of ``f``; a loud error if storage holds fewer."""
+    """The committed bytes of ``f``; a loud error if storage holds fewer, or if a finalized
+    (immutable) file holds more: then it was modified after its commit."""
     data = storage.read(f.path, 0, f.length)
     if len(data) < f.length:
         raise TruncatedFileError(f"{f.path} holds {len(data)} bytes; the log commits {f.length}")
+    if not f.in_progress and (size := storage.size(f.path)) != f.length:
+        raise IntegrityError(f"{f.path} holds {size} bytes; the log commits exactly "
+                             f"{f.length} to this finalized file: it was modified")
     return data
 
 

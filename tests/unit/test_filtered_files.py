@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 
+import pyarrow as pa
 import pytest
 
 from commit_protocol.codecs import ROW_CODEC_SUFFIX
@@ -137,3 +138,31 @@ def test_encrypted_parquet_is_encrypted_and_reads_back(tmp_path, key_env):
     with pytest.raises(Exception):  # no plaintext footer, no keys: unreadable
         pq.read_table(published)
     assert committed_ids(tmp_path, cfg) == list(range(50))
+
+
+def test_plaintext_parquet_swapped_into_an_encrypted_path_is_refused(tmp_path, key_env):
+    import pyarrow.parquet as pq
+
+    cfg = filtered(tmp_path, "zstd", True, key_env, format="parquet", file_suffix=".parquet")
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 50)]))
+    (published,) = tmp_path.glob("part-*.parquet")
+    size = published.stat().st_size
+    pad = 0
+    for _ in range(4):  # an uncompressed padding column makes it exactly the logged size
+        plain = pa.table({"id": pa.array([1000], pa.int64()), "pad": ["x" * pad]})
+        pq.write_table(plain, published, store_schema=False, compression="none",
+                       write_statistics=False, use_dictionary=False)
+        pad += size - published.stat().st_size
+    assert published.stat().st_size == size and pq.read_table(published).num_rows == 1
+    with pytest.raises(IntegrityError, match="expected an encrypted Parquet footer"):
+        committed_ids(tmp_path, cfg)
+
+
+def test_finalized_file_longer_than_logged_is_an_error(tmp_path):
+    cfg = config(tmp_path, rotation={"max_batches": 1})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    (published,) = tmp_path.glob("part-*")
+    with open(published, "ab") as f:
+        f.write(b'{"id":99}\n')
+    with pytest.raises(IntegrityError, match="log commits exactly \\d+ to this finalized file"):
+        committed_ids(tmp_path, cfg)
