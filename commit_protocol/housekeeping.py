@@ -23,6 +23,7 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     deleted = log.delete_expired(latest=state.batch_id, now_ms=now_ms,
                                  delay_ms=config.cleanup_delay_ms)
     deleted += delete_orphans(storage, state, expired_before=expired_before)
+    deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
     for claim in storage.list(CLAIMS_DIR):
         if claim.mtime_ms < expired_before:
             storage.delete(claim.path)

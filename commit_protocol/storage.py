@@ -42,6 +42,7 @@ class Storage(Protocol):
     def copy_prefix(self, src: str, dst: str, length: int) -> None: ...
     def list(self, directory: str) -> list[FileInfo]: ...
     def delete(self, path: str) -> None: ...
+    def abort_stale_uploads(self, older_than_ms: int) -> list[str]: ...
 
 
 class LocalStorage:
@@ -178,6 +179,10 @@ class LocalStorage:
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(self._abs(path), ignore_errors=True)
 
+    def abort_stale_uploads(self, older_than_ms: int) -> list[str]:
+        """Nothing to do: local files have no multipart uploads."""
+        return []
+
 
 def _unlink_quietly(path: str) -> None:
     try:
@@ -187,9 +192,17 @@ def _unlink_quietly(path: str) -> None:
 
 
 def open_storage(url: str, fs_options: dict[str, str] | None = None) -> Storage:
-    """The backend for an output URL: local paths and ``file://`` URLs for now."""
+    """The backend for an output URL.
+
+    Local paths and ``file://`` URLs get :class:`LocalStorage` (POSIX append and
+    ``link(2)``); every other URL (``s3://``, ``s3a://``, ``memory://``) gets the object-store
+    backend, which emulates appends with immutable segments and publishes with conditional
+    creates. ``fs_options`` (the ``fs.*`` options without the prefix) go to fsspec.
+    """
     if url.startswith("file://"):
         url = url[len("file://"):]
-    if "://" in url:
-        raise NotImplementedError(f"storage for {url!r} is not supported yet (local paths only)")
-    return LocalStorage(url)
+    if "://" not in url:
+        return LocalStorage(url)
+    from commit_protocol.object_storage import open_object_storage
+
+    return open_object_storage(url, dict(fs_options or {}))

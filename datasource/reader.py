@@ -25,11 +25,16 @@ from commit_protocol.storage import open_storage
 INCLUDE_IN_PROGRESS = "includeInProgress"
 
 
+def fs_options(options: dict[str, str]) -> dict[str, str]:
+    """The ``fs.*`` options, prefix removed, for the fsspec filesystem."""
+    return {k[len("fs."):]: v for k, v in options.items() if k.lower().startswith("fs.")}
+
+
 def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
     path = options.get("path")
     if not path:
         raise OptionError("option path is required: spark.read.format('rotsink').load(path)")
-    storage = open_storage(path, {k[3:]: v for k, v in options.items() if k.startswith("fs.")})
+    storage = open_storage(path, fs_options(options))
     committed = open_committed(storage)
     if committed is None:
         raise RotsinkError(f"{path} has no rotsink output: no committed batch in _spark_metadata")
@@ -60,7 +65,7 @@ class RotSinkReader(DataSourceReader):
         log, latest, state = _open_state(options)
         self.path = options["path"]
         self.state = state
-        self.fs_options = {k[3:]: v for k, v in options.items() if k.startswith("fs.")}
+        self.fs_options = fs_options(options)
         self.keys = KeyRefs.from_options(options)  # references only; resolved per task
         if state.encrypted:
             if self.keys is None:

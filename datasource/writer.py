@@ -15,7 +15,7 @@ from commit_protocol.errors import OptionError, SchemaMismatchError
 from commit_protocol.messages import TaskReport
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import SinkState
-from commit_protocol.storage import open_storage
+from commit_protocol.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,11 +43,13 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
             check_compatible(config, schema_json, state)
             # The interval is fixed for the life of a path: keep the committed one.
             self.config = replace(config, compact_interval=state.compact_interval)
-        self.plan = WritePlan.from_state(state, open_storage(config.path).root_uri)
+        self.plan = WritePlan.from_state(state, self._storage().root_uri)
+
+    def _storage(self) -> Storage:
+        return open_storage(self.config.path, self.config.fs_options)
 
     def _committer(self) -> Committer:
-        return Committer(open_storage(self.config.path, self.config.fs_options), self.config,
-                         self.schema_json)
+        return Committer(self._storage(), self.config, self.schema_json)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
         """Runs on an executor: this task's rows into part files (see ``TaskWriter``)."""
@@ -57,7 +59,7 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         writer = TaskWriter(
-            open_storage(self.config.path, self.config.fs_options), self.config, self.plan,
+            self._storage(), self.config, self.plan,
             batch_id=int(context.getLocalProperty("streaming.sql.batchId")),
             partition=context.partitionId(), attempt=context.attemptNumber(),
             query_id=context.getLocalProperty("sql.streaming.queryId") or "")

@@ -12,6 +12,12 @@ import pytest
 # Python workers must run the driver's interpreter, or they import nothing of ours.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Tests talk only to the local S3 server (127.0.0.1); Spark's workers inherit these at session
+# start, so they are set before any session exists. Never real credentials.
+os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1"})
+os.environ.pop("AWS_SESSION_TOKEN", None)
+os.environ.pop("AWS_PROFILE", None)
 # Failpoints are armed by writing this file; Spark's workers inherit the variable.
 FAILPOINTS_FILE = Path(tempfile.mkdtemp(prefix="rotsink-fp-")) / "armed"
 os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)
