@@ -179,6 +179,8 @@ class Committer:
         if actual != size:
             # Bytes past the committed end (a zombie's): publish only the committed prefix.
             exact = f"{temp}.{size}.exact"
+            if self.storage.exists(exact) and self.storage.size(exact) != size:
+                self.storage.delete(exact)  # a damaged leftover: copy again
             if not self.storage.exists(exact):
                 self.storage.copy_prefix(temp, exact, size)
             temp = exact

@@ -131,23 +131,26 @@ class LocalStorage:
 
         ``link`` then ``unlink``: atomic with respect to ``dst`` (it appears whole or not at
         all, and an existing ``dst`` makes this raise ``FileExistsError``). A crash between the
-        two steps leaves both names; the caller's retry sees ``dst`` and drops ``src``.
+        two steps leaves both names for one inode: a retry recognises that, removes ``src``
+        and raises ``FileExistsError`` like any publish that finds ``dst`` (the caller then
+        checks ``dst``'s size).
         """
-        self.link(src, dst)
+        try:
+            self.link(src, dst)
+        except FileExistsError:
+            if os.path.exists(self._abs(src)) and os.path.samefile(self._abs(src), self._abs(dst)):
+                os.unlink(self._abs(src))  # our own earlier link: finish its rename
+            raise
         os.unlink(self._abs(src))
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
-        """Create ``dst`` (must not exist) holding the first ``length`` bytes of ``src``."""
-        full_dst = self._abs(dst)
-        os.makedirs(os.path.dirname(full_dst), exist_ok=True)
-        with open(self._abs(src), "rb") as fin, open(full_dst, "xb") as fout:
-            remaining = length
-            while remaining > 0:
-                chunk = fin.read(min(remaining, 8 << 20))
-                if not chunk:
-                    raise EOFError(f"{src} has fewer than {length} bytes")
-                fout.write(chunk)
-                remaining -= len(chunk)
+        """Create ``dst`` (must not exist) holding the first ``length`` bytes of ``src``.
+
+        All or nothing: the bytes go to a hidden temp file that is linked to ``dst`` only
+        when complete, so a failure (``EOFError`` for a short ``src``) leaves no ``dst``.
+        """
+        with open(self._abs(src), "rb") as fin:
+            self.write_exclusive(dst, _prefix_chunks(fin, src, length))
 
     def list(self, directory: str) -> list[FileInfo]:
         """Files directly in ``directory`` (empty if it does not exist)."""
@@ -182,6 +185,16 @@ class LocalStorage:
     def abort_stale_uploads(self, older_than_ms: int) -> list[str]:
         """Nothing to do: local files have no multipart uploads."""
         return []
+
+
+def _prefix_chunks(handle: BinaryIO, name: str, length: int) -> Iterator[bytes]:
+    remaining = length
+    while remaining > 0:
+        chunk = handle.read(min(remaining, 8 << 20))
+        if not chunk:
+            raise EOFError(f"{name} has fewer than {length} bytes")
+        yield chunk
+        remaining -= len(chunk)
 
 
 def _unlink_quietly(path: str) -> None:

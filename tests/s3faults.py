@@ -83,10 +83,14 @@ class FailingProxy:
                 response = upstream.getresponse()
                 data = response.read()
                 self.send_response(response.status)
+                # A HEAD has no body but reports the object's length: keep upstream's.
+                dropped = ("transfer-encoding", "connection") + (
+                    () if self.command == "HEAD" else ("content-length",))
                 for key, value in response.getheaders():
-                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                    if key.lower() not in dropped:
                         self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
+                if self.command != "HEAD":
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)

@@ -1,0 +1,563 @@
+"""One contract for every storage backend: local disk, ``memory://`` and S3 (moto on 127.0.0.1).
+
+The commit protocol relies on exactly these behaviours; a backend that passes needs no change
+above it. Cases that only object stores can (or must) show are run on ``memory`` and ``s3``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from commit_protocol.committer import Committer
+from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.naming import INPROGRESS_DIR
+from commit_protocol.object_storage import (ObjectStorage, UnsafeStorageError,
+                                            open_object_storage, parse_fs_options)
+from commit_protocol.plan import WritePlan
+from commit_protocol.reading import committed_files, open_committed, read_file
+from commit_protocol.segments import SegmentError
+from commit_protocol.storage import LocalStorage
+from commit_protocol.task_writer import TaskWriter
+from tests.s3server import s3_endpoint  # noqa: F401  (fixture)
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_endpoint):  # noqa: F811
+    """One bucket for the session; each test gets its own prefix in it."""
+    storage = open_object_storage("s3://rotsink-contract/x", {"endpoint_url": s3_endpoint})
+    storage.fs.call_s3("create_bucket", Bucket="rotsink-contract")
+    return "rotsink-contract"
+
+
+def make_storage(kind: str, request, tmp_path):
+    if kind == "local":
+        return LocalStorage(str(tmp_path))
+    if kind == "memory":
+        return open_object_storage(f"memory://rotsink-{uuid.uuid4().hex}", {})
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = request.getfixturevalue("s3_bucket")
+    return open_object_storage(f"s3://{bucket}/{uuid.uuid4().hex}", {"endpoint_url": endpoint})
+
+
+@pytest.fixture(params=["local", "memory", "s3"])
+def storage(request, tmp_path):
+    st = make_storage(request.param, request, tmp_path)
+    yield st
+    if request.param == "memory":
+        st.delete_tree("")  # the memory store is process-wide
+
+
+@pytest.fixture(params=["memory", "s3"])
+def object_storage(request, tmp_path):
+    st = make_storage(request.param, request, tmp_path)
+    yield st
+    if request.param == "memory":
+        st.delete_tree("")
+
+
+@pytest.fixture
+def s3_storage(request, tmp_path):
+    return make_storage("s3", request, tmp_path)
+
+
+def append(storage, path: str, *chunks: bytes) -> None:
+    """One append session: open, write each chunk, close."""
+    with storage.open_append(path) as handle:
+        for chunk in chunks:
+            handle.write(chunk)
+
+
+def small_segments(storage, size: int = 4) -> None:
+    if isinstance(storage, ObjectStorage):
+        storage.segment_bytes = size
+
+
+def objects_below(storage: ObjectStorage, path: str) -> list[str]:
+    """Object names below ``path``, straight from the filesystem."""
+    storage.fs.invalidate_cache()
+    base = f"{storage.root}/{path}"
+    return sorted(p[len(base) + 1:] for p in storage.fs.find(base))
+
+
+# -- exclusive creates -----------------------------------------------------------------------
+def test_write_exclusive_creates_once_and_never_replaces(storage):
+    storage.write_exclusive("_rotsink/intent/0", [b"v1\n", b"state\n"])
+    with pytest.raises(FileExistsError):
+        storage.write_exclusive("_rotsink/intent/0", [b"other"])
+    assert storage.read("_rotsink/intent/0") == b"v1\nstate\n"
+    assert storage.open_read("_rotsink/intent/0").readline() == b"v1\n"
+
+
+def test_create_marker_reports_who_created_it(storage):
+    assert storage.create_marker("_rotsink/claims/a") is True
+    assert storage.create_marker("_rotsink/claims/a") is False
+    assert storage.size("_rotsink/claims/a") == 0
+
+
+@pytest.mark.parametrize("operation", ["create_marker", "write_exclusive", "publish"])
+def test_racing_creators_exactly_one_wins(storage, operation):
+    """Eight threads create the same name at once, five times: one winner each round."""
+    for round_ in range(5):
+        target, barrier = f"race/{round_}", threading.Barrier(8)
+        for i in range(8):
+            storage.write_exclusive(f"src/{round_}-{i}", [f"writer {i}".encode()])
+
+        def create(i: int) -> bool:
+            barrier.wait()
+            if operation == "create_marker":
+                return storage.create_marker(target)
+            try:
+                if operation == "write_exclusive":
+                    storage.write_exclusive(target, [f"writer {i}".encode()])
+                else:
+                    storage.publish(f"src/{round_}-{i}", target)
+            except FileExistsError:
+                return False
+            return True
+
+        with ThreadPoolExecutor(8) as pool:
+            won = list(pool.map(create, range(8)))
+        assert won.count(True) == 1, won
+        if operation != "create_marker":
+            assert storage.read(target) == f"writer {won.index(True)}".encode()
+
+
+# -- appends ---------------------------------------------------------------------------------
+def test_appends_across_sessions(storage):
+    small_segments(storage)
+    append(storage, "t/f", b"hello ", b"world")
+    append(storage, "t/f", b"!")
+    append(storage, "t/f", b" and more", b" bytes")
+    whole = b"hello world! and more bytes"
+    assert storage.size("t/f") == len(whole)
+    assert storage.read("t/f") == whole
+    assert storage.read("t/f", 3, 15) == whole[3:15]
+    assert storage.read("t/f", 20) == whole[20:]
+    assert storage.read("t/f", 20, 100) == whole[20:]  # clipped at the end, as a file read
+    assert storage.open_read("t/f").read() == whole
+    assert storage.exists("t/f") and not storage.exists("t/g")
+    assert [(i.path, i.size) for i in storage.list("t")] == [("t/f", len(whole))]
+
+
+def test_writer_cuts_a_segment_at_the_threshold(object_storage):
+    object_storage.segment_bytes = 10
+    with object_storage.open_append("f") as handle:
+        handle.write(b"a" * 7)
+        assert not object_storage.exists("f")  # buffered
+        handle.write(b"b" * 7)  # 14 >= 10: the buffer becomes a segment now
+        assert object_storage.size("f") == 14
+        handle.write(b"c" * 3)
+        assert handle.tell() == 17
+    append(object_storage, "f", b"d" * 25)
+    assert object_storage.read("f") == b"a" * 7 + b"b" * 7 + b"c" * 3 + b"d" * 25
+    assert objects_below(object_storage, "f") == [
+        "0000000000000000", "0000000000000014", "0000000000000017"]
+
+
+def test_empty_writer_writes_nothing_on_object_stores(object_storage):
+    object_storage.open_append("f").close()
+    assert not object_storage.exists("f") and object_storage.list("") == []
+
+
+@pytest.mark.parametrize("threshold", [100, 1], ids=["fails-at-close", "fails-at-write"])
+def test_second_writer_at_the_same_offset_fails(object_storage, threshold):
+    append(object_storage, "f", b"committed")
+    object_storage.segment_bytes = threshold
+    first, second = object_storage.open_append("f"), object_storage.open_append("f")
+    first.write(b"+first")
+    first.close()
+    with pytest.raises(FileExistsError):
+        second.write(b"+second")
+        second.close()
+    with pytest.raises(ValueError):
+        second.write(b"more")
+    second.close()  # a failed writer closes quietly and writes nothing more
+    assert object_storage.read("f") == b"committed+first"
+
+
+def test_open_append_handle_is_a_pyarrow_sink(storage):
+    small_segments(storage, 64)  # many segments
+    table = pa.table({"id": list(range(500)), "name": [f"n{i}" for i in range(500)]})
+    handle = storage.open_append("p.parquet")
+    writer = pq.ParquetWriter(handle, table.schema)
+    writer.write_table(table)
+    writer.close()
+    handle.close()
+    assert pq.read_table(io.BytesIO(storage.read("p.parquet"))).equals(table)
+
+
+# -- link, publish, copy_prefix --------------------------------------------------------------
+def test_link_gives_dst_the_content_and_keeps_src(storage):
+    small_segments(storage)
+    append(storage, "in/a", b"0123456789")
+    storage.write_exclusive("plain", [b"plain bytes"])
+    storage.link("in/a", "out/a")
+    storage.link("plain", "out/plain")
+    assert storage.read("out/a") == storage.read("in/a") == b"0123456789"
+    assert storage.read("out/plain") == b"plain bytes" and storage.exists("plain")
+    with pytest.raises(FileExistsError):
+        storage.link("plain", "out/a")
+    assert storage.read("out/a") == b"0123456789"
+
+
+def test_publish_moves_src_to_dst(storage):
+    small_segments(storage)
+    append(storage, "_rotsink/inprogress/.a.tmp", b"first ", b"batch")
+    append(storage, "_rotsink/inprogress/.a.tmp", b" second")
+    storage.publish("_rotsink/inprogress/.a.tmp", "k=1/part-0.jsonl")
+    assert storage.read("k=1/part-0.jsonl") == b"first batch second"
+    assert not storage.exists("_rotsink/inprogress/.a.tmp")
+    assert storage.list("_rotsink/inprogress") == []
+    assert [i.path for i in storage.list("k=1")] == ["k=1/part-0.jsonl"]
+
+
+def test_publish_never_overwrites_a_foreign_dst(storage):
+    append(storage, "tmp", b"ours")
+    storage.write_exclusive("part-0", [b"someone else's"])
+    with pytest.raises(FileExistsError):
+        storage.publish("tmp", "part-0")
+    assert storage.read("part-0") == b"someone else's"
+    assert storage.read("tmp") == b"ours"  # nothing of ours is lost either
+
+
+def test_publish_retried_after_a_crash_between_link_and_delete(storage):
+    """The committer's retry of a publish cut short after ``dst`` appeared: it must find
+    ``dst`` complete and ``src`` gone (``Committer._publish_file`` accepts exactly that)."""
+    small_segments(storage)
+    append(storage, "_rotsink/inprogress/.p.tmp", b"committed ", b"bytes")
+    storage.link("_rotsink/inprogress/.p.tmp", "part-0")  # the crash: src not yet deleted
+    with pytest.raises(FileExistsError):
+        storage.publish("_rotsink/inprogress/.p.tmp", "part-0")
+    assert storage.read("part-0") == b"committed bytes"
+    assert not storage.exists("_rotsink/inprogress/.p.tmp")
+    # and through the committer, from the same crash point
+    append(storage, "_rotsink/inprogress/.q.tmp", b"other ", b"file")
+    storage.link("_rotsink/inprogress/.q.tmp", "part-1")
+    committer = Committer(storage, SinkConfig(path="unused"), "{}")
+    committer._publish_file("_rotsink/inprogress/.q.tmp", "part-1", 10)
+    assert storage.read("part-1") == b"other file"
+    assert not storage.exists("_rotsink/inprogress/.q.tmp")
+
+
+@pytest.mark.parametrize("length", [0, 3, 4, 6, 13], ids=lambda n: f"{n}-bytes")
+def test_copy_prefix_then_append(storage, length):
+    small_segments(storage)
+    append(storage, "src", b"abcd", b"efgh")  # segments [0,4) [4,8)
+    append(storage, "src", b"ijklm")  # [8,13)
+    storage.copy_prefix("src", "dst", length)
+    if length:
+        assert storage.read("dst") == b"abcdefghijklm"[:length]
+    append(storage, "dst", b"XYZ")
+    assert storage.read("dst") == b"abcdefghijklm"[:length] + b"XYZ"
+    assert storage.read("src") == b"abcdefghijklm"
+
+
+def test_copy_prefix_of_a_short_src_raises_and_creates_nothing(storage):
+    append(storage, "src", b"12345")
+    with pytest.raises(EOFError, match="src has fewer than 6 bytes"):
+        storage.copy_prefix("src", "dst", 6)
+    assert not storage.exists("dst")
+
+
+def test_copy_prefix_never_replaces_dst(storage):
+    append(storage, "src", b"12345")
+    append(storage, "dst", b"x")
+    with pytest.raises(FileExistsError):
+        storage.copy_prefix("src", "dst", 3)
+    assert storage.read("dst") == b"x"
+
+
+# -- listing, deleting, times ----------------------------------------------------------------
+def test_list_shows_a_segmented_file_as_one_entry(storage):
+    small_segments(storage)
+    append(storage, "d/seg", b"0123456789", b"abcdef")
+    append(storage, "d/seg", b"more")
+    storage.write_exclusive("d/plain", [b"xyz"])
+    storage.write_exclusive("d/sub/deeper", [b"not listed"])
+    listed = sorted((i.path, i.size) for i in storage.list("d"))
+    assert listed == [("d/plain", 3), ("d/seg", 20)]
+    assert storage.list("missing") == []
+    walked = sorted((i.path, i.size) for i in storage.walk())
+    assert walked == [("d/plain", 3), ("d/seg", 20), ("d/sub/deeper", 10)]
+
+
+def test_delete_plain_and_segmented_files(storage):
+    small_segments(storage)
+    append(storage, "d/seg", b"0123456789")
+    storage.write_exclusive("d/plain", [b"xyz"])
+    storage.delete("d/seg")
+    storage.delete("d/plain")
+    storage.delete("d/never-existed")
+    assert not storage.exists("d/seg") and not storage.exists("d/plain")
+    assert storage.list("d") == []
+    if isinstance(storage, ObjectStorage):
+        assert objects_below(storage, "d") == []
+
+
+def test_delete_tree(storage):
+    append(storage, "t/a/f", b"1")
+    storage.write_exclusive("t/b", [b"2"])
+    storage.write_exclusive("keep", [b"3"])
+    storage.delete_tree("t")
+    assert list(storage.walk()) and [i.path for i in storage.walk()] == ["keep"]
+
+
+def test_mtime_ms_is_the_last_write(storage):
+    before = time.time() * 1000
+    append(storage, "f", b"x")
+    storage.write_exclusive("g", [b"y"])
+    for path in ("f", "g"):  # S3 keeps seconds: allow a second either side
+        assert before - 1000 <= storage.mtime_ms(path) <= time.time() * 1000 + 1000
+    assert {i.path: i.mtime_ms for i in storage.list("")} == \
+        {"f": storage.mtime_ms("f"), "g": storage.mtime_ms("g")}
+
+
+def test_missing_files_raise_file_not_found(storage):
+    for operation in (storage.size, storage.mtime_ms, storage.read, storage.open_read):
+        with pytest.raises(FileNotFoundError):
+            operation("nope")
+    with pytest.raises(FileNotFoundError):
+        storage.publish("nope", "dst")
+
+
+def test_abort_stale_uploads_on_every_backend(storage):
+    assert storage.abort_stale_uploads(int(time.time() * 1000) + 60_000) == []
+
+
+# -- damage ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("second, kind", [(7, "gap"), (3, "overlap")])
+def test_non_contiguous_segments_are_loud(object_storage, second, kind):
+    base = f"{object_storage.root}/f"
+    object_storage.fs.pipe_file(f"{base}/0000000000000000", b"12345")
+    object_storage.fs.pipe_file(f"{base}/{second:016d}", b"abc")
+    message = rf"f is damaged: a segment starts at offset {second}, expected 5 \({kind}"
+    for operation in (object_storage.size, object_storage.read, object_storage.open_append):
+        with pytest.raises(SegmentError, match=message):
+            operation("f")
+    with pytest.raises(SegmentError, match=message):
+        object_storage.publish("f", "out")
+    assert not object_storage.exists("out")
+    assert [i.path for i in object_storage.list("")] == ["f"]  # cleanup still sees it
+    object_storage.delete("f")
+    assert objects_below(object_storage, "f") == []
+
+
+def test_remains_of_a_cut_short_delete(object_storage):
+    """A delete removes the first segment first: what is left is no file, but is listed
+    (so cleanup removes it) and refuses appends."""
+    object_storage.fs.pipe_file(f"{object_storage.root}/f/0000000000000005", b"tail")
+    assert not object_storage.exists("f")
+    with pytest.raises(FileNotFoundError):
+        object_storage.size("f")
+    with pytest.raises(SegmentError, match="none at offset 0"):
+        object_storage.open_append("f")
+    assert [i.path for i in object_storage.list("")] == ["f"]
+    object_storage.delete("f")
+    assert object_storage.list("") == []
+
+
+def test_plain_object_cannot_be_appended_to(object_storage):
+    object_storage.write_exclusive("final", [b"done"])
+    with pytest.raises(FileExistsError, match="cannot be appended"):
+        object_storage.open_append("final")
+
+
+# -- the protocol above, unchanged ----------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_commit_protocol_runs_unchanged(storage, fmt):
+    """Batches that roll, span batches, compact and clean up; a zombie that wins a claim and
+    keeps writing after the batch committed; exactly the committed rows are read back."""
+    small_segments(storage, 64)
+    cfg = SinkConfig(path=storage.root_uri, format=fmt, file_suffix=f".{fmt}",
+                     rotation=RotationPolicy(max_records=7, interval_ms=0, inactivity_ms=0),
+                     compact_interval=3, cleanup_delay_ms=0)
+
+    def plan() -> WritePlan:
+        return WritePlan.from_state(Committer(storage, cfg, "{}").latest_state(),
+                                    storage.root_uri)
+
+    def task(batch: int, first: int, attempt: int = 0, at: WritePlan | None = None):
+        rows = pa.RecordBatch.from_pydict({"id": pa.array(range(first, first + 5), pa.int64())})
+        return TaskWriter(storage, cfg, at or plan(), batch_id=batch, partition=0,
+                          attempt=attempt, query_id="q").write([rows])
+
+    for batch in range(5):
+        Committer(storage, cfg, "{}").commit(batch, [task(batch, batch * 5)], now_ms=batch)
+    shared = plan()
+    zombie = task(5, 1000, at=shared)  # wins the claim, never commits
+    retry = task(5, 25, attempt=1, at=shared)
+    Committer(storage, cfg, "{}").commit(5, [retry], now_ms=5)
+    if fmt == "jsonl":
+        assert retry.files[0].fenced_from == zombie.files[0].temp
+        append(storage, zombie.files[0].temp, b'{"id":999}\n')  # the zombie writes on
+    log, latest, state = open_committed(storage)
+    schema = pa.schema([("id", pa.int64())])
+    ids = [i for f in committed_files(log, latest, state, include_in_progress=True)
+           for i in read_file(storage, f, state=state, schema=schema).column("id").to_pylist()]
+    assert sorted(ids) == list(range(30))
+    assert not [i for i in storage.list(INPROGRESS_DIR) if i.path.endswith(".exact")]
+
+
+# -- S3 specifics ----------------------------------------------------------------------------
+def test_compose_mixed_segments_into_one_multipart_object(s3_storage, monkeypatch):
+    """Large segments become server-side part copies, small runs are downloaded and joined
+    into parts of at least 5 MiB; the result is byte-exact; so is a ranged copy_prefix."""
+    large_a, large_b = os.urandom(6 * MiB), os.urandom(5 * MiB + 17)
+    small = [os.urandom(n) for n in (1000, 70_000, 3)]
+    for chunk in (large_a, small[0], small[1], large_b, small[2]):
+        append(s3_storage, "tmp", chunk)
+    whole = large_a + small[0] + small[1] + large_b + small[2]
+    calls: list[str] = []
+    real = s3_storage.fs._call_s3
+
+    async def spy(method, *args, **kwargs):
+        calls.append(method)
+        return await real(method, *args, **kwargs)
+
+    monkeypatch.setattr(s3_storage.fs, "_call_s3", spy)
+    s3_storage.copy_prefix("tmp", "copy", len(whole) - 100_000)
+    s3_storage.publish("tmp", "final")
+    monkeypatch.undo()
+    assert s3_storage.read("final") == whole
+    assert s3_storage.read("copy") == whole[:-100_000]
+    assert objects_below(s3_storage, "copy") == ["0000000000000000"]  # one atomic segment
+    assert not s3_storage.exists("tmp")
+    # Both composes copy large_a server-side (part 1) and join the small segments with the
+    # head of large_b up to 5 MiB (part 2). copy_prefix ends there (the rest of its prefix
+    # is shorter than large_b); publish adds part 3: the 71,017 bytes left of large_b (too
+    # few to copy as a part that is not the last) joined with small[2].
+    assert calls.count("create_multipart_upload") == calls.count("complete_multipart_upload") == 2
+    assert calls.count("upload_part_copy") == 2 and calls.count("upload_part") == 3
+    head = s3_storage.fs.call_s3("head_object", Bucket=s3_storage.root.split("/")[0],
+                                 Key=s3_storage.root.split("/", 1)[1] + "/final")
+    assert head["ETag"].endswith('-3"') and head["ContentLength"] == len(whole)
+
+
+def test_compose_refuses_to_overwrite_and_aborts_its_upload(s3_storage):
+    append(s3_storage, "tmp", os.urandom(6 * MiB))
+    append(s3_storage, "tmp", b"tail")
+    s3_storage.write_exclusive("final", [b"foreign"])
+    with pytest.raises(FileExistsError):
+        s3_storage.publish("tmp", "final")
+    assert s3_storage.read("final") == b"foreign" and s3_storage.size("tmp") == 6 * MiB + 4
+    bucket, prefix = s3_storage.root.split("/", 1)
+    uploads = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+    assert uploads.get("Uploads", []) == []
+
+
+def test_a_failing_part_aborts_the_upload_and_creates_nothing(s3_storage, monkeypatch):
+    append(s3_storage, "tmp", os.urandom(6 * MiB))
+    append(s3_storage, "tmp", os.urandom(6 * MiB))
+    real = s3_storage.fs._call_s3
+
+    async def failing(method, *args, **kwargs):
+        if method == "upload_part_copy" and kwargs["PartNumber"] == 2:
+            raise OSError("store unavailable")
+        return await real(method, *args, **kwargs)
+
+    monkeypatch.setattr(s3_storage.fs, "_call_s3", failing)
+    with pytest.raises(OSError, match="store unavailable"):
+        s3_storage.publish("tmp", "final")
+    monkeypatch.undo()
+    assert not s3_storage.exists("final") and s3_storage.size("tmp") == 12 * MiB
+    bucket, prefix = s3_storage.root.split("/", 1)
+    uploads = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+    assert uploads.get("Uploads", []) == []
+
+
+def test_a_412_answering_our_own_create_is_success(s3_storage, monkeypatch):
+    """A conditional PUT retried after its first attempt succeeded gets 412; the object then
+    carries this create's token, which tells it apart from another writer's object."""
+    import commit_protocol.object_storage as module
+
+    monkeypatch.setattr(module.uuid, "uuid4", lambda: uuid.UUID(int=7))
+    s3_storage.write_exclusive("log/0", [b"v1"])
+    s3_storage.write_exclusive("log/0", [b"v1"])  # same token: recognised as ours
+    monkeypatch.undo()
+    with pytest.raises(FileExistsError):
+        s3_storage.write_exclusive("log/0", [b"v1"])
+
+
+def test_abort_stale_uploads(s3_storage):
+    bucket, prefix = s3_storage.root.split("/", 1)
+    s3_storage.fs.call_s3("create_multipart_upload", Bucket=bucket, Key=f"{prefix}/dead")
+    s3_storage.fs.call_s3("create_multipart_upload", Bucket=bucket, Key=f"{prefix}-other/x")
+    initiated = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket,
+                                      Prefix=prefix)["Uploads"][0]["Initiated"]
+    # moto reports every upload as initiated at 2010-11-10T20:48:33Z (S3 tells the truth),
+    # so "too young to abort" is a cutoff before that moment
+    assert initiated.year == 2010
+    assert s3_storage.abort_stale_uploads(int(initiated.timestamp() * 1000)) == []
+    assert s3_storage.abort_stale_uploads(int(time.time() * 1000)) == ["dead"]
+    left = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+    assert [u["Key"] for u in left.get("Uploads", [])] == [f"{prefix}-other/x"]
+
+
+def test_moto_honours_conditional_writes_and_part_minimum(s3_endpoint):  # noqa: F811
+    """What the tests rely on the local server for (it answers as AWS S3 does)."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    bucket = f"pin-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"1", IfNoneMatch="*")
+    with pytest.raises(ClientError) as put_error:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"2", IfNoneMatch="*")
+    assert put_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+
+    def upload(key: str, *sizes: int) -> tuple[str, list[dict]]:
+        upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        parts = [{"PartNumber": n, "ETag": s3.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=n, Body=b"x" * size)["ETag"]}
+            for n, size in enumerate(sizes, 1)]
+        return upload_id, parts
+
+    upload_id, parts = upload("k", 1)
+    with pytest.raises(ClientError) as complete_error:
+        s3.complete_multipart_upload(Bucket=bucket, Key="k", UploadId=upload_id,
+                                     MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+    assert complete_error.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"1"
+    upload_id, parts = upload("small", 5 * MiB - 1, 1)
+    with pytest.raises(ClientError, match="EntityTooSmall"):
+        s3.complete_multipart_upload(Bucket=bucket, Key="small", UploadId=upload_id,
+                                     MultipartUpload={"Parts": parts})
+
+
+# -- construction ----------------------------------------------------------------------------
+@pytest.mark.parametrize("url", ["gs://b/out", "abfs://c@a/out", "hdfs://nn/out", "ftp://h/out"])
+def test_unsafe_filesystems_are_refused_by_name(url):
+    with pytest.raises(UnsafeStorageError, match=f"cannot write to {url}:.*exclusively"):
+        open_object_storage(url, {})
+
+
+def test_s3a_urls_and_string_options(s3_endpoint, s3_bucket):  # noqa: F811
+    storage = open_object_storage(f"s3a://{s3_bucket}/a/", {"endpoint_url": s3_endpoint,
+                                                            "use_ssl": "false"})
+    assert storage.root_uri == f"s3a://{s3_bucket}/a" and storage.root == f"{s3_bucket}/a"
+    storage.write_exclusive("x", [b"1"])
+    assert storage.read("x") == b"1"
+
+
+@pytest.mark.parametrize("options, expected, reason", [
+    ({"anon": "TRUE"}, {"anon": True}, "booleans arrive as strings"),
+    ({"endpoint_url": "http://127.0.0.1:1"}, {"endpoint_url": "http://127.0.0.1:1"},
+     "s3fs takes endpoint_url itself"),
+    ({"max_concurrency": "4"}, {"max_concurrency": 4}, "known integer options"),
+    ({"client_kwargs.region_name": "eu-west-1"}, {"client_kwargs": {"region_name": "eu-west-1"}},
+     "a dotted key is a nested dict"),
+])
+def test_fs_options_from_spark_strings(options, expected, reason):
+    assert parse_fs_options(options) == expected, reason
