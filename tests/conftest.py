@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,13 @@ def failpoints():
     armed = Armed()
     yield armed
     armed.disarm()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """URL of a moto S3 server on 127.0.0.1 shared by the session (dummy credentials above)."""
+    from tests.s3server import start_moto_server
+
+    endpoint, stop = start_moto_server()
+    yield endpoint
+    stop()

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.s3server import s3_endpoint  # noqa: F401  (fixture)
 
 
 @pytest.mark.slow
-def test_two_executor_jvms_write_to_s3_exactly_once(tmp_path, s3_endpoint):  # noqa: F811
+def test_two_executor_jvms_write_to_s3_exactly_once(tmp_path, s3_endpoint):
     import s3fs
 
     bucket = f"rotsink-cluster-{uuid.uuid4().hex[:8]}"

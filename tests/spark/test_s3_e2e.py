@@ -15,13 +15,12 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from tests.s3faults import FailingProxy
-from tests.s3server import s3_endpoint  # noqa: F401  (fixture)
 from tests.spark.test_sink_e2e import to_text
 from tests.streams import rotsink_ids, run_to_completion, write_numbered_source
 
 
 @pytest.fixture
-def s3(s3_endpoint):  # noqa: F811
+def s3(s3_endpoint):
     """A fresh bucket and the options that point rotsink at the server."""
     import s3fs
 
@@ -125,7 +124,7 @@ def test_compaction_and_cleanup_on_s3(spark, tmp_path, s3):
     assert rotsink_ids(spark, out, **options) == list(range(24))
 
 
-def test_store_failing_mid_commit_then_restart_is_exact(spark, tmp_path, s3, s3_endpoint):  # noqa: F811
+def test_store_failing_mid_commit_then_restart_is_exact(spark, tmp_path, s3, s3_endpoint):
     """The log write fails past the client's retries: the batch is not committed, the query
     stops; after the store recovers a restart commits everything exactly once."""
     fs, out, _ = s3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from commit_protocol.codecs import ROW_CODEC_SUFFIX
 from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
 from commit_protocol.keys import KeyRefs
-from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
+from tests.unit.test_task_writer import (commit, committed_ids, config, rows, run_task,
+                                         storage_of)
 
 CODECS = list(ROW_CODEC_SUFFIX)
 
@@ -28,11 +30,26 @@ def filtered(tmp_path, codec: str, encrypted: bool, key_ref: str, **kw):
     return config(tmp_path, compression=codec, keys=keys, **kw)
 
 
+@pytest.fixture(params=["local", "memory", "s3"])
+def target(request, tmp_path) -> dict:
+    """Where the output goes: ``path`` and ``fs_options`` for the config of one backend."""
+    if request.param == "local":
+        return {}
+    if request.param == "memory":
+        return {"path": f"memory://rotsink-{uuid.uuid4().hex}/out"}
+    import s3fs
+
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = f"rotsink-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket)
+    return {"path": f"s3://{bucket}/out", "fs_options": {"endpoint_url": endpoint}}
+
+
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 @pytest.mark.parametrize("codec", CODECS)
 def test_appends_across_batches_with_a_failed_attempt_decode_exactly(tmp_path, key_env, codec,
-                                                                     encrypted):
-    cfg = filtered(tmp_path, codec, encrypted, key_env)
+                                                                     encrypted, target):
+    cfg = filtered(tmp_path, codec, encrypted, key_env, **target)
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 30)]))
     commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(30, 30)]))
     failed = run_task(tmp_path, cfg, 2, [rows(900, 30)])  # appended in place, never committed
@@ -45,12 +62,13 @@ def test_appends_across_batches_with_a_failed_attempt_decode_exactly(tmp_path, k
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 @pytest.mark.parametrize("codec", CODECS)
-def test_rolled_files_by_task_and_by_driver_decode_exactly(tmp_path, key_env, codec, encrypted):
-    cfg = filtered(tmp_path, codec, encrypted, key_env,
+def test_rolled_files_by_task_and_by_driver_decode_exactly(tmp_path, key_env, codec, encrypted,
+                                                           target):
+    cfg = filtered(tmp_path, codec, encrypted, key_env, **target,
                    rotation={"max_records": 25, "max_batches": 2})
     for batch in range(4):  # records roll inside tasks; the batch count rolls at commit
         commit(tmp_path, cfg, batch, run_task(tmp_path, cfg, batch, [rows(batch * 10, 10)]))
-    finalized = sorted(p.name for p in tmp_path.glob("part-*"))
+    finalized = sorted(i.path for i in storage_of(cfg).list("") if i.path.startswith("part-"))
     assert len(finalized) >= 2 and all(n.endswith(cfg.file_suffix) for n in finalized)
     assert committed_ids(tmp_path, cfg) == list(range(40))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol.errors import OptionError, RotsinkError
+from commit_protocol.errors import RotsinkError
 from datasource.options import parse_duration_ms, parse_sink_options
 
 

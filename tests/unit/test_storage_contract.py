@@ -27,13 +27,12 @@ from commit_protocol.reading import committed_files, open_committed, read_file
 from commit_protocol.segments import SegmentError
 from commit_protocol.storage import LocalStorage
 from commit_protocol.task_writer import TaskWriter
-from tests.s3server import s3_endpoint  # noqa: F401  (fixture)
 
 MiB = 1 << 20
 
 
 @pytest.fixture(scope="session")
-def s3_bucket(s3_endpoint):  # noqa: F811
+def s3_bucket(s3_endpoint):
     """One bucket for the session; each test gets its own prefix in it."""
     storage = open_object_storage("s3://rotsink-contract/x", {"endpoint_url": s3_endpoint})
     storage.fs.call_s3("create_bucket", Bucket="rotsink-contract")
@@ -504,7 +503,7 @@ def test_abort_stale_uploads(s3_storage):
     assert [u["Key"] for u in left.get("Uploads", [])] == [f"{prefix}-other/x"]
 
 
-def test_moto_honours_conditional_writes_and_part_minimum(s3_endpoint):  # noqa: F811
+def test_moto_honours_conditional_writes_and_part_minimum(s3_endpoint):
     """What the tests rely on the local server for (it answers as AWS S3 does)."""
     import boto3
     from botocore.exceptions import ClientError
@@ -543,7 +542,7 @@ def test_unsafe_filesystems_are_refused_by_name(url):
         open_object_storage(url, {})
 
 
-def test_s3a_urls_and_string_options(s3_endpoint, s3_bucket):  # noqa: F811
+def test_s3a_urls_and_string_options(s3_endpoint, s3_bucket):
     storage = open_object_storage(f"s3a://{s3_bucket}/a/", {"endpoint_url": s3_endpoint,
                                                             "use_ssl": "false"})
     assert storage.root_uri == f"s3a://{s3_bucket}/a" and storage.root == f"{s3_bucket}/a"

@@ -12,15 +12,20 @@ from commit_protocol.config import RotationPolicy, SinkConfig
 from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
 from commit_protocol.formats import decode_rows
 from commit_protocol.plan import WritePlan
-from commit_protocol.storage import LocalStorage
+from commit_protocol.storage import open_storage
 from commit_protocol.task_writer import TaskWriter
 
 SCHEMA_JSON = '{"type":"struct","fields":[]}'
 
 
 def config(tmp_path: Path, **kw) -> SinkConfig:
+    """A config for ``tmp_path``, or for ``path=`` (any storage URL) with ``fs_options=``."""
     rotation = RotationPolicy(**{"interval_ms": 0, "inactivity_ms": 0, **kw.pop("rotation", {})})
-    return SinkConfig(path=str(tmp_path), rotation=rotation, **kw)
+    return SinkConfig(**{"path": str(tmp_path), **kw}, rotation=rotation)
+
+
+def storage_of(cfg: SinkConfig):
+    return open_storage(cfg.path, cfg.fs_options)
 
 
 def rows(start: int, n: int, **extra) -> pa.RecordBatch:
@@ -29,27 +34,27 @@ def rows(start: int, n: int, **extra) -> pa.RecordBatch:
 
 
 def plan_for(tmp_path: Path, cfg: SinkConfig) -> WritePlan:
-    storage = LocalStorage(str(tmp_path))
+    storage = storage_of(cfg)
     state = Committer(storage, cfg, SCHEMA_JSON).latest_state()
     return WritePlan.from_state(state, storage.root_uri)
 
 
 def run_task(tmp_path, cfg, batch_id, batches, *, attempt=0, plan=None, query_id="q"):
-    storage = LocalStorage(str(tmp_path))
+    storage = storage_of(cfg)
     writer = TaskWriter(storage, cfg, plan or plan_for(tmp_path, cfg), batch_id=batch_id,
                         partition=0, attempt=attempt, query_id=query_id)
     return writer.write(batches)
 
 
 def commit(tmp_path, cfg, batch_id, *reports):
-    return Committer(LocalStorage(str(tmp_path)), cfg, SCHEMA_JSON).commit(
+    return Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(
         batch_id, list(reports), now_ms=batch_id)
 
 
 def committed_ids(tmp_path: Path, cfg: SinkConfig) -> list[int]:
     from commit_protocol.reading import committed_files, open_committed, read_file
 
-    storage = LocalStorage(str(tmp_path))
+    storage = storage_of(cfg)
     log, latest, state = open_committed(storage)
     files = committed_files(log, latest, state, include_in_progress=True)
     schema = pa.schema([("id", pa.int64())])
