@@ -31,6 +31,7 @@ class FailingProxy:
         self.target = (parts.hostname, parts.port)
         self.rules: list[FailRule] = []
         self.failed: list[str] = []
+        self.seen: list[str] = []  # every request, "METHOD path", for counting
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -50,6 +51,7 @@ class FailingProxy:
 
     def _matching_rule(self, method: str, path: str) -> FailRule | None:
         with self.lock:
+            self.seen.append(f"{method} {path}")
             for rule in self.rules:
                 if rule.remaining and rule.method == method and rule.path_contains in path:
                     rule.remaining -= 1
