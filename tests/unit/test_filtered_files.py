@@ -184,3 +184,28 @@ def test_finalized_file_longer_than_logged_is_an_error(tmp_path):
         f.write(b'{"id":99}\n')
     with pytest.raises(IntegrityError, match="log commits exactly \\d+ to this finalized file"):
         committed_ids(tmp_path, cfg)
+
+
+def test_orphans_of_a_failed_attempt_are_cleaned_after_the_delay(tmp_path, target):
+    import time
+
+    from commit_protocol.committer import Committer
+    from commit_protocol.naming import INPROGRESS_DIR
+    from tests.unit.test_task_writer import SCHEMA_JSON
+
+    cfg = config(tmp_path, **target, compact_interval=2, cleanup_delay_ms=60_000)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 5)]))
+    failed = run_task(tmp_path, cfg, 1, [rows(100, 5)])  # won the claim, then died
+    retry = run_task(tmp_path, cfg, 1, [rows(5, 5)], attempt=1)  # fenced: a fresh copy
+    now = int(time.time() * 1000)
+    # batch 1 is a compaction batch: cleanup runs, but the orphan is younger than the delay
+    Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(1, [retry], now_ms=now)
+    temps = {i.path for i in storage_of(cfg).list(INPROGRESS_DIR)}
+    assert {failed.files[0].temp, retry.files[0].temp} <= temps
+    report = run_task(tmp_path, cfg, 2, [rows(10, 5)])
+    commit(tmp_path, cfg, 2, report)
+    report = run_task(tmp_path, cfg, 3, [rows(15, 5)])
+    Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(3, [report], now_ms=now + 120_000)
+    temps = {i.path for i in storage_of(cfg).list(INPROGRESS_DIR)}
+    assert failed.files[0].temp not in temps and retry.files[0].temp in temps
+    assert committed_ids(tmp_path, cfg) == list(range(20))
