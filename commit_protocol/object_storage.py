@@ -14,28 +14,20 @@ Request counts below are S3 requests; a LIST returns up to 1,000 objects.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import errno
 import io
-import threading
-import uuid
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 from typing import Any, BinaryIO, cast
 
 from commit_protocol.errors import OptionError, RotsinkError
-from commit_protocol.segments import (MAX_PARTS, MIN_PART_BYTES, SEGMENT_BYTES, Blob, Part,
-                                      Piece, SegmentError, SegmentWriter, group_files,
-                                      plan_parts, segment_path, segment_pieces, segments_of,
-                                      slice_pieces, source_digest)
+from commit_protocol.object_stores import MemoryObjects, S3Objects
+from commit_protocol.segments import (SEGMENT_BYTES, Blob, Piece, SegmentError, SegmentWriter,
+                                      group_files, segment_path, segment_pieces, segments_of,
+                                      slice_pieces)
 from commit_protocol.storage import FileInfo
 
 SUPPORTED_PROTOCOLS = ("s3", "s3a", "memory")
-_TOKEN = "rotsink-token"  # S3 user metadata: which create made the object
-_SOURCE = "rotsink-source"  # S3 user metadata: source_digest() of a composed object's bytes
 _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
-_MEMORY_LOCK = threading.RLock()
 
 
 class UnsafeStorageError(RotsinkError):
@@ -97,9 +89,9 @@ class ObjectStorage:
                  segment_bytes: int = SEGMENT_BYTES) -> None:
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
         if "s3" in protocols:
-            self._objects: _S3Objects | _MemoryObjects = _S3Objects(fs)
+            self._objects: S3Objects | MemoryObjects = S3Objects(fs)
         elif "memory" in protocols:
-            self._objects = _MemoryObjects(fs)
+            self._objects = MemoryObjects(fs)
         else:
             raise UnsafeStorageError(f"cannot write to {root_uri}: {type(fs).__name__} has no "
                                      "exclusive create that rotsink uses (s3 and memory only)")
@@ -285,248 +277,3 @@ class ObjectStorage:
         except FileNotFoundError:
             return False
         return True
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-def _split(path: str) -> tuple[str, str]:
-    bucket, _, key = path.partition("/")
-    return bucket, key
-
-
-def _already_exists(error: BaseException) -> bool:
-    """Whether an error of a conditional create means the object exists (or is being created
-    concurrently): 412 PreconditionFailed, 409 ConditionalRequestConflict, or the EINVAL that
-    s3fs makes of a 412 without a Condition. Other EINVALs (EntityTooSmall, InvalidPart) are
-    real errors, not "exists"."""
-    if isinstance(error, FileExistsError):
-        return True
-    response = getattr(error.__cause__, "response", None) or {}
-    code = response.get("Error", {}).get("Code")
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412:
-        return True
-    return getattr(error, "errno", None) == errno.EINVAL and "pre-condition" in str(error)
-
-
-async def _bounded(coroutines: list[Any], limit: int) -> list[Any]:
-    """Await ``coroutines``, at most ``limit`` at once, results in order; on a failure the
-    others are cancelled (none keeps running behind an aborted upload) and it is raised."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(coroutine: Any) -> Any:
-        try:
-            async with semaphore:
-                return await coroutine
-        finally:
-            coroutine.close()  # one cancelled before it started is closed, not leaked
-
-    tasks = [asyncio.ensure_future(one(c)) for c in coroutines]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
-class _S3Objects:
-    """S3 through the botocore client s3fs holds (``_call_s3``: s3fs's retries and error
-    translation; no listing cache)."""
-
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
-
-    def _run(self, coroutine_function: Any, *args: Any) -> Any:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, coroutine_function, *args)
-
-    async def _list(self, prefix: str) -> list[Blob]:
-        bucket, key = _split(prefix)
-        blobs: list[Blob] = []
-        page: dict[str, str] = {}
-        while True:
-            out = await self.fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=key, **page)
-            blobs += [Blob(f"{bucket}/{o['Key']}", o["Size"], _ms(o["LastModified"]),
-                           o.get("ETag", "")) for o in out.get("Contents", [])]
-            if not out.get("IsTruncated"):
-                return blobs
-            page = {"ContinuationToken": out["NextContinuationToken"]}
-
-    def list(self, prefix: str) -> list[Blob]:
-        return self._run(self._list, prefix)
-
-    def head(self, path: str) -> tuple[Blob, dict[str, str]]:
-        bucket, key = _split(path)
-        out = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
-        blob = Blob(path, out["ContentLength"], _ms(out["LastModified"]), out.get("ETag", ""))
-        return blob, out.get("Metadata", {})
-
-    async def _get(self, piece: Piece) -> bytes:
-        bucket, key = _split(piece.blob.path)
-        last = piece.start + piece.length - 1
-        resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=key,
-                                      Range=f"bytes={piece.start}-{last}")
-        try:
-            data = await resp["Body"].read()
-        finally:
-            resp["Body"].close()
-        if len(data) != piece.length:
-            raise SegmentError(f"{piece.blob.path}: expected {piece.length} bytes from offset "
-                               f"{piece.start}, found {len(data)}")
-        return data
-
-    async def _read(self, pieces: list[Piece]) -> bytes:
-        gets = [self._get(p) for p in pieces if p.length]
-        return b"".join(await _bounded(gets, self.fs.max_concurrency))
-
-    def read(self, pieces: list[Piece]) -> bytes:
-        return self._run(self._read, pieces)
-
-    def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
-        """Conditional PUT (``IfNoneMatch="*"``)."""
-        bucket, key = _split(path)
-        token = uuid.uuid4().hex
-        try:
-            self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*",
-                            Metadata={_TOKEN: token, **(metadata or {})})
-        except OSError as e:
-            self._settle(e, path, token)
-
-    def _settle(self, error: OSError, path: str, token: str) -> None:
-        """Re-raise ``error`` as ``FileExistsError`` when the object exists, unless this very
-        create made it (a retried request whose first attempt succeeded gets a 412)."""
-        if not _already_exists(error):
-            raise error
-        with contextlib.suppress(FileNotFoundError):  # 409: the other create may still run
-            if self.head(path)[1].get(_TOKEN) == token:
-                return
-        raise FileExistsError(errno.EEXIST, "object exists", path) from error
-
-    def compose(self, dst: str, pieces: list[Piece]) -> None:
-        """One new object from ``pieces``, exclusively (see :meth:`ObjectStorage.link`)."""
-        metadata = {_SOURCE: source_digest(pieces)}
-        if sum(p.length for p in pieces) < MIN_PART_BYTES:  # GETs and one PUT
-            self.put(dst, self.read(pieces), metadata)
-            return
-        parts = plan_parts(pieces)
-        if len(parts) > MAX_PARTS:
-            raise OSError(errno.EFBIG, f"{len(parts)} parts exceed S3's {MAX_PARTS}", dst)
-        token = uuid.uuid4().hex
-        try:
-            self._run(self._multipart, dst, parts, {_TOKEN: token, **metadata})
-        except OSError as e:
-            self._settle(e, dst, token)
-
-    async def _multipart(self, dst: str, parts: list[Part], metadata: dict[str, str]) -> None:
-        bucket, key = _split(dst)
-        created = await self.fs._call_s3("create_multipart_upload", Bucket=bucket, Key=key,
-                                         Metadata=metadata)
-        upload = {"Bucket": bucket, "Key": key, "UploadId": created["UploadId"]}
-        try:  # at most max_concurrency parts at once: a downloaded part holds 5 MiB
-            etags = await _bounded([self._part(upload, n, p) for n, p in enumerate(parts, 1)],
-                                   self.fs.max_concurrency)
-            done = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, 1)]
-            await self.fs._call_s3("complete_multipart_upload", **upload, IfNoneMatch="*",
-                                   MultipartUpload={"Parts": done})
-        except BaseException:
-            with contextlib.suppress(Exception):  # a failed abort leaves a stale upload that
-                await self.fs._call_s3("abort_multipart_upload", **upload)  # cleanup aborts
-            raise
-
-    async def _part(self, upload: dict[str, str], number: int, part: Part) -> str:
-        if part.copy:
-            piece = part.pieces[0]
-            bucket, key = _split(piece.blob.path)
-            out = await self.fs._call_s3(
-                "upload_part_copy", **upload, PartNumber=number,
-                CopySource={"Bucket": bucket, "Key": key},
-                CopySourceRange=f"bytes={piece.start}-{piece.start + piece.length - 1}")
-            return out["CopyPartResult"]["ETag"]
-        body = await self._read(list(part.pieces))
-        return (await self.fs._call_s3("upload_part", **upload, PartNumber=number,
-                                       Body=body))["ETag"]
-
-    def made_from(self, dst: str, pieces: list[Piece]) -> bool:
-        """Whether ``dst`` records that it was composed from exactly ``pieces``."""
-        try:
-            return self.head(dst)[1].get(_SOURCE) == source_digest(pieces)
-        except FileNotFoundError:
-            return False
-
-    def delete(self, paths: list[str]) -> None:
-        for start in range(0, len(paths), 1000):
-            bucket = _split(paths[start])[0]
-            keys = [{"Key": _split(p)[1]} for p in paths[start:start + 1000]]
-            out = self.fs.call_s3("delete_objects", Bucket=bucket,
-                                  Delete={"Objects": keys, "Quiet": True})
-            if out.get("Errors"):
-                raise OSError(errno.EIO, f"delete failed: {out['Errors'][:3]}", paths[start])
-
-    def abort_uploads(self, prefix: str, before_ms: int) -> list[str]:
-        bucket, key = _split(prefix)
-        aborted: list[str] = []
-        page: dict[str, str] = {}
-        while True:
-            out = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key, **page)
-            for upload in out.get("Uploads", []):
-                if _ms(upload["Initiated"]) < before_ms:
-                    with contextlib.suppress(FileNotFoundError):  # completed or aborted meanwhile
-                        self.fs.call_s3("abort_multipart_upload", Bucket=bucket,
-                                        Key=upload["Key"], UploadId=upload["UploadId"])
-                    aborted.append(f"{bucket}/{upload['Key']}")
-            if not out.get("IsTruncated"):
-                return aborted
-            page = {"KeyMarker": out["NextKeyMarker"], "UploadIdMarker": out["NextUploadIdMarker"]}
-
-
-class _MemoryObjects:
-    """fsspec's ``memory://``: one process, so check-then-create under one process-wide lock
-    is an exclusive create. For tests and single-process use."""
-
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
-
-    def list(self, prefix: str) -> list[Blob]:
-        with _MEMORY_LOCK:
-            return [Blob(p, f.size, _ms(f.created)) for p, f in list(self.fs.store.items())
-                    if p.startswith(prefix)]
-
-    def head(self, path: str) -> tuple[Blob, dict[str, str]]:
-        with _MEMORY_LOCK:
-            f = self.fs.store.get(path)
-            if f is None:
-                raise FileNotFoundError(errno.ENOENT, "no such object", path)
-            return Blob(path, f.size, _ms(f.created)), {}
-
-    def read(self, pieces: list[Piece]) -> bytes:
-        return b"".join(self.fs.cat_file(p.blob.path, p.start, p.start + p.length)
-                        for p in pieces if p.length)
-
-    def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
-        with _MEMORY_LOCK:
-            if path in self.fs.store:
-                raise FileExistsError(errno.EEXIST, "object exists", path)
-            self.fs.pipe_file(path, data)
-
-    def compose(self, dst: str, pieces: list[Piece]) -> None:
-        with _MEMORY_LOCK:
-            self.put(dst, self.read(pieces))
-
-    def made_from(self, dst: str, pieces: list[Piece]) -> bool:
-        """Whether ``dst`` holds exactly these bytes (memory is cheap to compare)."""
-        with _MEMORY_LOCK:
-            f = self.fs.store.get(dst)
-            return f is not None and bytes(f.getbuffer()) == self.read(pieces)
-
-    def delete(self, paths: list[str]) -> None:
-        with _MEMORY_LOCK:
-            for p in paths:
-                self.fs.store.pop(p, None)
-
-    def abort_uploads(self, prefix: str, before_ms: int) -> list[str]:
-        return []  # memory has no multipart uploads

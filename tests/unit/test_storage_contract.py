@@ -478,7 +478,7 @@ def test_a_failing_part_aborts_the_upload_and_creates_nothing(s3_storage, monkey
 def test_a_412_answering_our_own_create_is_success(s3_storage, monkeypatch):
     """A conditional PUT retried after its first attempt succeeded gets 412; the object then
     carries this create's token, which tells it apart from another writer's object."""
-    import commit_protocol.object_storage as module
+    import commit_protocol.object_stores as module
 
     monkeypatch.setattr(module.uuid, "uuid4", lambda: uuid.UUID(int=7))
     s3_storage.write_exclusive("log/0", [b"v1"])
