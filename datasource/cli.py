@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("inspect", "print the committed batches and in-progress files"),
                        ("verify", "check that storage matches the log; exit 1 if not")):
         sub = commands.add_parser(name, help=text)
-        sub.add_argument("path")
+        sub.add_argument("path", help="output path or URL (s3://bucket/prefix, ...)")
+        sub.add_argument("--fs", action="append", default=[], metavar="KEY=VALUE",
+                         help="fsspec option, as the fs.* options (e.g. endpoint_url=...)")
     cat = commands.add_parser("cat", help="print one part file's committed content, "
                                           "decrypted and decompressed")
     cat.add_argument("file")
@@ -31,19 +33,29 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(args.dir, batches=args.batches, rows=args.rows)
         if args.command == "inspect":
-            return _inspect(args.path)
+            return _inspect(args.path, _fs_options(args.fs))
         if args.command == "cat":
             return _cat(args.file, args.key)
-        return _verify(args.path)
+        return _verify(args.path, _fs_options(args.fs))
     except RotsinkError as e:
         print(f"rotsink: {e}", file=sys.stderr)
         return 2
 
 
-def _inspect(path: str) -> int:
+def _fs_options(items: list[str]) -> dict[str, str]:
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise RotsinkError(f"--fs {item!r}: expected KEY=VALUE, e.g. endpoint_url=http://...")
+        options[key] = value
+    return options
+
+
+def _inspect(path: str, fs_options: dict[str, str]) -> int:
     from datasource.inspect import batch_summaries
 
-    for s in batch_summaries(path):
+    for s in batch_summaries(path, fs_options):
         kind = "compact" if s.compacted else "delta"
         print(f"batch {s.batch_id:>5} ({kind}): finalized {len(s.finalized)} file(s), "
               f"{len(s.in_progress)} in progress")
@@ -61,13 +73,13 @@ def _cat(file: str, keys: list[str]) -> int:
     return 0
 
 
-def _verify(path: str) -> int:
+def _verify(path: str, fs_options: dict[str, str]) -> int:
     from datasource.inspect import orphan_files, verify
 
-    problems = verify(path)
+    problems = verify(path, fs_options)
     for problem in problems:
         print(f"PROBLEM {problem}")
-    print(f"{len(problems)} problem(s); {len(orphan_files(path))} orphan temp file(s) "
+    print(f"{len(problems)} problem(s); {len(orphan_files(path, fs_options))} orphan temp file(s) "
           "(invisible, removed after log.cleanupDelay)")
     return 1 if problems else 0
 

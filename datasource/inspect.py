@@ -20,8 +20,9 @@ class BatchSummary:
     compacted: bool
 
 
-def _log_and_latest(path: str) -> tuple[MetadataLog, int | None]:
-    storage = open_storage(path)
+def _log_and_latest(path: str,
+                    fs_options: dict[str, str] | None = None) -> tuple[MetadataLog, int | None]:
+    storage = open_storage(path, fs_options)
     committed = open_committed(storage)
     if committed is None:
         return MetadataLog(storage, compact_interval=1), None
@@ -29,9 +30,9 @@ def _log_and_latest(path: str) -> tuple[MetadataLog, int | None]:
     return log, latest
 
 
-def batch_summaries(path: str) -> list[BatchSummary]:
+def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list[BatchSummary]:
     """One summary per log file still on storage (deltas list what their batch finalized)."""
-    log, _ = _log_and_latest(path)
+    log, _ = _log_and_latest(path, fs_options)
     summaries = []
     for batch_id in log.batch_ids():
         state = log.read_state(batch_id)
@@ -42,9 +43,9 @@ def batch_summaries(path: str) -> list[BatchSummary]:
     return summaries
 
 
-def verify(path: str) -> list[str]:
+def verify(path: str, fs_options: dict[str, str] | None = None) -> list[str]:
     """Problems found: listed files missing or of the wrong size, short in-progress files."""
-    log, latest = _log_and_latest(path)
+    log, latest = _log_and_latest(path, fs_options)
     if latest is None:
         return [f"{path}: no committed batch in _spark_metadata"]
     storage, state = log.storage, log.read_state(latest)
@@ -67,7 +68,7 @@ def _size_problem(storage, name: str, expected: int, *, exact: bool) -> list[str
     return []
 
 
-def orphan_files(path: str) -> list[str]:
-    log, latest = _log_and_latest(path)
+def orphan_files(path: str, fs_options: dict[str, str] | None = None) -> list[str]:
+    log, latest = _log_and_latest(path, fs_options)
     state: SinkState | None = None if latest is None else log.read_state(latest)
     return [] if state is None else [i.path for i in orphans(log.storage, state)]

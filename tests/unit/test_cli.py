@@ -61,3 +61,24 @@ def test_cat_refuses_a_file_the_log_does_not_list(tmp_path, capsys):
     (path / "stray.jsonl").write_text("{}\n")
     assert main(["cat", str(path / "stray.jsonl")]) == 2
     assert "stray.jsonl is not committed output" in capsys.readouterr().err
+
+
+def test_inspect_and_verify_on_s3_take_fs_options(tmp_path, s3_endpoint, capsys):
+    import uuid
+
+    import s3fs
+
+    from tests.unit.test_task_writer import commit, config, rows, run_task
+
+    bucket = f"rotsink-cli-{uuid.uuid4().hex[:8]}"
+    s3fs.S3FileSystem(endpoint_url=s3_endpoint).mkdir(bucket)
+    cfg = config(tmp_path, path=f"s3://{bucket}/out", fs_options={"endpoint_url": s3_endpoint},
+                 rotation={"max_batches": 1})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    fs = ["--fs", f"endpoint_url={s3_endpoint}"]
+    assert main(["inspect", cfg.path, *fs]) == 0
+    assert "part-00000-000000-000.jsonl" in capsys.readouterr().out
+    assert main(["verify", cfg.path, *fs]) == 0
+    assert "0 problem(s)" in capsys.readouterr().out
+    assert main(["verify", cfg.path, "--fs", "endpoint_url"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
