@@ -15,7 +15,6 @@ renames of step 5 are never visible for longer than one restart.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
@@ -27,7 +26,7 @@ from commit_protocol.log import MetadataLog, batch_id_of, file_entry, is_compact
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
 from commit_protocol.encryption import MAX_HEADER, Sealer
-from commit_protocol.naming import CLAIMS_DIR, INTENT_DIR, temp_name, to_uri
+from commit_protocol.naming import INTENT_DIR, claim_path, temp_name, to_uri
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
@@ -140,7 +139,7 @@ class Committer:
             return f
         sealer = Sealer.resume(self.storage.read(f.temp, 0, MAX_HEADER),
                                self.config.keys.ring(), path=f.temp)
-        claim = f"{CLAIMS_DIR}/{batch_id:06d}-final-{hashlib.sha1(f.name.encode()).hexdigest()[:16]}"
+        claim = claim_path(batch_id, f"final:{f.name}")
         temp = f.temp
         if not (self.storage.create_marker(claim) and self.storage.size(temp) == f.size):
             temp = temp_name(f.name)

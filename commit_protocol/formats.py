@@ -243,8 +243,9 @@ def _parts(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> Iterab
 
 
 def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
-                 schema: pa.Schema, *, decryption_properties=None) -> pa.Table:
-    """Read a whole Parquet file into exactly ``schema`` (columns selected by name, cast).
+                 schema: pa.Schema | None = None, *, decryption_properties=None) -> pa.Table:
+    """Read a whole Parquet file into exactly ``schema`` (columns selected by name, cast), or
+    as written when ``schema`` is None.
 
     Raises
     ------
@@ -256,6 +257,8 @@ def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
     source = pa.BufferReader(data_or_file) if isinstance(
         data_or_file, (bytes, bytearray, memoryview)) else data_or_file
     table = pq.ParquetFile(source, decryption_properties=decryption_properties).read()
+    if schema is None:
+        return table
     missing = [name for name in schema.names if name not in table.column_names]
     if missing:
         raise SchemaMismatchError(f"parquet file has no column {missing}; it holds "

@@ -9,6 +9,7 @@ Temp names carry a random token instead, so that no two attempts ever share a fr
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from urllib.parse import quote, unquote
 
@@ -79,6 +80,17 @@ def temp_name(final: str) -> str:
     """A fresh hidden temp path for ``final``: unique per call, never visible to readers."""
     base = final.rsplit("/", 1)[-1]
     return f"{INPROGRESS_DIR}/.{base}.{uuid.uuid4().hex[:12]}.inprogress"
+
+
+def claim_path(batch_id: int, what: str) -> str:
+    """The claim marker for ``what`` in batch ``batch_id``: whoever creates it exclusively
+    may append to the file in place (a task for its slot, the driver for a FINAL record).
+
+    >>> claim_path(12, "slot:3:day=1")
+    '_rotsink/claims/000012-5ecb9c68dceea05a'
+    """
+    digest = hashlib.sha1(what.encode()).hexdigest()[:16]
+    return f"{CLAIMS_DIR}/{batch_id:06d}-{digest}"
 
 
 def to_uri(root_uri: str, relative: str) -> str:

@@ -63,23 +63,36 @@ def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: p
               ring: Mapping[str, bytes] | None = None) -> pa.Table:
     """Decode exactly the committed bytes of ``f`` into ``schema`` (partition columns added),
     decrypting (``ring``: the keys by id) and decompressing as the path was written."""
-    from commit_protocol.formats import read_parquet
-
     data = read_committed(storage, f)
     data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
     if state.format == "parquet":
-        if state.encrypted and not data.endswith(_ENCRYPTED_FOOTER):
-            # pyarrow's decryption properties also read plaintext files: insist on PME
-            raise IntegrityError(f"{f.path}: expected an encrypted Parquet footer "
-                                 f"({_ENCRYPTED_FOOTER!r}) on an encrypted path, found "
-                                 f"{data[-4:]!r}: the file was replaced")
-        table = read_parquet(pa.BufferReader(data), data_schema, **_parquet_keys(state, ring))
+        table = read_parquet_file(data, f, state=state, ring=ring, schema=data_schema)
     else:
         table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
     return _with_partition_columns(table, f.directory, schema, state.partition_by)
 
 
 _ENCRYPTED_FOOTER = b"PARE"  # Parquet's magic for files whose footer is encrypted
+
+
+def read_parquet_file(data: bytes, f: CommittedFile, *, state: SinkState,
+                      ring: Mapping[str, bytes] | None,
+                      schema: pa.Schema | None = None) -> pa.Table:
+    """A Parquet file's committed bytes as a table (``schema``'s columns, or all),
+    decrypted on an encrypted path, where a plaintext file is refused."""
+    from commit_protocol.formats import read_parquet
+
+    options = {}
+    if state.encrypted:
+        if not data.endswith(_ENCRYPTED_FOOTER):
+            # pyarrow's decryption properties also read plaintext files: insist on PME
+            raise IntegrityError(f"{f.path}: expected an encrypted Parquet footer "
+                                 f"({_ENCRYPTED_FOOTER!r}) on an encrypted path, found "
+                                 f"{data[-4:]!r}: the file was replaced")
+        from commit_protocol.parquet_crypto import decryption_properties
+
+        options["decryption_properties"] = decryption_properties(_require_ring(ring, f.path))
+    return read_parquet(pa.BufferReader(data), schema, **options)
 
 
 def read_committed(storage: Storage, f: CommittedFile) -> bytes:
@@ -113,7 +126,7 @@ def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
     from commit_protocol.encryption import open_sealed
 
     if state.encrypted:
-        data = open_sealed(data, _require_ring(state, ring, f.path), path=f.path,
+        data = open_sealed(data, _require_ring(ring, f.path), path=f.path,
                            require_final=not f.in_progress)
     try:
         return RowCodec(state.compression).decompress(data)
@@ -123,20 +136,11 @@ def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
                              f"({type(e).__name__}: {e})") from e
 
 
-def _require_ring(state: SinkState, ring: Mapping[str, bytes] | None,
-                  path: str) -> Mapping[str, bytes]:
+def _require_ring(ring: Mapping[str, bytes] | None, path: str) -> Mapping[str, bytes]:
     if not ring:
         raise EncryptionKeyError(f"{path} is encrypted: set encryption.key (or encryption.keys "
                                  "for several keys) to read it")
     return ring
-
-
-def _parquet_keys(state: SinkState, ring: Mapping[str, bytes] | None) -> dict:
-    if not state.encrypted:
-        return {}
-    from commit_protocol.parquet_crypto import decryption_properties
-
-    return {"decryption_properties": decryption_properties(_require_ring(state, ring, "parquet"))}
 
 
 def _with_partition_columns(table: pa.Table, directory: str, schema: pa.Schema,

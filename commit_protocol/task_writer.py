@@ -9,7 +9,6 @@ temp name instead (Apex's recovery), so two attempts never write to one file.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
 
@@ -19,7 +18,7 @@ from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.messages import TaskReport
-from commit_protocol.naming import CLAIMS_DIR, final_name, temp_name
+from commit_protocol.naming import claim_path, final_name, temp_name
 from commit_protocol.part_files import ParquetPartFile, PartFile, RowPartFile
 from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
@@ -165,8 +164,7 @@ class TaskWriter:
         return fresh, committed.temp
 
     def _claim(self, slot: Slot) -> str:
-        digest = hashlib.sha1(slot[1].encode()).hexdigest()[:12]
-        return f"{CLAIMS_DIR}/{self.batch_id:06d}-{slot[0]:05d}-{digest}"
+        return claim_path(self.batch_id, f"slot:{slot[0]}:{slot[1]}")
 
     def _create(self, directory: str) -> PartFile:
         roll = self.rolls.get(directory, 0)

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from commit_protocol.errors import RotsinkError
 from commit_protocol.keys import KeyRefs
 from commit_protocol.naming import LOG_DIR, from_uri
-from commit_protocol.reading import CommittedFile, open_committed, read_committed, row_plaintext
+from commit_protocol.reading import (CommittedFile, open_committed, read_committed,
+                                     read_parquet_file, row_plaintext)
 from commit_protocol.storage import LocalStorage
 
 
@@ -31,7 +32,7 @@ def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
     if state.format != "parquet":
         yield row_plaintext(data, committed, state=state, ring=ring)
         return
-    yield from _parquet_lines(data, state, ring)
+    yield from _parquet_lines(data, committed, state, ring)
 
 
 def _split_root(path: str) -> tuple[str, str]:
@@ -57,17 +58,7 @@ def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedF
                        "finalized file nor as an in-progress file (an orphan or a foreign file)")
 
 
-def _parquet_lines(data: bytes, state, ring) -> Iterator[bytes]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    options = {}
-    if state.encrypted:
-        from commit_protocol.parquet_crypto import decryption_properties
-
-        if not ring:
-            raise RotsinkError("the file is encrypted: pass --key REF")
-        options["decryption_properties"] = decryption_properties(ring)
-    table = pq.ParquetFile(pa.BufferReader(data), **options).read()
+def _parquet_lines(data: bytes, committed: CommittedFile, state, ring) -> Iterator[bytes]:
+    table = read_parquet_file(data, committed, state=state, ring=ring)
     for batch in table.to_batches():
         yield "".join(json.dumps(row, default=str) + "\n" for row in batch.to_pylist()).encode()

@@ -82,3 +82,20 @@ def test_inspect_and_verify_on_s3_take_fs_options(tmp_path, s3_endpoint, capsys)
     assert "0 problem(s)" in capsys.readouterr().out
     assert main(["verify", cfg.path, "--fs", "endpoint_url"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_cat_prints_encrypted_parquet_rows_as_json_lines(tmp_path, capsysbinary, monkeypatch):
+    import json
+
+    from commit_protocol.keys import KeyRefs
+    from tests.unit.test_task_writer import commit, config, rows, run_task
+
+    monkeypatch.setenv("CAT_PQ_KEY", "ab" * 32)
+    cfg = config(tmp_path, format="parquet", compression="zstd", file_suffix=".parquet",
+                 keys=KeyRefs("env:CAT_PQ_KEY"))
+    report = run_task(tmp_path, cfg, 0, [rows(0, 3)])
+    commit(tmp_path, cfg, 0, report)
+    (f,) = report.files
+    assert main(["cat", str(tmp_path / f.name), "--key", "env:CAT_PQ_KEY"]) == 0
+    lines = capsysbinary.readouterr().out.decode().splitlines()
+    assert [json.loads(line) for line in lines] == [{"id": 0}, {"id": 1}, {"id": 2}]
