@@ -119,9 +119,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         retention_ms=None if get(RETENTION) in (None, "", "off")
         else parse_duration_ms(RETENTION, get(RETENTION)),
         cleanup_delay_ms=parse_duration_ms(CLEANUP_DELAY, get(CLEANUP_DELAY, "10m")),
-        fs_options={k[len(FS_PREFIX):]: v for k, v in options.items()
-                    if k.lower().startswith(FS_PREFIX)},
+        fs_options=fs_options(options),
     )
+
+
+def fs_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``fs.*`` options with the prefix removed: settings of the fsspec filesystem,
+    for writers and readers alike."""
+    return {k[len(FS_PREFIX):]: v for k, v in options.items() if k.lower().startswith(FS_PREFIX)}
 
 
 def _reject_unknown(opts: Mapping[str, str]) -> None:

@@ -21,13 +21,9 @@ from commit_protocol.naming import from_uri
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_file
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
+from datasource.options import fs_options
 
 INCLUDE_IN_PROGRESS = "includeInProgress"
-
-
-def fs_options(options: dict[str, str]) -> dict[str, str]:
-    """The ``fs.*`` options, prefix removed, for the fsspec filesystem."""
-    return {k[len("fs."):]: v for k, v in options.items() if k.lower().startswith("fs.")}
 
 
 def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
