@@ -65,6 +65,7 @@ class Committer:
             elif latest is None or batch_id == latest + 1:
                 self._finish(self.log.read_intent_state(batch_id))
                 latest = batch_id
+        failpoints.hit("driver.after_recover")
         return latest
 
     def latest_state(self) -> SinkState | None:
@@ -94,6 +95,7 @@ class Committer:
         new_state = self._next_state(state, batch_id, merged)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
+        failpoints.hit("driver.before_stage")
         self.log.stage(new_state, entries, now_ms=now_ms, retention_ms=self.config.retention_ms)
         failpoints.hit("driver.after_stage")
         self._finish(new_state)
@@ -157,6 +159,7 @@ class Committer:
     def _finish(self, state: SinkState) -> None:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
         for temp, name, size, *_ in state.extra.get("publish", []):
+            failpoints.hit("driver.before_rename")
             self._publish_file(temp, name, size)
             failpoints.hit("driver.after_rename")
         failpoints.hit("driver.before_log_write")
@@ -199,3 +202,4 @@ class Committer:
             for f in message.files if message is not None else ():
                 if f.start == 0 and f.fenced_from is None:
                     self.storage.delete(f.temp)
+                    failpoints.hit("driver.during_abort")

@@ -7,6 +7,7 @@ the log a moment ago and zombie tasks that may still write their temp files.
 
 from __future__ import annotations
 
+from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog, is_compaction_batch
 from commit_protocol.naming import CLAIMS_DIR, INPROGRESS_DIR
@@ -22,8 +23,10 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     expired_before = now_ms - config.cleanup_delay_ms
     deleted = log.delete_expired(latest=state.batch_id, now_ms=now_ms,
                                  delay_ms=config.cleanup_delay_ms)
+    failpoints.hit("cleanup.after_log_delete")
     deleted += delete_orphans(storage, state, expired_before=expired_before)
     deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
+    failpoints.hit("cleanup.after_orphan_delete")
     for claim in storage.list(CLAIMS_DIR):
         if claim.mtime_ms < expired_before:
             storage.delete(claim.path)

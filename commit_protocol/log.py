@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from commit_protocol import failpoints
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR
 from commit_protocol.state import SinkState
@@ -166,6 +167,7 @@ class MetadataLog:
             oldest = None if retention_ms is None else now_ms - retention_ms
             yield from (_dumps(e) for e in old
                         if oldest is None or e.get("modificationTime", now_ms) >= oldest)
+            failpoints.hit("log.during_compaction")
         yield from (_dumps(e) for e in new_entries)
 
     def _entries_since_last_compaction(self, batch_id: int) -> Iterator[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
+from commit_protocol import failpoints
 from commit_protocol.codecs import RowCodec
 from commit_protocol.config import SinkConfig
 from commit_protocol.encryption import MAX_HEADER, Sealer
@@ -89,10 +90,22 @@ class RowPartFile(PartFile):
     def append(self, data: bytes, rows: int) -> None:
         if self._handle is None:
             self._handle = self.storage.open_append(self.temp)
-        self._handle.write(data)
+        if failpoints.active():
+            self._torn_write(data)
+        else:
+            self._handle.write(data)
         self.end += len(data)
         self.records += rows
         self.new_records += rows
+
+    def _torn_write(self, data: bytes) -> None:
+        """Tests only: write in two halves, so a failpoint can die between them as a crash
+        mid-write would (the first half reaches the OS first)."""
+        half = len(data) // 2
+        self._handle.write(data[:half])
+        self._handle.flush()
+        failpoints.hit("task.mid_append")
+        self._handle.write(data[half:])
 
     def roll(self) -> None:
         if self.keys is not None and self.end > 0:

@@ -54,7 +54,9 @@ class TaskWriter:
                     self._write_rows(directory, rows)
         for f in list(self.open.values()):
             if self.config.is_bulk:
+                failpoints.hit("task.before_roll")
                 f.roll()
+                failpoints.hit("task.after_roll")
             f.release()
         failpoints.hit("task.before_report")
         return self._report(skipped=False)
@@ -85,6 +87,7 @@ class TaskWriter:
             take = rows.num_rows
             if policy.max_records:
                 take = min(take, policy.max_records - f.records)
+            failpoints.hit("task.before_append")
             if isinstance(f, RowPartFile):
                 take = self._append_row_chunk(f, rows.slice(0, take))
             else:
@@ -92,6 +95,7 @@ class TaskWriter:
             rows = rows.slice(take)
             failpoints.hit("task.after_append")
             if self._reached_limit(f):
+                failpoints.hit("task.before_roll")
                 f.roll()
                 del self.open[directory]
                 failpoints.hit("task.after_roll")
@@ -161,6 +165,7 @@ class TaskWriter:
             return committed.temp, None
         fresh = temp_name(committed.name)
         self.storage.copy_prefix(committed.temp, fresh, committed.size)
+        failpoints.hit("task.after_fence_copy")
         return fresh, committed.temp
 
     def _claim(self, slot: Slot) -> str:

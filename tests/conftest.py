@@ -39,7 +39,7 @@ def failpoints():
 
     class Armed:
         def arm(self, spec: str) -> None:
-            for marker in FAILPOINTS_FILE.parent.glob(f"{FAILPOINTS_FILE.name}.*.fired"):
+            for marker in FAILPOINTS_FILE.parent.glob(f"{FAILPOINTS_FILE.name}.*.fired*"):
                 marker.unlink()
             FAILPOINTS_FILE.write_text(spec)
 
