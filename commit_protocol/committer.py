@@ -4,13 +4,21 @@ Commit of batch N, in order (each step safe to repeat after a crash):
 
 1. finish a commit that an earlier driver decided but did not publish (its intent exists);
 2. if ``_spark_metadata/N`` exists, stop: the batch is committed (idempotent replay);
-3. check every task report against the committed state and storage;
+3. check every task report against the committed state and storage, and fence the
+   in-progress files no committed attempt touched from late zombies (claims, below);
 4. stage the intent: the exact log file, listing the renames it implies;
 5. rename finished temp files to their final names (never replacing);
 6. publish the log file with an exclusive create: the commit point.
 
 A crash after 4 is finished by step 1 of the next plan or commit (roll forward), so the
 renames of step 5 are never visible for longer than one restart.
+
+Zombies: only the holder of a (batch, task partition) claim appends in place to that
+partition's committed in-progress files. A task attempt that arrives after its batch was
+committed (a zombie of a stopped run, a straggler) would win a claim nobody took, so the
+commit takes the claim of every partition with in-progress files its committed attempt did
+not claim; if some other attempt holds it, those files are copied to fresh temp names
+(Apex's fence) and the other attempt's appends land in orphans.
 """
 
 from __future__ import annotations
@@ -26,9 +34,9 @@ from commit_protocol.log import MetadataLog, batch_id_of, file_entry, is_compact
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
 from commit_protocol.encryption import MAX_HEADER, Sealer
-from commit_protocol.naming import INTENT_DIR, claim_path, temp_name, to_uri
+from commit_protocol.naming import INTENT_DIR, claim_path, partition_claim, temp_name, to_uri
 from commit_protocol.plan import WritePlan
-from commit_protocol.state import SinkState
+from commit_protocol.state import InProgressFile, SinkState, Slot
 from commit_protocol.storage import Storage
 
 
@@ -84,10 +92,12 @@ class Committer:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         latest = self.recover()
         if latest is not None and batch_id <= latest:
+            self._check_replay_owner(batch_id, latest, messages)
             return CommitResult(batch_id, committed=False)
         state = self._state_for(batch_id, latest, messages)
         reports = [m for m in messages if m is not None and not m.skipped]
-        merged = merge_reports(state.slots(), reports, self.storage, self.config.rotation,
+        slots = self._fence_unclaimed(state.slots(), reports, batch_id)
+        merged = merge_reports(slots, reports, self.storage, self.config.rotation,
                                is_bulk=self.config.is_bulk, now_ms=now_ms)
         if state.encrypted:
             merged = replace(merged, finalized=[self._seal_final(f, batch_id)
@@ -96,12 +106,46 @@ class Committer:
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
         failpoints.hit("driver.before_stage")
-        self.log.stage(new_state, entries, now_ms=now_ms, retention_ms=self.config.retention_ms)
+        try:
+            self.log.stage(new_state, entries, now_ms=now_ms,
+                           retention_ms=self.config.retention_ms)
+        except FileExistsError:
+            raise ConcurrentWriterError(
+                f"{self.log.intent_path(batch_id)} appeared while this driver committed batch "
+                f"{batch_id}: another writer is committing to {self.storage.root_uri}") from None
         failpoints.hit("driver.after_stage")
         self._finish(new_state)
         clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
                             is_compaction_batch(batch_id, self.config.compact_interval))
+
+    def _check_replay_owner(self, batch_id: int, latest: int,
+                            messages: list[TaskReport | None]) -> None:
+        """A replay is a no-op only for the query that committed the batch: another query
+        whose batch ``batch_id`` "is already committed" would otherwise lose its rows."""
+        query_ids = {m.query_id for m in messages if m is not None and m.query_id}
+        owner = self.log.read_state(latest).query_id
+        if owner and query_ids - {owner}:
+            plan = WritePlan(latest_batch_id=latest, query_id=owner,
+                             root_uri=self.storage.root_uri)
+            raise ConcurrentWriterError(plan.owner_message(sorted(query_ids - {owner})[0]))
+
+    def _fence_unclaimed(self, slots: dict[Slot, InProgressFile], reports: list[TaskReport],
+                         batch_id: int) -> dict[Slot, InProgressFile]:
+        """Take the claim of each partition with in-progress files that its committed attempt
+        did not claim; where another attempt holds it, continue those files from copies."""
+        touched = {f.slot for r in reports for f in r.files}
+        claimed = {r.partition for r in reports if r.claimed}
+        idle = {slot for slot in slots if slot not in touched and slot[0] not in claimed}
+        lost = {p for p in sorted({slot[0] for slot in idle})
+                if not self.storage.create_marker(partition_claim(batch_id, p))}
+        fenced = dict(slots)
+        for slot in sorted(s for s in idle if s[0] in lost):
+            f = slots[slot]
+            fresh = temp_name(f.name)
+            self.storage.copy_prefix(f.temp, fresh, f.size)
+            fenced[slot] = replace(f, temp=fresh)
+        return fenced
 
     def _state_for(self, batch_id: int, latest: int | None,
                    messages: list[TaskReport | None]) -> SinkState:
@@ -198,8 +242,8 @@ class Committer:
     def abort(self, batch_id: int, messages: list[TaskReport | None]) -> None:
         """Drop the fresh files of a failed batch. Nothing of it was ever visible; appends
         to in-progress files past their committed offset are fenced off by the next task."""
+        failpoints.hit("driver.during_abort")
         for message in messages:
             for f in message.files if message is not None else ():
                 if f.start == 0 and f.fenced_from is None:
                     self.storage.delete(f.temp)
-                    failpoints.hit("driver.during_abort")

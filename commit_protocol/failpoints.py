@@ -50,7 +50,7 @@ DRIVER_POINTS = (
     "driver.after_rename",      # driver: after each rename, log file not yet written
     "driver.before_log_write",  # driver: every rename done
     "driver.after_log_write",   # driver: the batch is committed, housekeeping not yet run
-    "driver.during_abort",      # driver: abort deleted one fresh temp file, not the rest
+    "driver.during_abort",      # driver: abort started, fresh temp files not yet deleted
 )
 LOG_POINTS = (
     "log.during_compaction",    # driver: half-way through streaming a .compact intent

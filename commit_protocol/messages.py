@@ -36,6 +36,8 @@ class TaskReport:
     """A task's commit message: the files it touched in micro-batch ``batch_id``.
 
     ``skipped`` is set when the batch was already committed (a replay): the task wrote nothing.
+    ``claimed`` says the task won its (batch, partition) claim: no other attempt of it could
+    append in place to the partition's committed in-progress files.
     """
 
     batch_id: int
@@ -44,3 +46,4 @@ class TaskReport:
     query_id: str
     files: tuple[FileReport, ...] = ()
     skipped: bool = False
+    claimed: bool = False

@@ -93,6 +93,17 @@ def claim_path(batch_id: int, what: str) -> str:
     return f"{CLAIMS_DIR}/{batch_id:06d}-{digest}"
 
 
+def partition_claim(batch_id: int, partition: int) -> str:
+    """The claim of task partition ``partition`` in batch ``batch_id``: its holder (one task
+    attempt, or the driver at commit) is the only one that may append in place to that
+    partition's committed in-progress files in that batch.
+
+    >>> partition_claim(12, 3)
+    '_rotsink/claims/000012-p00003'
+    """
+    return f"{CLAIMS_DIR}/{batch_id:06d}-p{partition:05d}"
+
+
 def to_uri(root_uri: str, relative: str) -> str:
     """URI of ``relative`` under ``root_uri`` as Spark's log stores it (percent-encoded).
 

@@ -1,10 +1,12 @@
 """The executor's side of the protocol: one task's rows into part files, and its report.
 
-Fencing: a task appends in place to a slot's committed in-progress file only when it wins
-that (batch, slot)'s *claim*, an exclusive marker file, and finds the file exactly at its
-committed length. Any other attempt of the same batch (a retry, a zombie of a stopped or
-crashed run, a speculative copy) loses the claim and copies the committed prefix to a fresh
-temp name instead (Apex's recovery), so two attempts never write to one file.
+Fencing: a task appends in place to its slots' committed in-progress files only when it wins
+the *claim* of its (batch, task partition), an exclusive marker file, and finds each file
+exactly at its committed length. Any other attempt of the same batch and partition (a retry,
+a zombie of a stopped or crashed run, a speculative copy) loses the claim and copies the
+committed prefix to a fresh temp name instead (Apex's recovery), so two attempts never write
+to one file. The driver takes the claim of every partition whose committed attempt did not,
+at commit (see ``Committer``), so a zombie arriving after the commit loses it too.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.messages import TaskReport
-from commit_protocol.naming import claim_path, final_name, temp_name
+from commit_protocol.naming import final_name, partition_claim, temp_name
 from commit_protocol.part_files import ParquetPartFile, PartFile, RowPartFile
 from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
-from commit_protocol.state import InProgressFile, Slot
+from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
 
 
@@ -41,6 +43,7 @@ class TaskWriter:
         self.open: OrderedDict[str, PartFile] = OrderedDict()  # directory -> file, LRU order
         self.touched: list[PartFile] = []
         self.rolls: dict[str, int] = {}
+        self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -77,7 +80,7 @@ class TaskWriter:
     def _report(self, *, skipped: bool) -> TaskReport:
         return TaskReport(batch_id=self.batch_id, partition=self.partition, attempt=self.attempt,
                           query_id=self.query_id, files=tuple(f.report() for f in self.touched),
-                          skipped=skipped)
+                          skipped=skipped, claimed=bool(self.claimed))
 
     # -- rows into files -----------------------------------------------------------------
     def _write_rows(self, directory: str, rows: pa.RecordBatch) -> None:
@@ -161,15 +164,19 @@ class TaskWriter:
         if actual < committed.size:
             raise TruncatedFileError(f"in-progress file {committed.temp} of {committed.name} "
                                      f"holds {actual} bytes; the log commits {committed.size}")
-        if self.storage.create_marker(self._claim(committed.slot)) and actual == committed.size:
+        if self._holds_claim() and actual == committed.size:
             return committed.temp, None
         fresh = temp_name(committed.name)
         self.storage.copy_prefix(committed.temp, fresh, committed.size)
         failpoints.hit("task.after_fence_copy")
         return fresh, committed.temp
 
-    def _claim(self, slot: Slot) -> str:
-        return claim_path(self.batch_id, f"slot:{slot[0]}:{slot[1]}")
+    def _holds_claim(self) -> bool:
+        """Whether this attempt owns (batch, partition): tried once, on the first resume."""
+        if self.claimed is None:
+            self.claimed = self.storage.create_marker(partition_claim(self.batch_id,
+                                                                      self.partition))
+        return self.claimed
 
     def _create(self, directory: str) -> PartFile:
         roll = self.rolls.get(directory, 0)

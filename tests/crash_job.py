@@ -1,0 +1,42 @@
+"""One life of the crash-loop driver: a rotsink stream over the input so far, until killed.
+
+Started by :mod:`tests.crashloop` in a process group of its own; it names that group in
+``ROTSINK_KILL_PGID`` so a ``killall`` failpoint in any of its processes (this Python
+driver, its JVM, Spark's Python workers) kills the whole driver, as a crash would.
+
+    python -m tests.crash_job SOURCE OUT CHECKPOINT OPTIONS_JSON
+
+Prints ``READY`` once the query runs and ``DONE`` when it has consumed all input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from commit_protocol.failpoints import KILL_PGID_ENV_VAR
+from tests.streams import SCHEMA
+
+
+def main(source: str, out: str, checkpoint: str, options_json: str) -> int:
+    os.environ[KILL_PGID_ENV_VAR] = str(os.getpgid(0))  # inherited by the JVM and workers
+    from datasource.session import local_session
+
+    spark = local_session(app_name="rotsink-crash-loop")
+    spark.sparkContext.setLogLevel("ERROR")
+    writer = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
+              .writeStream.format("rotsink").option("checkpointLocation", checkpoint)
+              .trigger(availableNow=True))
+    for key, value in json.loads(options_json).items():
+        writer = writer.option(key, value)
+    query = writer.start(out)
+    print("READY", flush=True)
+    query.awaitTermination()
+    print("DONE", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:5]))

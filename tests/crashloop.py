@@ -1,0 +1,337 @@
+"""Crash-loop harness: kill the driver at random and at every failpoint, again and again,
+then check the output against the input row by row.
+
+    python -m tests.crashloop --random-kills 200 [--workdir DIR] [--seed N]
+
+Each *life* adds numbered input files, starts :mod:`tests.crash_job` in a process group of
+its own and ends in one of these ways:
+
+* ``random``: SIGKILL of the whole group (Python driver, JVM, workers) at a random moment
+  after the query started;
+* ``failpoint``: a failpoint armed for that life: ``killall`` (the driver dies at that step
+  of the protocol), ``kill`` (one Python worker dies; Spark retries the task), ``raise:x2``
+  (a task's first attempt and its retry fail);
+* ``clean``: no fault; the query consumes all input.
+
+After every life ``verify_output(..., repair=True)`` must find nothing wrong (a commit cut
+short between its renames and its log file is rolled forward and counted). A final clean life
+consumes the rest; then rotsink's reader must return every input row exactly once and Spark's
+reader exactly the rows of the finalized files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS
+from tests.streams import write_numbered_source
+
+ROOT = Path(__file__).resolve().parents[1]
+SINK_OPTIONS = {
+    "format": "jsonl",
+    "compression": "zstd",
+    "partitionBy": "grp",             # 3 directories per task: several slots per partition
+    "rotation.maxRecords": "150",     # rolls inside tasks
+    "rotation.maxBatches": "3",       # rolls by the driver at commit
+    "rotation.interval": "20s",
+    "rotation.inactivity": "8s",      # driver rolls of files no task touched
+    "log.compactInterval": "3",       # compaction (and cleanup) every third batch
+    "log.cleanupDelay": "1s",
+}
+
+
+@dataclass(frozen=True)
+class Life:
+    kind: str           # "random", "failpoint" or "clean"
+    spec: str = ""      # the failpoints armed for this life
+    point: str = ""     # the failpoint that must fire
+
+    @property
+    def label(self) -> str:
+        return self.spec or self.kind
+
+
+def failpoint_lives() -> list[Life]:
+    """One life per failpoint that kills the whole driver there, plus worker deaths and
+    failed retries; ``driver.during_abort`` needs a batch whose tasks all fail."""
+    lives = [Life("failpoint", f"{p}=killall:once", p) for p in ALL_POINTS
+             if p != "driver.during_abort"]
+    lives.append(Life("failpoint", "task.before_report=raise,driver.during_abort=killall:once",
+                      "driver.during_abort"))
+    lives += [Life("failpoint", f"{p}=kill:once", p) for p in ("task.mid_append",
+                                                              "task.after_fence_copy")]
+    lives.append(Life("failpoint", "task.after_append=raise:x2", "task.after_append"))
+    return lives
+
+
+@dataclass
+class Tally:
+    lives: int = 0
+    random_kills: int = 0
+    driver_kills: int = 0       # killall failpoints that fired
+    worker_kills: int = 0
+    task_failures: int = 0
+    finished_early: int = 0     # random lives whose query ended before the kill
+    repaired: int = 0           # commits cut short, rolled forward by verify --repair
+    fired: Counter = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CrashLoop:
+    """The loop over lives in ``workdir``; see the module docstring."""
+
+    workdir: Path
+    seed: int = 7
+    files_per_life: int = 4
+    rows_per_file: int = 100
+    life_timeout_s: float = 240.0
+    options: dict[str, str] = field(default_factory=lambda: dict(SINK_OPTIONS))
+    tally: Tally = field(default_factory=Tally)
+    files_written: int = 0
+    window_s: float = 6.0       # random kills land in [0, window] after READY
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.source, self.out = self.workdir / "input", self.workdir / "output"
+        self.checkpoint, self.logs = self.workdir / "checkpoint", self.workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def rows_in(self) -> int:
+        return self.files_written * self.rows_per_file
+
+    def run(self, *, random_kills: int) -> None:
+        """Every failpoint life (re-queued until its point fires, three tries), the random
+        kills, shuffled; then clean lives until the query has consumed everything."""
+        pending = failpoint_lives() + [Life("random")] * random_kills
+        self.rng.shuffle(pending)
+        tries: Counter = Counter()
+        while pending:
+            life = pending.pop(0)
+            if self.live(life) != "not fired":
+                continue
+            tries[life] += 1
+            if tries[life] < 3:
+                pending.insert(self.rng.randrange(len(pending) + 1), life)
+        for _ in range(3):
+            if self.live(Life("clean"), add_input=False) == "done":
+                return
+        self.tally.problems.append("the final clean life did not consume the input")
+
+    def live(self, life: Life, *, add_input: bool = True) -> str:
+        """One life of the driver; returns how it ended."""
+        index = self.tally.lives
+        self.tally.lives += 1
+        if add_input:
+            write_numbered_source(self.source, files=self.files_per_life,
+                                  rows_per_file=self.rows_per_file, start_file=self.files_written)
+            self.files_written += self.files_per_life
+        armed = self.logs / f"life-{index:04d}.failpoints"
+        armed.write_text(life.spec)
+        started = time.monotonic()
+        ending = self._run_child(life, armed, self.logs / f"life-{index:04d}.log")
+        if life.kind == "failpoint":
+            ending = self._count_failpoint(life, armed, ending)
+        self._verify(index, life)
+        print(f"life {index:4d} {life.label:<60} {ending:<10} {time.monotonic() - started:5.1f}s",
+              flush=True)
+        return ending
+
+    def _run_child(self, life: Life, armed: Path, log: Path) -> str:
+        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        env[FILE_ENV_VAR] = str(armed)
+        command = [sys.executable, "-m", "tests.crash_job", str(self.source), str(self.out),
+                   str(self.checkpoint), json.dumps(self.options)]
+        with open(log, "w") as stderr:
+            child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                     start_new_session=True)
+            lines = _line_queue(child)
+            try:
+                return self._await(child, lines, life)
+            finally:
+                _kill_group(child.pid)
+                child.wait()
+
+    def _await(self, child: subprocess.Popen, lines: queue.Queue, life: Life) -> str:
+        deadline = time.monotonic() + self.life_timeout_s
+        ready_at = None
+        kill_at = None
+        while True:
+            try:
+                line = lines.get(timeout=0.05)
+            except queue.Empty:
+                line = ""
+            if line == "READY":
+                ready_at = time.monotonic()
+                if life.kind == "random":
+                    kill_at = ready_at + self.rng.uniform(0, self.window_s)
+            elif line == "DONE":
+                if ready_at is not None and life.kind == "clean":
+                    self.window_s = max(1.0, 0.9 * (time.monotonic() - ready_at))
+                if life.kind == "random":
+                    self.tally.finished_early += 1
+                child.wait()
+                return "done"
+            elif line is None:  # stdout closed: the child died or failed
+                code = child.wait()
+                return "killed" if code == -signal.SIGKILL else f"exit {code}"
+            if kill_at is not None and time.monotonic() >= kill_at:
+                _kill_group(child.pid)
+                self.tally.random_kills += 1
+                child.wait()
+                return "killed"
+            if time.monotonic() > deadline:
+                self.tally.problems.append(f"{life.label}: no end after {self.life_timeout_s}s")
+                return "hung"
+
+    def _count_failpoint(self, life: Life, armed: Path, ending: str) -> str:
+        fired = armed.parent.glob(f"{armed.name}.{life.point}.fired*")
+        times = len(list(fired))
+        if not times:
+            return "not fired"
+        self.tally.fired[life.point] += 1
+        action = life.spec.split(f"{life.point}=", 1)[1].split(":")[0]
+        if action == "killall":
+            self.tally.driver_kills += 1
+        elif action == "kill":
+            self.tally.worker_kills += 1
+        else:
+            self.tally.task_failures += times
+        return ending
+
+    def _verify(self, index: int, life: Life) -> None:
+        """What ``rotsink verify --repair`` does after every run."""
+        from commit_protocol.storage import open_storage
+        from commit_protocol.verification import verify_output
+
+        if not (self.out / "_spark_metadata").exists() and \
+                not (self.out / "_rotsink" / "intent").exists():
+            return  # killed before the first commit: nothing to verify yet
+        result = verify_output(open_storage(str(self.out)), repair=True)
+        self.tally.repaired += len(result.repaired)
+        self.tally.problems += [f"life {index} ({life.label}): {p}" for p in result.problems]
+
+
+def _line_queue(child: subprocess.Popen) -> queue.Queue:
+    """The child's stdout lines (``None`` at its end), read by a thread so waits can time out."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in child.stdout:
+            lines.put(line.strip())
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The row-by-row check of the output after the loop."""
+
+    rows_in: int
+    rotsink_rows: int
+    lost: int
+    duplicated: int
+    finalized_rows: int
+    spark_rows: int
+    spark_matches_finalized: bool
+    batches: int
+
+    @property
+    def exact(self) -> bool:
+        return (self.lost == 0 and self.duplicated == 0 and self.rotsink_rows == self.rows_in
+                and self.spark_matches_finalized)
+
+
+def check_output(spark, out: Path, rows_in: int) -> Outcome:
+    """Every input id exactly once through rotsink's reader; Spark's JSON reader (which
+    honours ``_spark_metadata``) returns exactly the rows of the finalized files."""
+    from commit_protocol.reading import open_committed
+    from commit_protocol.storage import open_storage
+
+    def ids(reader) -> Counter:
+        return Counter(r.id for r in reader.load(str(out)).select("id").collect())
+
+    seen = ids(spark.read.format("rotsink"))
+    finalized = ids(spark.read.format("rotsink").option("includeInProgress", "false"))
+    spark_seen = Counter(r.id for r in spark.read.json(str(out)).select("id").collect())
+    expected = set(range(rows_in))
+    _, latest, _ = open_committed(open_storage(str(out)))
+    return Outcome(rows_in=rows_in, rotsink_rows=sum(seen.values()),
+                   lost=len(expected - set(seen)),
+                   duplicated=sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - expected),
+                   finalized_rows=sum(finalized.values()), spark_rows=sum(spark_seen.values()),
+                   spark_matches_finalized=spark_seen == finalized, batches=latest + 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.crashloop", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--random-kills", type=int, default=200)
+    parser.add_argument("--workdir", help="default: a new temp directory")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    import tempfile
+
+    from datasource.session import local_session
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rotsink-crashloop-"))
+    started = time.monotonic()
+    loop = CrashLoop(workdir, seed=args.seed)
+    loop.run(random_kills=args.random_kills)
+    spark = local_session(app_name="rotsink-crash-loop-check")
+    spark.sparkContext.setLogLevel("ERROR")
+    outcome = check_output(spark, loop.out, loop.rows_in)
+    spark.stop()
+    report = summary(loop, outcome, time.monotonic() - started)
+    print(report)
+    return 0 if outcome.exact and not loop.tally.problems else 1
+
+
+def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
+    t = loop.tally
+    unfired = sorted(set(ALL_POINTS) - set(t.fired))
+    lines = [
+        f"lives {t.lives}: {t.random_kills} random SIGKILLs of the driver, {t.driver_kills} "
+        f"driver kills at failpoints, {t.worker_kills} Python worker kills, {t.task_failures} "
+        f"failed task attempts; {t.finished_early} random lives ended before their kill",
+        f"failpoints fired: {len(t.fired)}/{len(ALL_POINTS)}"
+        + (f" (never: {', '.join(unfired)})" if unfired else ""),
+        f"commits rolled forward by verify --repair: {t.repaired}",
+        f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
+        f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
+        f"finalized rows {outcome.finalized_rows}, Spark's JSON reader {outcome.spark_rows} "
+        f"({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})",
+        f"problems {len(t.problems)}" + "".join(f"\n  {p}" for p in t.problems[:20]),
+        f"wall time {wall_s:.0f}s",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["CrashLoop", "Outcome", "TASK_POINTS", "check_output", "failpoint_lives", "summary"]
