@@ -202,16 +202,32 @@ class Committer:
 
     def _finish(self, state: SinkState) -> None:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
-        for temp, name, size, *_ in state.extra.get("publish", []):
-            failpoints.hit("driver.before_rename")
-            self._publish_file(temp, name, size)
-            failpoints.hit("driver.after_rename")
+        try:
+            for temp, name, size, *_ in state.extra.get("publish", []):
+                failpoints.hit("driver.before_rename")
+                self._publish_file(temp, name, size)
+                failpoints.hit("driver.after_rename")
+        except CommitError as e:
+            if self.storage.exists(self.log.path_of(state.batch_id)):
+                raise self._lost_race(state) from e
+            raise
         failpoints.hit("driver.before_log_write")
-        if not self.log.publish(state.batch_id):
-            raise ConcurrentWriterError(
-                f"{self.log.path_of(state.batch_id)} appeared while this driver committed it: "
-                "another writer is committing to the same output path")
+        try:
+            published = self.log.publish(state.batch_id)
+        except FileNotFoundError:  # our intent is gone: another process's recovery used it
+            published = False
+        if not published and self.log.read_state(state.batch_id).query_id != state.query_id:
+            raise self._lost_race(state)
         failpoints.hit("driver.after_log_write")
+
+    def _lost_race(self, state: SinkState) -> ConcurrentWriterError:
+        """Another query published batch ``state.batch_id`` while this driver committed it
+        (the same query's log file means an earlier attempt or a recovery finished ours)."""
+        owner = self.log.read_state(state.batch_id).query_id
+        return ConcurrentWriterError(
+            f"{self.log.path_of(state.batch_id)} was committed by query {owner} while query "
+            f"{state.query_id} committed it: rotsink allows one query per output path; "
+            "restart the original query from its checkpoint, or write to a new path")
 
     def _publish_file(self, temp: str, name: str, size: int) -> None:
         """Rename ``temp`` to ``name``; recognise a rename an earlier attempt already did."""
