@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS
+from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
 from tests.streams import write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,16 +63,27 @@ class Life:
         return self.spec or self.kind
 
 
+# Executor faults Spark survives by retrying the task, armed beside a driver-side kill so
+# that the same life first loses a Python worker or a task attempt, then the whole driver.
+TASK_FAULTS = (
+    "task.mid_append=kill:once",        # a Python worker dies half-way through a write
+    "task.after_append=raise:x2",       # a task's first attempt and its first retry fail
+    "task.after_fence_copy=kill:once",  # a retry dies right after fencing
+    "task.before_roll=raise:once",
+    "task.before_report=kill:once",
+)
+
+
 def failpoint_lives() -> list[Life]:
-    """One life per failpoint that kills the whole driver there, plus worker deaths and
-    failed retries; ``driver.during_abort`` needs a batch whose tasks all fail."""
-    lives = [Life("failpoint", f"{p}=killall:once", p) for p in ALL_POINTS
-             if p != "driver.during_abort"]
-    lives.append(Life("failpoint", "task.before_report=raise,driver.during_abort=killall:once",
-                      "driver.during_abort"))
-    lives += [Life("failpoint", f"{p}=kill:once", p) for p in ("task.mid_append",
-                                                              "task.after_fence_copy")]
-    lives.append(Life("failpoint", "task.after_append=raise:x2", "task.after_append"))
+    """One life per failpoint that kills the whole driver there (driver-side points also
+    arm one executor fault first); ``driver.during_abort`` needs a batch whose tasks all fail."""
+    lives = [Life("failpoint", f"{p}=killall:once", p) for p in TASK_POINTS]
+    for i, point in enumerate(p for p in ALL_POINTS if p not in TASK_POINTS):
+        if point == "driver.during_abort":
+            spec = "task.before_report=raise,driver.during_abort=killall:once"
+        else:
+            spec = f"{TASK_FAULTS[i % len(TASK_FAULTS)]},{point}=killall:once"
+        lives.append(Life("failpoint", spec, point))
     return lives
 
 
@@ -101,7 +112,7 @@ class CrashLoop:
     options: dict[str, str] = field(default_factory=lambda: dict(SINK_OPTIONS))
     tally: Tally = field(default_factory=Tally)
     files_written: int = 0
-    window_s: float = 6.0       # random kills land in [0, window] after READY
+    window_s: float = 12.0      # random kills land in [0, window] after READY
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -121,11 +132,13 @@ class CrashLoop:
         tries: Counter = Counter()
         while pending:
             life = pending.pop(0)
-            if self.live(life) != "not fired":
-                continue
+            if self.live(life) not in ("not fired", "done"):
+                continue  # a random life that ended before its kill is tried again too
             tries[life] += 1
-            if tries[life] < 3:
+            if tries[life] < 3 * (1 + random_kills if life.kind == "random" else 1):
                 pending.insert(self.rng.randrange(len(pending) + 1), life)
+            elif life.kind == "failpoint":
+                self.tally.problems.append(f"{life.point} never fired")
         for _ in range(3):
             if self.live(Life("clean"), add_input=False) == "done":
                 return
@@ -180,7 +193,7 @@ class CrashLoop:
                 if life.kind == "random":
                     kill_at = ready_at + self.rng.uniform(0, self.window_s)
             elif line == "DONE":
-                if ready_at is not None and life.kind == "clean":
+                if ready_at is not None:  # random kills land anywhere in a life's run
                     self.window_s = max(1.0, 0.9 * (time.monotonic() - ready_at))
                 if life.kind == "random":
                     self.tally.finished_early += 1
@@ -199,19 +212,20 @@ class CrashLoop:
                 return "hung"
 
     def _count_failpoint(self, life: Life, armed: Path, ending: str) -> str:
-        fired = armed.parent.glob(f"{armed.name}.{life.point}.fired*")
-        times = len(list(fired))
-        if not times:
-            return "not fired"
-        self.tally.fired[life.point] += 1
-        action = life.spec.split(f"{life.point}=", 1)[1].split(":")[0]
-        if action == "killall":
-            self.tally.driver_kills += 1
-        elif action == "kill":
-            self.tally.worker_kills += 1
-        else:
-            self.tally.task_failures += times
-        return ending
+        """Tally what fired (marker files of ``once``/``xN`` counts)."""
+        for name, (action, _) in parse(life.spec).items():
+            times = len(list(armed.parent.glob(f"{armed.name}.{name}.fired*")))
+            if not times:
+                continue
+            self.tally.fired[name] += 1
+            if action == "killall":
+                self.tally.driver_kills += 1
+            elif action == "kill":
+                self.tally.worker_kills += 1
+            else:
+                self.tally.task_failures += times
+        fired = any(armed.parent.glob(f"{armed.name}.{life.point}.fired*"))
+        return ending if fired else "not fired"
 
     def _verify(self, index: int, life: Life) -> None:
         """What ``rotsink verify --repair`` does after every run."""
