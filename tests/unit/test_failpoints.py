@@ -1,0 +1,69 @@
+"""Failpoints: every registered name is reached by the protocol, and arming is exact."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from commit_protocol import failpoints
+from commit_protocol.committer import Committer
+from commit_protocol.naming import partition_claim
+from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
+
+SOURCES = Path(__file__).parents[2] / "commit_protocol"
+
+
+def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
+    hits = {name for path in SOURCES.glob("*.py")
+            for name in re.findall(r'failpoints\.hit\("([^"]+)"\)', path.read_text())}
+    assert hits == set(failpoints.ALL_POINTS)
+
+
+def protocol_run(tmp_path: Path) -> None:
+    """One small run that passes every failpoint: appends that roll, a commit with renames,
+    a fenced resume, a compaction with cleanup, an abort."""
+    cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
+                 rotation={"max_records": 3})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 4)]))
+    storage_of(cfg).create_marker(partition_claim(1, 0))  # a zombie holds batch 1's claim
+    commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(4, 1)]))
+    Committer(storage_of(cfg), cfg, SCHEMA_JSON).abort(2, [None])
+
+
+def test_the_protocol_run_passes_without_failpoints(tmp_path):
+    protocol_run(tmp_path)
+
+
+@pytest.mark.parametrize("point", failpoints.ALL_POINTS)
+def test_each_failpoint_is_reached(tmp_path, monkeypatch, point):
+    monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+    with pytest.raises(failpoints.FailpointError, match=re.escape(point)):
+        protocol_run(tmp_path)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("task.after_apend=raise", "unknown failpoint 'task.after_apend'"),
+    ("task.after_append=explode", "unknown action 'explode'"),
+], ids=["typo-in-name", "unknown-action"])
+def test_a_mistyped_spec_fails_loudly(spec, message):
+    with pytest.raises(ValueError, match=message):
+        failpoints.parse(spec)
+
+
+def test_xn_fires_the_first_n_hits_across_processes(tmp_path, monkeypatch):
+    """Markers are files, so the count holds across Spark's worker processes."""
+    armed = tmp_path / "armed"
+    armed.write_text("task.after_append=raise:x2")
+    monkeypatch.delenv(failpoints.ENV_VAR, raising=False)
+    monkeypatch.setenv(failpoints.FILE_ENV_VAR, str(armed))
+    fired = 0
+    for _ in range(4):
+        try:
+            failpoints.hit("task.after_append")
+        except failpoints.FailpointError:
+            fired += 1
+    assert fired == 2
+    assert sorted(p.name for p in tmp_path.glob("armed.*")) == \
+        ["armed.task.after_append.fired", "armed.task.after_append.fired.1"]
