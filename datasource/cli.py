@@ -15,17 +15,25 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--dir", help="working directory (default: a new temp directory)")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches to stream")
     demo.add_argument("--rows", type=int, default=500, help="rows per micro-batch")
+    paths = {}
     for name, text in (("inspect", "print the committed batches and in-progress files"),
-                       ("verify", "check that storage matches the log; exit 1 if not")):
-        sub = commands.add_parser(name, help=text)
+                       ("verify", "check that storage matches the log: exit 0 if it does, "
+                                  "1 on any problem, 2 on a usage error")):
+        paths[name] = sub = commands.add_parser(name, help=text)
         sub.add_argument("path", help="output path or URL (s3://bucket/prefix, ...)")
         sub.add_argument("--fs", action="append", default=[], metavar="KEY=VALUE",
                          help="fsspec option, as the fs.* options (e.g. endpoint_url=...)")
+    verify = paths["verify"]
+    _add_key_option(verify)
+    verify.add_argument("--deep", action="store_true",
+                        help="also read and decode every committed byte (implied by --key)")
+    verify.add_argument("--repair", action="store_true",
+                        help="first roll forward commits a dead driver decided but did not "
+                             "publish, as a restart of the query would")
     cat = commands.add_parser("cat", help="print one part file's committed content, "
                                           "decrypted and decompressed")
     cat.add_argument("file")
-    cat.add_argument("--key", action="append", default=[], metavar="REF",
-                     help="key reference env:VAR or file:/path (repeat for old keys)")
+    _add_key_option(cat)
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
@@ -36,10 +44,16 @@ def main(argv: list[str] | None = None) -> int:
             return _inspect(args.path, _fs_options(args.fs))
         if args.command == "cat":
             return _cat(args.file, args.key)
-        return _verify(args.path, _fs_options(args.fs))
+        return _verify(args.path, _fs_options(args.fs), keys=args.key, deep=args.deep,
+                       repair=args.repair)
     except RotsinkError as e:
         print(f"rotsink: {e}", file=sys.stderr)
         return 2
+
+
+def _add_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--key", action="append", default=[], metavar="REF",
+                        help="key reference env:VAR or file:/path (repeat for old keys)")
 
 
 def _fs_options(items: list[str]) -> dict[str, str]:
@@ -73,15 +87,14 @@ def _cat(file: str, keys: list[str]) -> int:
     return 0
 
 
-def _verify(path: str, fs_options: dict[str, str]) -> int:
-    from datasource.inspect import orphan_files, verify
+def _verify(path: str, fs_options: dict[str, str], *, keys: list[str], deep: bool,
+            repair: bool) -> int:
+    from datasource.inspect import verification_lines, verify
 
-    problems = verify(path, fs_options)
-    for problem in problems:
-        print(f"PROBLEM {problem}")
-    print(f"{len(problems)} problem(s); {len(orphan_files(path, fs_options))} orphan temp file(s) "
-          "(invisible, removed after log.cleanupDelay)")
-    return 1 if problems else 0
+    result = verify(path, fs_options, key_refs=keys, deep=deep, repair=repair)
+    for line in verification_lines(result):
+        print(line)
+    return 0 if result.ok else 1
 
 
 if __name__ == "__main__":

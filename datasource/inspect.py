@@ -1,15 +1,17 @@
-"""What the log says about an output path: per-batch commits, in-progress files, orphans."""
+"""What the log says about an output path (``rotsink inspect``) and whether storage matches
+it (``rotsink verify``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from commit_protocol.housekeeping import orphans
+from commit_protocol.errors import CorruptLogError, RotsinkError
+from commit_protocol.keys import KeyRefs
 from commit_protocol.log import MetadataLog
-from commit_protocol.naming import from_uri
 from commit_protocol.reading import open_committed
-from commit_protocol.state import SinkState
-from commit_protocol.storage import open_storage
+from commit_protocol.storage import Storage, open_storage
+from commit_protocol.verification import Verification, verify_output
 
 
 @dataclass(frozen=True)
@@ -43,32 +45,42 @@ def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list
     return summaries
 
 
-def verify(path: str, fs_options: dict[str, str] | None = None) -> list[str]:
-    """Problems found: listed files missing or of the wrong size, short in-progress files."""
-    log, latest = _log_and_latest(path, fs_options)
-    if latest is None:
-        return [f"{path}: no committed batch in _spark_metadata"]
-    storage, state = log.storage, log.read_state(latest)
-    problems = []
-    for entry in log.finalized_entries(latest):
-        name = from_uri(storage.root_uri, entry["path"])
-        problems += _size_problem(storage, name, int(entry["size"]), exact=True)
-    for f in state.in_progress:
-        problems += _size_problem(storage, f.temp, f.size, exact=False)
-    return problems
+def verify(path: str, fs_options: dict[str, str] | None = None, *,
+           key_refs: Sequence[str] = (), deep: bool = False, repair: bool = False) -> Verification:
+    """``rotsink verify``: check ``path`` against its log (see :func:`verify_output`).
+
+    ``key_refs`` (``env:VAR``, ``file:/path``) authenticate every committed byte. An encrypted
+    path needs them: without keys its files could be replaced by anything of the right size.
+
+    Raises
+    ------
+    RotsinkError
+        If the path is encrypted and no key reference is given, or a reference is bad.
+    """
+    storage = open_storage(path, fs_options)
+    ring = KeyRefs(read_refs=tuple(key_refs)).ring() if key_refs else None
+    if ring is None and _encrypted(storage):
+        raise RotsinkError(f"{path} is encrypted: pass --key REF to authenticate its files")
+    return verify_output(storage, ring=ring, deep=deep, repair=repair)
 
 
-def _size_problem(storage, name: str, expected: int, *, exact: bool) -> list[str]:
+def _encrypted(storage: Storage) -> bool:
     try:
-        size = storage.size(name)
-    except FileNotFoundError:
-        return [f"{name}: listed in the log ({expected} bytes) but missing"]
-    if size < expected or (exact and size != expected):
-        return [f"{name}: the log commits {expected} bytes, storage holds {size}"]
-    return []
+        committed = open_committed(storage)
+    except CorruptLogError:
+        return False  # verify_output names the damaged log file
+    return committed is not None and committed[2].encrypted
 
 
-def orphan_files(path: str, fs_options: dict[str, str] | None = None) -> list[str]:
-    log, latest = _log_and_latest(path, fs_options)
-    state: SinkState | None = None if latest is None else log.read_state(latest)
-    return [] if state is None else [i.path for i in orphans(log.storage, state)]
+def verification_lines(result: Verification) -> list[str]:
+    """What ``rotsink verify`` prints: a summary, then one line per problem and repair."""
+    head = ("nothing committed" if result.latest is None
+            else f"committed up to batch {result.latest}")
+    committed = sum(c.committed for c in result.in_progress)
+    uncommitted = sum(c.uncommitted for c in result.in_progress)
+    summary = (f"{head}: {result.finalized_files} finalized file(s) "
+               f"({result.finalized_bytes} bytes), {len(result.in_progress)} in progress "
+               f"({committed} committed bytes, {uncommitted} uncommitted), "
+               f"{len(result.orphans)} orphan temp file(s), {result.authenticated} authenticated")
+    return ([summary] + [f"PROBLEM {p}" for p in result.problems]
+            + [f"REPAIRED batch {b}" for b in result.repaired])

@@ -1,0 +1,321 @@
+"""``rotsink verify``: does storage hold exactly what the metadata log commits?
+
+Runs anywhere, without Spark (the CLI, a test, a crash harness): it reads the log, lists the
+output tree and, when asked, decodes the committed bytes of every file. Each problem is one
+line that names the file or batch and says what was expected and what was found. With
+``repair=True`` it first rolls forward the commits a driver decided (staged as intents) but
+did not publish, exactly as the next plan or commit of the query would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from commit_protocol.committer import Committer
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import CorruptLogError, RotsinkError
+from commit_protocol.housekeeping import orphans
+from commit_protocol.log import (MetadataLog, batch_id_of, last_compaction_at_or_before,
+                                 log_file_name)
+from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri
+from commit_protocol.reading import (CommittedFile, open_committed, read_committed,
+                                     read_parquet_file, row_plaintext)
+from commit_protocol.state import SinkState
+from commit_protocol.storage import Storage
+
+
+@dataclass(frozen=True)
+class InProgressCheck:
+    """An in-progress file of the latest state: ``committed`` bytes of ``temp`` are committed,
+    ``stored`` bytes are on storage (None: the file is missing)."""
+
+    name: str
+    temp: str
+    committed: int
+    stored: int | None
+
+    @property
+    def uncommitted(self) -> int:
+        """Bytes past the committed offset: a failed or zombie attempt's, never read."""
+        return max(0, (self.stored or 0) - self.committed)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What :func:`verify_output` found; ``ok`` when it found no problem.
+
+    ``orphans`` (temp files no committed state references) are invisible to every reader
+    and removed by cleanup after ``log.cleanupDelay``: listed, never a problem.
+    """
+
+    latest: int | None
+    problems: list[str]
+    finalized_files: int
+    finalized_bytes: int
+    in_progress: list[InProgressCheck]
+    orphans: list[str]
+    pending: list[int]
+    repaired: list[int]
+    authenticated: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
+                  deep: bool = False, repair: bool = False) -> Verification:
+    """Check an output path against its metadata log.
+
+    Parameters
+    ----------
+    storage
+        The output path.
+    ring
+        Keys by key id (``KeyRefs(...).ring()``): authenticate every committed byte.
+    deep
+        Read and decode every committed byte (decompress; decrypt, which needs ``ring``).
+    repair
+        First roll forward decided-but-unpublished commits (and delete finished intents).
+
+    Returns
+    -------
+    Verification
+        Never raises for what it finds on storage: damage becomes a problem line.
+    """
+    problems: list[str] = []
+    repaired = _repair(storage, problems) if repair else []
+    names = _log_names(storage)
+    problems += _duplicate_log_files(names)
+    latest = max(names, default=None)
+    pending, explained = _pending(storage, latest, problems)
+    if latest is None:
+        if not pending:
+            problems.append(f"{storage.root_uri}: no committed batch in {LOG_DIR}")
+        return Verification(None, problems, 0, 0, [], [], pending, repaired, 0)
+    try:
+        state = _committed_state(storage)
+    except CorruptLogError as e:
+        problems.append(str(e))  # without the latest state nothing else can be checked
+        return Verification(latest, problems, 0, 0, [], [], pending, repaired, 0)
+    listed = _listed_files(storage, state, latest, names, problems)
+    finalized = _check_finalized(storage, listed, problems)
+    in_progress, prefixes = _check_in_progress(storage, state, problems)
+    problems += _unlisted_visible(storage, set(listed) | explained)
+    authenticated = 0
+    if deep or ring is not None:
+        authenticated = _authenticate(storage, state, finalized + prefixes, ring, problems)
+    return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
+                        [i.path for i in orphans(storage, state)], pending, repaired,
+                        authenticated)
+
+
+# -- the log ---------------------------------------------------------------------------------
+def _committed_state(storage: Storage) -> SinkState:
+    """The latest committed state (``open_committed``, which reads the log's interval)."""
+    committed = open_committed(storage)
+    if committed is None:  # listed a moment ago: deleted meanwhile
+        raise CorruptLogError(f"{storage.root_uri}: {LOG_DIR} vanished while it was read")
+    return committed[2]
+
+
+def _log_names(storage: Storage) -> dict[int, list[str]]:
+    """Names of the log files on storage by batch id (two for one id is damage)."""
+    names: dict[int, list[str]] = {}
+    for info in storage.list(LOG_DIR):
+        name = info.path.rsplit("/", 1)[-1]
+        if (batch_id := batch_id_of(name)) is not None:
+            names.setdefault(batch_id, []).append(name)
+    return names
+
+
+def _duplicate_log_files(names: dict[int, list[str]]) -> list[str]:
+    return [f"{' and '.join(f'{LOG_DIR}/{n}' for n in sorted(found))}: two log files for "
+            f"batch {batch_id}: readers may take either"
+            for batch_id, found in sorted(names.items()) if len(found) > 1]
+
+
+def _listed_files(storage: Storage, state: SinkState, latest: int,
+                  names: dict[int, list[str]], problems: list[str]) -> dict[str, int]:
+    """Logged size of every finalized file in the listing as of ``latest``.
+
+    Each log file is read on its own, so that one damaged file is named and the others are
+    still checked. A log with interval 1 makes every batch a compaction, so its
+    ``finalized_entries(b)`` reads exactly batch ``b``'s file, found by its listed name.
+    """
+    interval = state.compact_interval
+    first = last_compaction_at_or_before(latest, interval) or 0
+    single = MetadataLog(storage, compact_interval=1)
+    single.batch_ids()
+    listed: dict[str, int] = {}
+    seen_in: dict[str, list[int]] = {}
+    for batch_id in range(first, latest + 1):
+        if batch_id not in names:
+            problems.append(f"{LOG_DIR}/{log_file_name(batch_id, interval)}: missing: readers "
+                            f"need every log file from batch {first} to {latest}")
+            continue
+        try:
+            entries = list(single.finalized_entries(batch_id))
+            paths = [from_uri(storage.root_uri, entry["path"]) for entry in entries]
+        except CorruptLogError as e:  # names the file and the line
+            problems.append(str(e))
+            continue
+        except ValueError as e:  # an entry outside the output path
+            problems.append(f"{single.path_of(batch_id)}: {e}")
+            continue
+        for path, entry in zip(paths, entries):
+            listed[path] = int(entry["size"])
+            seen_in.setdefault(path, []).append(batch_id)
+    problems += [f"{path} (batches {', '.join(map(str, ids))}): listed twice: Spark's readers "
+                 "would return its rows twice" for path, ids in seen_in.items() if len(ids) > 1]
+    return listed
+
+
+def _pending(storage: Storage, latest: int | None,
+             problems: list[str]) -> tuple[list[int], set[str]]:
+    """Batch ids staged as intents past ``latest``, and the final names their commits publish.
+
+    Intents at or below ``latest`` are leftovers of a finished commit (only the intent's
+    delete was cut short): harmless.
+    """
+    pending, explained = [], set()
+    for info in sorted(storage.list(INTENT_DIR), key=lambda i: i.path):
+        name = info.path.rsplit("/", 1)[-1]
+        batch_id = batch_id_of(name)
+        if batch_id is None or (latest is not None and batch_id <= latest):
+            continue
+        pending.append(batch_id)
+        problems.append(f"{info.path}: batch {batch_id} was decided but not published (the "
+                        "driver died during its commit): restart the query or run "
+                        "`rotsink verify --repair`")
+        try:
+            state = _intent_state(storage, name, batch_id)
+        except CorruptLogError as e:
+            problems.append(str(e))
+            continue
+        explained |= {entry[1] for entry in state.extra.get("publish", [])}
+    return sorted(pending), explained
+
+
+def _intent_state(storage: Storage, name: str, batch_id: int) -> SinkState:
+    return MetadataLog(storage, compact_interval=_naming_interval(name, batch_id)) \
+        .read_intent_state(batch_id)
+
+
+def _naming_interval(name: str, batch_id: int) -> int:
+    """A compaction interval under which batch ``batch_id``'s log file is called ``name``
+    (to find the file; the state in it then says the path's real interval).
+
+    >>> _naming_interval("9.compact", 9), _naming_interval("12", 12)
+    (10, 14)
+    """
+    return batch_id + 1 if name.endswith(".compact") else batch_id + 2
+
+
+def _repair(storage: Storage, problems: list[str]) -> list[int]:
+    """Roll pending intents forward as the query's next commit would; the ids it published."""
+    intents = {batch_id: name for info in storage.list(INTENT_DIR)
+               if (batch_id := batch_id_of(name := info.path.rsplit("/", 1)[-1])) is not None}
+    if not intents:
+        return []
+    before = MetadataLog(storage, compact_interval=1).latest_batch_id()
+    pending = sorted(b for b in intents if before is None or b > before)
+    try:
+        state = (_intent_state(storage, intents[pending[0]], pending[0]) if pending
+                 else _committed_state(storage))
+        config = SinkConfig(path=storage.root_uri, compact_interval=state.compact_interval)
+        after = Committer(storage, config, state.schema_json).recover()
+    except (RotsinkError, OSError) as e:  # e.g. a renamed file is gone: report, never guess
+        problems.append(f"{storage.root_uri}: cannot repair ({type(e).__name__}: {e})")
+        return []
+    return [b for b in pending if after is not None and b <= after]
+
+
+# -- the files -------------------------------------------------------------------------------
+def _check_finalized(storage: Storage, listed: dict[str, int],
+                     problems: list[str]) -> list[CommittedFile]:
+    """Each listed file exists with exactly its logged size; returns the intact ones."""
+    intact = []
+    for path, size in listed.items():
+        stored = _stored_size(storage, path, problems)
+        if stored is None:
+            problems.append(f"{path}: listed in the log ({size} bytes) but missing")
+        elif stored != size:
+            why = "modified after its commit" if stored > size else "committed bytes were lost"
+            problems.append(f"{path}: the log commits {size} bytes, storage holds {stored} "
+                            f"({why})")
+        else:
+            intact.append(CommittedFile(path, size, "", False))
+    return intact
+
+
+def _check_in_progress(storage: Storage, state: SinkState, problems: list[str]
+                       ) -> tuple[list[InProgressCheck], list[CommittedFile]]:
+    """Each in-progress file holds at least its committed bytes (more is a failed or zombie
+    attempt's tail, which no reader reads); returns the checks and the intact prefixes."""
+    checks, intact = [], []
+    for f in state.in_progress:
+        stored = _stored_size(storage, f.temp, problems)
+        checks.append(InProgressCheck(f.name, f.temp, f.size, stored))
+        where = f"{f.temp} (in progress, to be {f.name})"
+        if stored is None and f.size:
+            problems.append(f"{where}: missing; the log commits {f.size} bytes")
+        elif stored is not None and stored < f.size:
+            problems.append(f"{where}: holds {stored} bytes; the log commits {f.size}")
+        elif f.size:
+            intact.append(CommittedFile(f.temp, f.size, f.directory, True))
+    return checks, intact
+
+
+def _stored_size(storage: Storage, path: str, problems: list[str]) -> int | None:
+    """Size on storage; None when missing (a damaged segmented file is a problem too)."""
+    try:
+        return storage.size(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        problems.append(f"{path}: cannot read its size ({e})")
+        return None
+
+
+def _unlisted_visible(storage: Storage, known: set[str]) -> list[str]:
+    return [f"{info.path}: visible but not committed: readers that list the directory see it"
+            for info in sorted(storage.walk(""), key=lambda i: i.path)
+            if _visible(info.path) and info.path not in known]
+
+
+def _visible(path: str) -> bool:
+    """Whether a directory listing shows ``path``: Spark's ``shouldFilterOutPathName`` hides
+    names starting with ``.``, and with ``_`` unless they hold ``=`` (a partition directory).
+
+    >>> _visible("day=1/part-0.jsonl"), _visible("_p=1/a"), _visible("_rotsink/a")
+    (True, True, False)
+    """
+    return not any(part.startswith(".") or (part.startswith("_") and "=" not in part)
+                   for part in path.split("/"))
+
+
+def _authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
+                  ring: Mapping[str, bytes] | None, problems: list[str]) -> int:
+    """Decode (decrypt, decompress) the committed bytes of ``files``; how many passed."""
+    if state.encrypted and not ring:
+        problems.append(f"{storage.root_uri} is encrypted: authenticating its files needs "
+                        "its keys (ring)")
+        return 0
+    passed = 0
+    for f in files:
+        try:
+            data = read_committed(storage, f)
+            if state.format == "parquet":
+                read_parquet_file(data, f, state=state, ring=ring)
+            else:
+                row_plaintext(data, f, state=state, ring=ring)
+        except (RotsinkError, OSError, ValueError, pa.ArrowException) as e:
+            # rotsink's errors name the file and byte; pyarrow's name neither
+            problems.append(str(e) if f.path in str(e) else f"{f.path}: {type(e).__name__}: {e}")
+        else:
+            passed += 1
+    return passed
