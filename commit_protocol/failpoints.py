@@ -40,6 +40,7 @@ TASK_POINTS = (
     "task.before_roll",         # executor: a size/record limit reached, file not yet closed
     "task.after_roll",          # executor: file closed (sealed), not yet reported
     "task.after_fence_copy",    # executor: committed prefix copied to a fresh temp file
+    "task.after_resume",        # executor: a committed in-progress file reopened to append
     "task.before_report",       # executor: every file released, report not yet returned
 )
 DRIVER_POINTS = (

@@ -25,6 +25,7 @@ from commit_protocol.storage import Storage
 VERSION_LINE = "v1"
 _COMPACT = ".compact"
 _BLOCK_SIZE = 33554432  # what Hadoop's local filesystem reports; Spark ignores it for reading
+_MAX_VERSION_LINE = 4096  # a garbage file without newlines is not read whole to say so
 
 
 def is_compaction_batch(batch_id: int, interval: int) -> bool:
@@ -83,10 +84,25 @@ class MetadataLog:
 
     # -- reading -------------------------------------------------------------------------
     def batch_ids(self) -> list[int]:
-        """Ids of every log file on storage, ascending."""
-        names = (f.path.rsplit("/", 1)[-1] for f in self.storage.list(LOG_DIR))
-        self._names = {bid: name for name in names if (bid := batch_id_of(name)) is not None}
-        return sorted(self._names)
+        """Ids of every log file on storage, ascending.
+
+        Raises ``CorruptLogError`` when two files hold one batch id (``3`` and ``3.compact``):
+        Spark's readers would take either, so neither may be trusted.
+        """
+        names: dict[int, str] = {}
+        for info in self.storage.list(LOG_DIR):
+            name = info.path.rsplit("/", 1)[-1]
+            if (bid := batch_id_of(name)) is None:
+                continue
+            if bid in names:
+                both = " and ".join(f"{LOG_DIR}/{n}" for n in sorted((names[bid], name)))
+                raise CorruptLogError(
+                    f"metadata log files {both} both hold batch {bid}: expected one file per "
+                    "batch; one was copied or renamed by hand? Remove the one that does not "
+                    "belong (readers may take either)")
+            names[bid] = name
+        self._names = names
+        return sorted(names)
 
     def latest_batch_id(self) -> int | None:
         ids = self.batch_ids()
@@ -102,45 +118,81 @@ class MetadataLog:
         try:
             handle = self.storage.open_read(path)
         except FileNotFoundError as e:
-            raise CorruptLogError(f"metadata log file {path} is missing") from e
+            raise CorruptLogError(f"metadata log file {path} is missing (deleted while it was "
+                                  "read, or by hand)") from e
         with handle:
-            first = handle.readline().decode("utf-8", "replace").rstrip("\n")
+            first = handle.readline(_MAX_VERSION_LINE).decode("utf-8", "replace").rstrip("\n")
             if first != VERSION_LINE:
+                binary = "\ufffd" in first or any(c < " " and c not in "\r\t" for c in first)
+                found = "binary data" if binary else repr(first[:40])
                 raise CorruptLogError(
                     f"metadata log file {path}: expected version line {VERSION_LINE!r}, "
-                    f"found {first[:40]!r}; it was written by an unknown or newer writer, or is corrupt")
+                    f"found {found}; it was written by an unknown or newer writer, or is corrupt")
             for number, raw in enumerate(handle, start=2):
                 yield number, _parse_entry(path, number, raw)
 
     def read_state(self, batch_id: int) -> SinkState:
         """rotsink's state committed by ``batch_id`` (the first entry of its log file)."""
-        return self._read_state_at(self.path_of(batch_id))
+        return self._read_state_at(self.path_of(batch_id), batch_id)
 
     def read_intent_state(self, batch_id: int) -> SinkState:
         """The state a staged, unpublished commit of ``batch_id`` decided."""
-        return self._read_state_at(self.intent_path(batch_id))
+        return self._read_state_at(self.intent_path(batch_id), batch_id)
 
-    def _read_state_at(self, path: str) -> SinkState:
+    def _read_state_at(self, path: str, batch_id: int) -> SinkState:
+        """The state entry of ``path``, which must be ``batch_id``'s: a log file copied or
+        renamed to another batch id would otherwise pass off an old state as the latest."""
+        found = "the end of the file"
         for number, entry in self._lines(path):
             body = entry.get("rotsink") if entry.get("isDir") else None
             if body is None:
+                found = f"{json.dumps(entry)[:80]!r}"
                 break
             try:
-                return SinkState.from_json(body)
+                if not isinstance(body, dict):
+                    raise TypeError(f"expected an object, found {type(body).__name__}")
+                state = SinkState.from_json(body)
             except (KeyError, TypeError, ValueError) as e:
+                detail = f"no field {e}" if isinstance(e, KeyError) else str(e)
                 raise CorruptLogError(f"metadata log file {path} line {number}: "
-                                      f"bad rotsink state ({e})") from e
-        raise CorruptLogError(f"metadata log file {path} has no rotsink state entry; "
-                              "was this path written by another sink?")
+                                      f"bad rotsink state ({detail})") from e
+            if state.batch_id != batch_id:
+                raise CorruptLogError(
+                    f"metadata log file {path} holds the state of batch {state.batch_id}: "
+                    f"expected batch {batch_id}; copied or renamed by hand?")
+            return state
+        raise CorruptLogError(f"metadata log file {path}: expected rotsink's state entry on "
+                              f"line 2, found {found}; truncated, or written by another sink?")
 
     def finalized_entries(self, batch_id: int) -> Iterator[dict[str, Any]]:
         """Every finalized file listed as of ``batch_id``: the last compaction plus deltas."""
+        return (entry for _, entry in self.listed_entries(batch_id))
+
+    def listed_entries(self, batch_id: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(log file, entry)`` for every finalized file listed as of ``batch_id``."""
+        for path in self.listing_files(batch_id):
+            for _, entry in self._lines(path):
+                if not entry.get("isDir"):
+                    yield path, entry
+
+    def listing_files(self, batch_id: int) -> list[str]:
+        """The log files that list the output as of ``batch_id``: the last compaction and
+        every delta after it (Spark's readers assume the ids contiguous), each checked to
+        exist, so that a file deleted by hand is named instead of its entries silently lost."""
         start = last_compaction_at_or_before(batch_id, self.interval)
         first = 0 if start is None else start
-        for bid in range(first, batch_id + 1):
-            for _, entry in self._lines(self.path_of(bid)):
-                if not entry.get("isDir"):
-                    yield entry
+        needed = range(first, batch_id + 1)
+        if any(bid not in self._names for bid in needed):
+            self.batch_ids()  # never listed, or listed before a commit: look again
+        missing = [bid for bid in needed if bid not in self._names]
+        if missing:
+            names = ", ".join(f"{LOG_DIR}/{log_file_name(b, self.interval)}" for b in missing)
+            what = "file {} is" if len(missing) == 1 else "files {} are"
+            raise CorruptLogError(
+                f"metadata log {what.format(names)} missing: the output as of batch {batch_id} "
+                f"is listed by every log file from batch {first} to {batch_id}; deleted by "
+                "hand? Restore from a backup: the files listed there are unreadable without it")
+        return [self.path_of(bid) for bid in needed]
 
     # -- writing -------------------------------------------------------------------------
     def intent_path(self, batch_id: int) -> str:
@@ -171,14 +223,10 @@ class MetadataLog:
         yield from (_dumps(e) for e in new_entries)
 
     def _entries_since_last_compaction(self, batch_id: int) -> Iterator[dict[str, Any]]:
-        """Entries of files committed up to ``batch_id`` that exist on storage (ids from 0
-        when the log started later, e.g. nothing before a compaction)."""
-        ids = set(self.batch_ids())
-        start = last_compaction_at_or_before(batch_id, self.interval)
-        first = 0 if start is None else start
-        for bid in range(first, batch_id + 1):
-            if bid in ids:
-                yield from (e for _, e in self._lines(self.path_of(bid)) if not e.get("isDir"))
+        """Entries of files committed up to ``batch_id``; a missing log file fails the
+        compaction (skipping it would drop its files from every later listing)."""
+        self.batch_ids()
+        return self.finalized_entries(batch_id)
 
     def _state_entry(self, state: SinkState, now_ms: int) -> dict[str, Any]:
         return {"path": f"{self.storage.root_uri.rstrip('/')}/{STATE_DIR}", "size": 0,
@@ -231,7 +279,8 @@ def _parse_entry(path: str, number: int, raw: bytes) -> dict[str, Any]:
     except ValueError as e:
         raise CorruptLogError(f"metadata log file {path} line {number} is not JSON "
                               f"({e}): {raw[:80]!r}") from e
-    if not isinstance(entry, dict) or "path" not in entry or "size" not in entry:
+    if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
+            and type(entry.get("size")) is int and entry["size"] >= 0):
         raise CorruptLogError(f"metadata log file {path} line {number}: expected an entry "
-                              f"with 'path' and 'size', found {raw[:80]!r}")
+                              f"with a string 'path' and a byte count 'size', found {raw[:80]!r}")
     return entry

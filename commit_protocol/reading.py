@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from commit_protocol.codecs import RowCodec
-from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
+from commit_protocol.errors import (CorruptLogError, EncryptionKeyError, IntegrityError,
+                                    TruncatedFileError)
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri, parse_partition_dir
 from commit_protocol.state import SinkState
@@ -44,10 +45,24 @@ class CommittedFile:
 
 def committed_files(log: MetadataLog, latest: int, state: SinkState, *,
                     include_in_progress: bool) -> list[CommittedFile]:
-    """Every file (and committed prefix) visible as of batch ``latest``."""
+    """Every file (and committed prefix) visible as of batch ``latest``.
+
+    A path listed twice (a log file edited by hand) is refused: Spark's readers would return
+    its rows twice.
+    """
     files = []
-    for entry in log.finalized_entries(latest):
-        path = from_uri(log.storage.root_uri, entry["path"])
+    listed_in: dict[str, str] = {}
+    for log_file, entry in log.listed_entries(latest):
+        try:
+            path = from_uri(log.storage.root_uri, entry["path"])
+        except ValueError as e:  # moved or copied output: the log names the old location
+            raise CorruptLogError(f"metadata log file {log_file}: {e}") from e
+        if path in listed_in:
+            raise CorruptLogError(
+                f"metadata log file {log_file} lists {path} a second time (first in "
+                f"{listed_in[path]}): expected each file once; Spark's readers would return "
+                "its rows twice. Remove the duplicate line")
+        listed_in[path] = log_file
         files.append(CommittedFile(path, int(entry["size"]), _directory(path), False))
     if include_in_progress:
         files += [CommittedFile(f.temp, f.size, f.directory, True)
@@ -98,10 +113,17 @@ def read_parquet_file(data: bytes, f: CommittedFile, *, state: SinkState,
 def read_committed(storage: Storage, f: CommittedFile) -> bytes:
     """The committed bytes of ``f``; a loud error if storage holds fewer, or if a finalized
     (immutable) file holds more: then it was modified after its commit."""
-    data = storage.read(f.path, 0, f.length)
+    try:
+        data = storage.read(f.path, 0, f.length)
+        size = None if f.in_progress else storage.size(f.path)
+    except FileNotFoundError as e:
+        kind = "in-progress file" if f.in_progress else "finalized file"
+        raise TruncatedFileError(f"{kind} {f.path} is missing: the log lists it with "
+                                 f"{f.length} committed bytes; deleted by hand? Restore it "
+                                 "from a backup") from e
     if len(data) < f.length:
         raise TruncatedFileError(f"{f.path} holds {len(data)} bytes; the log commits {f.length}")
-    if not f.in_progress and (size := storage.size(f.path)) != f.length:
+    if size is not None and size != f.length:
         raise IntegrityError(f"{f.path} holds {size} bytes; the log commits exactly "
                              f"{f.length} to this finalized file: it was modified")
     return data

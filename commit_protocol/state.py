@@ -72,8 +72,9 @@ class SinkState:
     def from_json(cls, body: dict[str, Any]) -> SinkState:
         version = body.get("version")
         if version != STATE_VERSION:
-            raise ValueError(f"unsupported rotsink state version {version!r}; "
-                             f"this rotsink reads version {STATE_VERSION}")
+            raise ValueError(f"expected rotsink state version {STATE_VERSION}, found "
+                             f"{version!r}: written by another (newer?) rotsink; read and "
+                             "write this path with that version")
         return cls(
             batch_id=int(body["batch_id"]),
             query_id=body["query_id"],

@@ -73,8 +73,20 @@ class TaskWriter:
         if self.batch_id <= latest:
             return True
         if self.batch_id != latest + 1:
-            raise CommitError(f"task of batch {self.batch_id} was planned against committed "
-                              f"batch {latest}: expected batch {latest + 1}")
+            # Spark runs batch N only after its checkpoint committed N - 1: the log lost files
+            from commit_protocol.log import log_file_name
+            from commit_protocol.naming import LOG_DIR
+
+            names = [f"{LOG_DIR}/{log_file_name(b, self.config.compact_interval)}"
+                     for b in sorted({latest + 1, self.batch_id - 1})]
+            missing = " to ".join(names) + (" are" if len(names) > 1 else " is")
+            raise CommitError(
+                f"task of batch {self.batch_id}: expected the output's metadata log to end at "
+                f"batch {self.batch_id - 1}, found it ending at batch {latest}: {missing} "
+                "missing (deleted by hand, or the output restored from a copy older than the "
+                "checkpoint), so the rows those batches committed are no longer listed. "
+                "Restore the missing log file(s) from a backup, or write to a new output path "
+                "with a new checkpoint")
         return False
 
     def _report(self, *, skipped: bool) -> TaskReport:
@@ -150,6 +162,7 @@ class TaskWriter:
                         name=committed.name, temp=temp, start=committed.size,
                         records=committed.records, fenced_from=fenced_from)
         self.touched.append(f)
+        failpoints.hit("task.after_resume")
         return f
 
     def _seen(self, directory: str) -> bool:

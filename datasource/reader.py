@@ -87,7 +87,8 @@ class RotSinkReader(DataSourceReader):
         """Runs on an executor: decode each file's committed bytes into Arrow batches."""
         storage = open_storage(self.path, self.fs_options)
         ring = self.keys.ring() if self.state.encrypted and self.keys else None
-        for f in partition.files:
+        # Spark hands an empty plan one ``InputPartition(None)``: nothing committed to read.
+        for f in getattr(partition, "files", ()):
             table = read_file(storage, f, state=self.state, schema=self.arrow_schema, ring=ring)
             yield from table.to_batches()
 

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,7 @@ SINK_OPTIONS = {
     "format": "jsonl",
     "compression": "zstd",
     "partitionBy": "grp",             # 3 directories per task: several slots per partition
-    "rotation.maxRecords": "150",     # rolls inside tasks
+    "rotation.maxRecords": "50",      # rolls inside tasks (~33 rows per directory a batch)
     "rotation.maxBatches": "3",       # rolls by the driver at commit
     "rotation.interval": "20s",
     "rotation.inactivity": "8s",      # driver rolls of files no task touched
@@ -68,17 +69,24 @@ class Life:
 TASK_FAULTS = (
     "task.mid_append=kill:once",        # a Python worker dies half-way through a write
     "task.after_append=raise:x2",       # a task's first attempt and its first retry fail
-    "task.after_fence_copy=kill:once",  # a retry dies right after fencing
+    "task.after_resume=kill:once",      # a worker dies after reopening a committed file
     "task.before_roll=raise:once",
     "task.before_report=kill:once",
 )
 
 
-def failpoint_lives() -> list[Life]:
+def failpoint_lives(points: Sequence[str] = ALL_POINTS) -> list[Life]:
     """One life per failpoint that kills the whole driver there (driver-side points also
-    arm one executor fault first); ``driver.during_abort`` needs a batch whose tasks all fail."""
-    lives = [Life("failpoint", f"{p}=killall:once", p) for p in TASK_POINTS]
-    for i, point in enumerate(p for p in ALL_POINTS if p not in TASK_POINTS):
+    arm one executor fault first). ``driver.during_abort`` needs a batch whose tasks all fail;
+    ``task.after_fence_copy`` a retry of a task that reopened a committed file (its first
+    attempt holds the claim, so the retry fences)."""
+    lives = [Life("failpoint", f"{p}=killall:once", p) for p in points
+             if p in TASK_POINTS and p != "task.after_fence_copy"]
+    if "task.after_fence_copy" in points:
+        lives.append(Life("failpoint", "task.after_resume=raise:once,"
+                                       "task.after_fence_copy=killall:once",
+                          "task.after_fence_copy"))
+    for i, point in enumerate(p for p in points if p not in TASK_POINTS):
         if point == "driver.during_abort":
             spec = "task.before_report=raise,driver.during_abort=killall:once"
         else:
@@ -106,6 +114,7 @@ class CrashLoop:
 
     workdir: Path
     seed: int = 7
+    out_url: str = ""           # default: <workdir>/output; or s3://..., with fs.* options
     files_per_life: int = 4
     rows_per_file: int = 100
     life_timeout_s: float = 240.0
@@ -116,7 +125,8 @@ class CrashLoop:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-        self.source, self.out = self.workdir / "input", self.workdir / "output"
+        self.source = self.workdir / "input"
+        self.out_url = self.out_url or str(self.workdir / "output")
         self.checkpoint, self.logs = self.workdir / "checkpoint", self.workdir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
 
@@ -124,10 +134,22 @@ class CrashLoop:
     def rows_in(self) -> int:
         return self.files_written * self.rows_per_file
 
-    def run(self, *, random_kills: int) -> None:
-        """Every failpoint life (re-queued until its point fires, three tries), the random
-        kills, shuffled; then clean lives until the query has consumed everything."""
-        pending = failpoint_lives() + [Life("random")] * random_kills
+    @property
+    def read_options(self) -> dict[str, str]:
+        """What a reader of the output needs: its filesystem and key options."""
+        return {k: v for k, v in self.options.items() if k.startswith(("fs.", "encryption."))}
+
+    def storage(self):
+        from commit_protocol.storage import open_storage
+        from datasource.options import fs_options
+
+        return open_storage(self.out_url, fs_options(self.options))
+
+    def run(self, *, random_kills: int, points: Sequence[str] = ALL_POINTS) -> None:
+        """A life per failpoint in ``points`` (re-queued until its point fires, three tries)
+        and ``random_kills`` random kills, shuffled; then clean lives until the query has
+        consumed everything."""
+        pending = failpoint_lives(points) + [Life("random")] * random_kills
         self.rng.shuffle(pending)
         tries: Counter = Counter()
         while pending:
@@ -166,7 +188,7 @@ class CrashLoop:
     def _run_child(self, life: Life, armed: Path, log: Path) -> str:
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         env[FILE_ENV_VAR] = str(armed)
-        command = [sys.executable, "-m", "tests.crash_job", str(self.source), str(self.out),
+        command = [sys.executable, "-m", "tests.crash_job", str(self.source), self.out_url,
                    str(self.checkpoint), json.dumps(self.options)]
         with open(log, "w") as stderr:
             child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -228,14 +250,15 @@ class CrashLoop:
         return ending if fired else "not fired"
 
     def _verify(self, index: int, life: Life) -> None:
-        """What ``rotsink verify --repair`` does after every run."""
-        from commit_protocol.storage import open_storage
+        """What ``rotsink verify --repair`` does after every run (authenticating, when the
+        output is encrypted)."""
+        from commit_protocol.keys import KeyRefs
         from commit_protocol.verification import verify_output
 
-        if not (self.out / "_spark_metadata").exists() and \
-                not (self.out / "_rotsink" / "intent").exists():
+        keys = KeyRefs.from_options(self.options)
+        result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True)
+        if result.latest is None and not result.pending and not result.repaired:
             return  # killed before the first commit: nothing to verify yet
-        result = verify_output(open_storage(str(self.out)), repair=True)
         self.tally.repaired += len(result.repaired)
         self.tally.problems += [f"life {index} ({life.label}): {p}" for p in result.problems]
 
@@ -260,6 +283,21 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:
+    """A fresh bucket on the local S3 server and options for zstd, encrypted output to it."""
+    import uuid
+
+    import s3fs
+
+    bucket = f"rotsink-crash-{uuid.uuid4().hex[:8]}"
+    s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket)
+    workdir.mkdir(parents=True, exist_ok=True)
+    key = workdir / "key"
+    key.write_text(os.urandom(32).hex())
+    options = {**SINK_OPTIONS, "fs.endpoint_url": endpoint, "encryption.key": f"file:{key}"}
+    return f"s3://{bucket}/out", options
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The row-by-row check of the output after the loop."""
@@ -269,35 +307,39 @@ class Outcome:
     lost: int
     duplicated: int
     finalized_rows: int
-    spark_rows: int
-    spark_matches_finalized: bool
+    spark_rows: int | None            # None: Spark's reader cannot read this output here
+    spark_matches_finalized: bool | None
     batches: int
 
     @property
     def exact(self) -> bool:
         return (self.lost == 0 and self.duplicated == 0 and self.rotsink_rows == self.rows_in
-                and self.spark_matches_finalized)
+                and self.spark_matches_finalized is not False)
 
 
-def check_output(spark, out: Path, rows_in: int) -> Outcome:
+def check_output(spark, loop: CrashLoop) -> Outcome:
     """Every input id exactly once through rotsink's reader; Spark's JSON reader (which
-    honours ``_spark_metadata``) returns exactly the rows of the finalized files."""
+    honours ``_spark_metadata``) returns exactly the rows of the finalized files. Spark reads
+    neither ``.enc`` files nor ``s3a://`` here (no hadoop-aws): then only rotsink's reader."""
     from commit_protocol.reading import open_committed
-    from commit_protocol.storage import open_storage
 
-    def ids(reader) -> Counter:
-        return Counter(r.id for r in reader.load(str(out)).select("id").collect())
+    def ids(**options: str) -> Counter:
+        reader = spark.read.format("rotsink").options(**loop.read_options, **options)
+        return Counter(r.id for r in reader.load(loop.out_url).select("id").collect())
 
-    seen = ids(spark.read.format("rotsink"))
-    finalized = ids(spark.read.format("rotsink").option("includeInProgress", "false"))
-    spark_seen = Counter(r.id for r in spark.read.json(str(out)).select("id").collect())
-    expected = set(range(rows_in))
-    _, latest, _ = open_committed(open_storage(str(out)))
-    return Outcome(rows_in=rows_in, rotsink_rows=sum(seen.values()),
+    seen, finalized = ids(), ids(includeInProgress="false")
+    spark_seen = None
+    if "://" not in loop.out_url and "encryption.key" not in loop.options:
+        spark_seen = Counter(r.id for r in spark.read.json(loop.out_url).select("id").collect())
+    expected = set(range(loop.rows_in))
+    _, latest, _ = open_committed(loop.storage())
+    return Outcome(rows_in=loop.rows_in, rotsink_rows=sum(seen.values()),
                    lost=len(expected - set(seen)),
                    duplicated=sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - expected),
-                   finalized_rows=sum(finalized.values()), spark_rows=sum(spark_seen.values()),
-                   spark_matches_finalized=spark_seen == finalized, batches=latest + 1)
+                   finalized_rows=sum(finalized.values()),
+                   spark_rows=None if spark_seen is None else sum(spark_seen.values()),
+                   spark_matches_finalized=None if spark_seen is None else spark_seen == finalized,
+                   batches=latest + 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-kills", type=int, default=200)
     parser.add_argument("--workdir", help="default: a new temp directory")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--s3", action="store_true",
+                        help="write zstd, encrypted output to a local S3 server (127.0.0.1)")
     args = parser.parse_args(argv)
     import tempfile
 
@@ -313,12 +357,24 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rotsink-crashloop-"))
     started = time.monotonic()
+    stop_server = None
     loop = CrashLoop(workdir, seed=args.seed)
+    if args.s3:
+        from tests.s3server import start_moto_server
+
+        # Dummy credentials for the loopback server only; inherited by every child driver.
+        os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1"})
+        endpoint, stop_server = start_moto_server()
+        url, options = encrypted_s3_output(workdir, endpoint)
+        loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
     loop.run(random_kills=args.random_kills)
     spark = local_session(app_name="rotsink-crash-loop-check")
     spark.sparkContext.setLogLevel("ERROR")
-    outcome = check_output(spark, loop.out, loop.rows_in)
+    outcome = check_output(spark, loop)
     spark.stop()
+    if stop_server is not None:
+        stop_server()
     report = summary(loop, outcome, time.monotonic() - started)
     print(report)
     return 0 if outcome.exact and not loop.tally.problems else 1
@@ -336,8 +392,9 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"commits rolled forward by verify --repair: {t.repaired}",
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
-        f"finalized rows {outcome.finalized_rows}, Spark's JSON reader {outcome.spark_rows} "
-        f"({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})",
+        f"finalized rows {outcome.finalized_rows}, Spark's JSON reader "
+        + ("not run (encrypted or object-store output)" if outcome.spark_rows is None else
+           f"{outcome.spark_rows} ({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
         f"problems {len(t.problems)}" + "".join(f"\n  {p}" for p in t.problems[:20]),
         f"wall time {wall_s:.0f}s",
     ]
