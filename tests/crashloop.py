@@ -104,7 +104,8 @@ class Tally:
     task_failures: int = 0
     finished_early: int = 0     # random lives whose query ended before the kill
     repaired: int = 0           # commits cut short, rolled forward by verify --repair
-    fired: Counter = field(default_factory=Counter)
+    fired: Counter = field(default_factory=Counter)      # any action, by point
+    killed_at: Counter = field(default_factory=Counter)  # killall that fired, by point
     problems: list[str] = field(default_factory=list)
 
 
@@ -122,6 +123,7 @@ class CrashLoop:
     tally: Tally = field(default_factory=Tally)
     files_written: int = 0
     window_s: float = 12.0      # random kills land in [0, window] after READY
+    points: tuple[str, ...] = ALL_POINTS  # the failpoints of the last run
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -149,6 +151,7 @@ class CrashLoop:
         """A life per failpoint in ``points`` (re-queued until its point fires, three tries)
         and ``random_kills`` random kills, shuffled; then clean lives until the query has
         consumed everything."""
+        self.points = tuple(points)
         pending = failpoint_lives(points) + [Life("random")] * random_kills
         self.rng.shuffle(pending)
         tries: Counter = Counter()
@@ -242,6 +245,7 @@ class CrashLoop:
             self.tally.fired[name] += 1
             if action == "killall":
                 self.tally.driver_kills += 1
+                self.tally.killed_at[name] += 1
             elif action == "kill":
                 self.tally.worker_kills += 1
             else:
@@ -382,13 +386,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
     t = loop.tally
-    unfired = sorted(set(ALL_POINTS) - set(t.fired))
+    points = loop.points
+    unfired = sorted(set(points) - set(t.killed_at))
     lines = [
         f"lives {t.lives}: {t.random_kills} random SIGKILLs of the driver, {t.driver_kills} "
         f"driver kills at failpoints, {t.worker_kills} Python worker kills, {t.task_failures} "
         f"failed task attempts; {t.finished_early} random lives ended before their kill",
-        f"failpoints fired: {len(t.fired)}/{len(ALL_POINTS)}"
-        + (f" (never: {', '.join(unfired)})" if unfired else ""),
+        f"driver killed at {len(points) - len(unfired)}/{len(points)} failpoints"
+        + (f" (never at: {', '.join(unfired)})" if unfired else ""),
         f"commits rolled forward by verify --repair: {t.repaired}",
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",

@@ -35,7 +35,7 @@ def run_loop(spark, loop: CrashLoop, capsys, *, random_kills: int, points) -> Ou
         print(report)
     assert loop.tally.problems == [], report
     assert loop.tally.random_kills >= random_kills, report
-    assert set(points) <= set(loop.tally.fired), report
+    assert set(points) <= set(loop.tally.killed_at), report
     assert (outcome.lost, outcome.duplicated) == (0, 0), report
     assert outcome.rotsink_rows == outcome.rows_in, report
     return outcome
