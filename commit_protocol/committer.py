@@ -30,7 +30,8 @@ from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
 from commit_protocol.housekeeping import clean_up
-from commit_protocol.log import MetadataLog, batch_id_of, file_entry, is_compaction_batch
+from commit_protocol.log import MetadataLog, batch_id_of, is_compaction_batch
+from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
 from commit_protocol.encryption import MAX_HEADER, Sealer

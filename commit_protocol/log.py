@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from commit_protocol import failpoints
 from commit_protocol.errors import CorruptLogError
+from commit_protocol.log_lines import (BLOCK_SIZE, CHUNK, OWN_BLOCK, dumps, joined,
+                                       kept_lines, parse_line)
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
 VERSION_LINE = "v1"
 _COMPACT = ".compact"
-_BLOCK_SIZE = 33554432  # what Hadoop's local filesystem reports; Spark ignores it for reading
 _MAX_VERSION_LINE = 4096  # a garbage file without newlines is not read whole to say so
 
 
@@ -62,16 +63,6 @@ def batch_id_of(name: str) -> int | None:
     """
     stem = name[: -len(_COMPACT)] if name.endswith(_COMPACT) else name
     return int(stem) if stem.isdigit() else None
-
-
-def file_entry(uri: str, size: int, mtime_ms: int) -> dict[str, Any]:
-    """A finalized file as Spark's ``SinkFileStatus`` (all seven fields, ``action: add``)."""
-    return {"path": uri, "size": size, "isDir": False, "modificationTime": mtime_ms,
-            "blockReplication": 1, "blockSize": _BLOCK_SIZE, "action": "add"}
-
-
-def _dumps(entry: dict[str, Any]) -> bytes:
-    return (json.dumps(entry, separators=(",", ":")) + "\n").encode()
 
 
 class MetadataLog:
@@ -115,21 +106,54 @@ class MetadataLog:
 
     def _lines(self, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         """Parsed entries of one log file with their line numbers, version line checked."""
+        for number, raw in self._raw_lines(path):
+            yield number, parse_line(path, number, raw)
+
+    def _open_checked(self, path: str) -> BinaryIO:
+        """``path`` opened for reading after its version line, which is checked."""
         try:
             handle = self.storage.open_read(path)
         except FileNotFoundError as e:
             raise CorruptLogError(f"metadata log file {path} is missing (deleted while it was "
                                   "read, or by hand)") from e
-        with handle:
+        try:
             first = handle.readline(_MAX_VERSION_LINE).decode("utf-8", "replace").rstrip("\n")
-            if first != VERSION_LINE:
-                binary = "\ufffd" in first or any(c < " " and c not in "\r\t" for c in first)
-                found = "binary data" if binary else repr(first[:40])
-                raise CorruptLogError(
-                    f"metadata log file {path}: expected version line {VERSION_LINE!r}, "
-                    f"found {found}; it was written by an unknown or newer writer, or is corrupt")
-            for number, raw in enumerate(handle, start=2):
-                yield number, _parse_entry(path, number, raw)
+        except BaseException:
+            handle.close()
+            raise
+        if first != VERSION_LINE:
+            handle.close()
+            binary = "\ufffd" in first or any(c < " " and c not in "\r\t" for c in first)
+            found = "binary data" if binary else repr(first[:40])
+            raise CorruptLogError(
+                f"metadata log file {path}: expected version line {VERSION_LINE!r}, "
+                f"found {found}; it was written by an unknown or newer writer, or is corrupt")
+        return handle
+
+    def _raw_lines(self, path: str) -> Iterator[tuple[int, bytes]]:
+        """Entry lines of one log file with their line numbers, version line checked."""
+        with self._open_checked(path) as handle:
+            yield from enumerate(handle, start=2)
+
+    def _raw_blocks(self, path: str) -> Iterator[tuple[int, bytes]]:
+        """``(offset, block)``: the entry lines of one log file in blocks of whole lines of
+        about ``CHUNK`` bytes (line 2, the state entry, alone), version line checked."""
+        with self._open_checked(path) as handle:
+            offset = handle.tell()
+            if state := handle.readline():
+                yield offset, state
+                offset += len(state)
+            rest = b""
+            while chunk := handle.read(CHUNK):
+                end = chunk.rfind(b"\n") + 1
+                if end:
+                    yield offset, rest + chunk[:end]
+                    offset += len(rest) + end
+                    rest = chunk[end:]
+                else:
+                    rest += chunk
+            if rest:
+                yield offset, rest
 
     def read_state(self, batch_id: int) -> SinkState:
         """rotsink's state committed by ``batch_id`` (the first entry of its log file)."""
@@ -212,26 +236,40 @@ class MetadataLog:
 
     def _file_chunks(self, state: SinkState, new_entries: list[dict[str, Any]], now_ms: int,
                      retention_ms: int | None) -> Iterator[bytes]:
-        yield (VERSION_LINE + "\n").encode()
-        yield _dumps(self._state_entry(state, now_ms))
+        yield (VERSION_LINE + "\n").encode() + dumps(self._state_entry(state, now_ms))
         if is_compaction_batch(state.batch_id, self.interval) and state.batch_id > 0:
-            old = self._entries_since_last_compaction(state.batch_id - 1)
             oldest = None if retention_ms is None else now_ms - retention_ms
-            yield from (_dumps(e) for e in old
-                        if oldest is None or e.get("modificationTime", now_ms) >= oldest)
+            yield from joined(self._compacted_lines(state.batch_id - 1, oldest))
             failpoints.hit("log.during_compaction")
-        yield from (_dumps(e) for e in new_entries)
+        yield from joined(dumps(e) for e in new_entries)
 
-    def _entries_since_last_compaction(self, batch_id: int) -> Iterator[dict[str, Any]]:
-        """Entries of files committed up to ``batch_id``; a missing log file fails the
-        compaction (skipping it would drop its files from every later listing)."""
+    def _compacted_lines(self, batch_id: int, oldest: int | None) -> Iterator[bytes]:
+        """The finalized entries listed as of ``batch_id``, as the next compaction writes them.
+
+        The sink's own lines are checked a block at a time and copied byte for byte (no JSON
+        parsing or dumping: compaction is linear in the log, so its constant matters); any
+        other line is parsed, checked and rewritten. Entries modified before ``oldest`` are
+        dropped. A missing log file fails the compaction: skipping it would drop its files
+        from every later listing.
+        """
         self.batch_ids()
-        return self.finalized_entries(batch_id)
+        for path in self.listing_files(batch_id):
+            for offset, block in self._raw_blocks(path):
+                if oldest is None and OWN_BLOCK.fullmatch(block):
+                    yield block
+                    continue
+                try:
+                    yield from kept_lines(path, 0, block, oldest)
+                except CorruptLogError:  # name its line: count the lines before the block
+                    first = self.storage.read(path, 0, offset).count(b"\n") + 1
+                    for _ in kept_lines(path, first, block, oldest):
+                        pass
+                    raise
 
     def _state_entry(self, state: SinkState, now_ms: int) -> dict[str, Any]:
         return {"path": f"{self.storage.root_uri.rstrip('/')}/{STATE_DIR}", "size": 0,
                 "isDir": True, "modificationTime": now_ms, "blockReplication": 1,
-                "blockSize": _BLOCK_SIZE, "action": "add", "rotsink": state.to_json()}
+                "blockSize": BLOCK_SIZE, "action": "add", "rotsink": state.to_json()}
 
     def has_intent(self, batch_id: int) -> bool:
         return self.storage.exists(self.intent_path(batch_id))
@@ -271,16 +309,3 @@ class MetadataLog:
                 self.storage.delete(info.path)
                 deleted.append(info.path)
         return deleted
-
-
-def _parse_entry(path: str, number: int, raw: bytes) -> dict[str, Any]:
-    try:
-        entry = json.loads(raw)
-    except ValueError as e:
-        raise CorruptLogError(f"metadata log file {path} line {number} is not JSON "
-                              f"({e}): {raw[:80]!r}") from e
-    if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
-            and type(entry.get("size")) is int and entry["size"] >= 0):
-        raise CorruptLogError(f"metadata log file {path} line {number}: expected an entry "
-                              f"with a string 'path' and a byte count 'size', found {raw[:80]!r}")
-    return entry

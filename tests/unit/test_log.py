@@ -7,7 +7,8 @@ import json
 import pytest
 
 from commit_protocol.errors import CorruptLogError
-from commit_protocol.log import MetadataLog, file_entry, log_file_name
+from commit_protocol.log import MetadataLog, log_file_name
+from commit_protocol.log_lines import OWN_ENTRY, dumps, file_entry
 from commit_protocol.state import SinkState
 from commit_protocol.storage import LocalStorage
 
@@ -105,3 +106,95 @@ def test_readers_take_the_interval_the_path_was_written_with(log):
     files = committed_files(opened, latest, state, include_in_progress=False)
     assert (latest, opened.interval) == (7, 3)
     assert sorted(f.path for f in files) == [f"f{b}" for b in range(8)]
+
+
+# Lines a compaction meets besides its own, each with why it must be parsed, not copied.
+FOREIGN_LINES = [
+    ("spaced", b'{"path": "file:///x/a", "size": 3, "isDir": false, "action": "add"}\n',
+     "another writer's spacing"),
+    ("escaped-path", dumps(file_entry('file:///x/a"b\\c\u00e9', 3, 1000)),
+     "escapes: the path is not the raw bytes"),
+    ("no-newline", dumps(file_entry("file:///x/last", 3, 1000)).rstrip(b"\n"),
+     "a hand edit that cut the final newline"),
+    ("crlf", dumps(file_entry("file:///x/crlf", 3, 1000)).replace(b"\n", b"\r\n"),
+     "an editor's line ends"),
+]
+
+
+@pytest.mark.parametrize("line, why", [f[1:] for f in FOREIGN_LINES],
+                         ids=[f[0] for f in FOREIGN_LINES])
+def test_compaction_copies_own_lines_and_rewrites_others(log, tmp_path, line, why):
+    commit(log, 0, ["a", "b"])
+    commit(log, 1, ["c"])
+    delta = tmp_path / "_spark_metadata" / "1"
+    delta.write_bytes(delta.read_bytes() + line)
+    own = delta.read_bytes().splitlines(keepends=True)[2]
+    commit(log, 2, ["d"])
+    lines = (tmp_path / "_spark_metadata" / "2.compact").read_bytes().splitlines(keepends=True)
+    assert own in lines  # the sink's own line, byte for byte
+    rewritten = dumps(json.loads(line))
+    assert lines.count(rewritten) == 1, why
+    assert listed(log, 2) == sorted(["a", "b", "c", "d",
+                                     json.loads(line)["path"].rsplit("/", 1)[-1]])
+
+
+def test_fast_path_entries_equal_parsed_ones(log, tmp_path):
+    """Own lines are read without the JSON parser: they must come out exactly as parsed."""
+    commit(log, 0, ["a b", "c%2Fd", "x" * 300])
+    raw = (tmp_path / "_spark_metadata" / "0").read_bytes().splitlines(keepends=True)[2:]
+    assert [json.loads(r) for r in raw] == list(log.finalized_entries(0))
+    assert all(OWN_ENTRY.fullmatch(r) for r in raw)
+
+
+@pytest.mark.parametrize("bad", [
+    b'{"path":"file:///x/a","size":-1,"isDir":false,"modificationTime":1,'
+    b'"blockReplication":1,"blockSize":1,"action":"add"}\n',
+    b'{"path":"file:///x/a","size":"3","isDir":false,"modificationTime":1,'
+    b'"blockReplication":1,"blockSize":1,"action":"add"}\n',
+    b'{"path":"file:///x/a\\q","size":3,"isDir":false,"modificationTime":1,'
+    b'"blockReplication":1,"blockSize":1,"action":"add"}\n',
+], ids=["negative-size", "size-a-string", "bad-escape"])
+def test_compaction_still_refuses_a_bad_line_that_looks_like_its_own(log, tmp_path, bad):
+    commit(log, 0, ["a"])
+    commit(log, 1, ["b"])
+    delta = tmp_path / "_spark_metadata" / "1"
+    delta.write_bytes(delta.read_bytes() + bad)
+    with pytest.raises(CorruptLogError, match=r"metadata log file _spark_metadata/1 line 4"):
+        commit(log, 2, ["c"])
+
+
+def test_large_compaction_is_written_in_chunks_with_retention(log, tmp_path, monkeypatch):
+    writes: list[int] = []
+    original = log.storage.write_exclusive
+    monkeypatch.setattr(log.storage, "write_exclusive",
+                        lambda path, chunks: original(path, (writes.append(len(c)) or c
+                                                             for c in chunks)))
+    commit(log, 0, [f"old{i:05d}" for i in range(3000)], now_ms=1_000)
+    commit(log, 1, [f"new{i:05d}" for i in range(3000)], now_ms=9_000)
+    writes.clear()
+    log.stage(state(2), [file_entry(f"{log.storage.root_uri}/cur", 10, 10_000)],
+              now_ms=10_000, retention_ms=5_000)
+    assert log.publish(2)
+    assert 2 < len(writes) < 10  # about 1 MB each, not one write per line
+    assert listed(log, 2) == sorted(["cur"] + [f"new{i:05d}" for i in range(3000)])
+
+
+def test_compaction_over_many_blocks_copies_exactly_and_numbers_bad_lines(log, tmp_path):
+    names = [f"f{i:05d}-{'x' * 150}" for i in range(8000)]  # about 1.6 MB: two blocks
+    commit(log, 0, names)
+    commit(log, 1, ["g"])
+    commit(log, 2, ["h"])
+    meta = tmp_path / "_spark_metadata"
+    entries = [f.read_bytes().splitlines(keepends=True)[2:] for f in (meta / "0", meta / "1")]
+    compact = (meta / "2.compact").read_bytes().splitlines(keepends=True)
+    assert compact[2:] == entries[0] + entries[1] + [compact[-1]]
+    assert listed(log, 2) == sorted(names + ["g", "h"])
+
+    log2 = MetadataLog(LocalStorage(str(tmp_path / "other")), compact_interval=3)
+    commit(log2, 0, names)
+    lines = (tmp_path / "other" / "_spark_metadata" / "0").read_bytes().splitlines(keepends=True)
+    lines[6002] = lines[6002].replace(b'"size":10', b'"size":"10"')  # entry 6000: line 6003
+    (tmp_path / "other" / "_spark_metadata" / "0").write_bytes(b"".join(lines))
+    commit(log2, 1, ["g"])
+    with pytest.raises(CorruptLogError, match=r"_spark_metadata/0 line 6003: expected an entry"):
+        commit(log2, 2, ["h"])
