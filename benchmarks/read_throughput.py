@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory import format_memory, peak_memory_mb
+from common import format_memory, peak_memory_mb, quiet_session
 from throughput import make_source
 
 
@@ -51,12 +51,9 @@ def main() -> None:
     parser.add_argument("--format", default="parquet", choices=["parquet", "jsonl"])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from datasource.session import local_session
-
     root = Path(tempfile.mkdtemp(prefix="rotsink-read-bench-"))
     make_source(root / "src", args.rows, files=4)
-    spark = local_session(app_name="rotsink-read-bench")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = quiet_session("rotsink-read-bench")
     data_bytes = write_output(spark, root / "src", root / "out", args.format)
     times: dict[str, list[float]] = {"spark": [], "rotsink": []}
     for side in times:

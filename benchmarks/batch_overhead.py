@@ -1,0 +1,150 @@
+"""Per-micro-batch overhead: many tiny batches through rotsink and Spark's built-in JSON sink.
+
+    python benchmarks/batch_overhead.py --batches 200 --rows 10
+
+Both sinks read the same pre-generated JSON files, one file per micro-batch
+(``maxFilesPerTrigger=1``, ``availableNow``), so they see identical batches. rotsink writes
+``format=jsonl`` with default rotation; the anchor is ``format("json")``.
+
+Warm: one session, a warm-up query per sink, then the measured query per sink.
+Cold: each sink's first query in a fresh session, each in its own subprocess (fresh JVM and
+Python workers). Prints per-batch wall ms (wall / batches) and the medians of Spark's
+per-batch ``durationMs`` (``triggerExecution``: the whole batch; ``addBatch``: the sink's
+write and commit), rows/s, MB/s of input, peak memory and the ratio rotsink/builtin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (driver_peak_rss_mb, jvm_heap_peak_mb, median,  # noqa: E402
+                    quiet_session, ratio, reset_jvm_heap_peak)
+
+SCHEMA = "id LONG, name STRING, score DOUBLE, grp STRING"
+PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch",
+          "walCommit", "commitOffsets")
+
+
+def make_source(directory: Path, batches: int, rows: int) -> int:
+    """``batches`` JSON files of ``rows`` rows each; returns their total size in bytes."""
+    directory.mkdir(parents=True)
+    for b in range(batches):
+        lines = (json.dumps({"id": i, "name": f"name-{i}", "score": i / 7, "grp": str(i % 8)})
+                 for i in range(b * rows, (b + 1) * rows))
+        (directory / f"in-{b:05d}.json").write_text("\n".join(lines) + "\n")
+    return sum(p.stat().st_size for p in directory.iterdir())
+
+
+def run(spark, source: Path, out: Path, sink: str, batches: int) -> dict:
+    """One availableNow query of ``batches`` micro-batches; wall time and Spark's timings."""
+    shutil.rmtree(out, ignore_errors=True)
+    checkpoint = f"{out}-ck"
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    writer = df.writeStream.option("checkpointLocation", checkpoint)
+    writer = (writer.format("rotsink").option("format", "jsonl") if sink == "rotsink"
+              else writer.format("json"))
+    reset_jvm_heap_peak(spark)
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start(str(out))
+    query.awaitTermination()
+    wall = time.perf_counter() - started
+    progress = [p for p in query.recentProgress if p.get("numInputRows")]
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    return {"wall": wall, "batches": len(progress),
+            "rows": sum(p["numInputRows"] for p in progress),
+            "first_ms": progress[0]["durationMs"]["triggerExecution"] if progress else None,
+            "medians": {k: median([p["durationMs"].get(k, 0) for p in progress])
+                        for k in PHASES},
+            "jvm_heap_mb": jvm_heap_peak_mb(spark), "driver_rss_mb": driver_peak_rss_mb()}
+
+
+def session(batches: int):
+    spark = quiet_session("rotsink-batch-overhead")
+    # recentProgress keeps 100 batches by default: keep all of them for the medians.
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(batches + 10))
+    return spark
+
+
+def cold(source: Path, out: Path, sink: str, batches: int) -> dict:
+    """The first query of a fresh session, in a subprocess so that nothing is warm."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, __file__, "--cold-side", sink, "--source",
+                           str(source), "--out", str(out), "--batches", str(batches)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"cold {sink} run failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_s"] = time.perf_counter() - started
+    return result
+
+
+def show(label: str, r: dict, input_bytes: int) -> None:
+    per_batch = r["wall"] / max(r["batches"], 1) * 1000
+    m = r["medians"]
+    print(f"{label:>16}: {per_batch:7.1f} ms/batch wall  median trigger "
+          f"{m['triggerExecution']:6.1f} ms  addBatch {m['addBatch']:6.1f} ms  "
+          f"{r['rows'] / r['wall']:>8,.0f} rows/s  {input_bytes / 1e6 / r['wall']:7.4f} MB/s  "
+          f"heap<= {r['jvm_heap_mb']:5.0f} MB  driver rss {r['driver_rss_mb']:4.0f} MB  "
+          f"({r['batches']} batches, {r['wall']:.1f} s)")
+    print(f"{'':>16}  other medians (ms): " + "  ".join(
+        f"{k} {m[k]:.0f}" for k in PHASES[2:]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--rows", type=int, default=10, help="rows per micro-batch")
+    parser.add_argument("--warmup-batches", type=int, default=20)
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
+    parser.add_argument("--cold-side", choices=["rotsink", "builtin"], help=argparse.SUPPRESS)
+    parser.add_argument("--source", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cold_side:  # the subprocess of cold(): one query, result as a JSON line
+        spark = session(args.batches)
+        print(json.dumps(run(spark, Path(args.source), Path(args.out), args.cold_side,
+                             args.batches)))
+        spark.stop()
+        return
+
+    root = Path(tempfile.mkdtemp(prefix="rotsink-overhead-"))
+    input_bytes = make_source(root / "src", args.batches, args.rows)
+    make_source(root / "warm-src", args.warmup_batches, args.rows)
+    print(f"{args.batches} micro-batches of {args.rows} rows (one {input_bytes / args.batches:.0f}"
+          f"-byte JSON file each); rotsink format=jsonl, default rotation; builtin = json sink")
+    spark = session(args.batches)
+    warm = {}
+    for sink in ("builtin", "rotsink"):
+        run(spark, root / "warm-src", root / f"warm-{sink}", sink, args.warmup_batches)
+        warm[sink] = run(spark, root / "src", root / sink, sink, args.batches)
+        show(f"warm {sink}", warm[sink], input_bytes)
+    spark.stop()
+    rot, base = warm["rotsink"], warm["builtin"]
+    print(f"warm ratio rotsink/builtin: wall {ratio(rot['wall'], base['wall'])}  median trigger "
+          f"{ratio(rot['medians']['triggerExecution'], base['medians']['triggerExecution'])}  "
+          f"median addBatch {ratio(rot['medians']['addBatch'], base['medians']['addBatch'])}")
+    if not args.no_cold:
+        colds = {sink: cold(root / "src", root / f"cold-{sink}", sink, args.batches)
+                 for sink in ("builtin", "rotsink")}
+        for sink, r in colds.items():
+            show(f"cold {sink}", r, input_bytes)
+            print(f"{'':>16}  first batch {r['first_ms']} ms; whole process (JVM start, "
+                  f"session, query, stop) {r['process_s']:.1f} s")
+        rot, base = colds["rotsink"], colds["builtin"]
+        print(f"cold ratio rotsink/builtin: wall {ratio(rot['wall'], base['wall'])}  first "
+              f"batch {ratio(rot['first_ms'], base['first_ms'])}")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Small helpers the benchmarks share: memory readings and the local session they run in.
+
+Peak memory of a whole local Spark run (``peak_memory_mb``) is Linux only
+(``/proc/<pid>/status``, ``VmHWM``: each process's resident-set high-water mark). Python
+workers are daemon children of the JVM and live across queries, so their marks cover every
+query the session ran so far.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+from pathlib import Path
+
+
+def driver_peak_rss_mb() -> float:
+    """High-water mark of this (driver) Python process in MB (``ru_maxrss`` is KiB on Linux).
+
+    The driver only talks to the JVM over py4j: rotsink's planning and commit run in Python
+    worker processes the JVM forks per micro-batch, which this number does not include.
+    """
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def quiet_session(app_name: str):
+    """``local_session`` without the console progress bar, log level ERROR."""
+    from datasource.session import local_session
+
+    # The progress bar is set up with the SparkContext: only the launch arguments reach it.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
+                          "--conf spark.ui.showConsoleProgress=false pyspark-shell")
+    spark = local_session(app_name=app_name)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _heap_pools(spark) -> list:
+    factory = spark._jvm.java.lang.management.ManagementFactory
+    return [p for p in factory.getMemoryPoolMXBeans() if p.getType().toString() == "Heap memory"]
+
+
+def reset_jvm_heap_peak(spark) -> None:
+    """Start a new JVM heap high-water mark (per memory pool) before a measured query."""
+    for pool in _heap_pools(spark):
+        pool.resetPeakUsage()
+
+
+def jvm_heap_peak_mb(spark) -> float:
+    """Sum of the heap pools' peak use since the last reset, in MB (an upper bound on the
+    peak heap use: the pools need not peak at the same moment)."""
+    return sum(p.getPeakUsage().getUsed() for p in _heap_pools(spark)) / 1e6
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def ratio(ours: float, anchor: float) -> str:
+    """``ours / anchor`` as ``1.23x`` (lower is better for times)."""
+    return f"{ours / anchor:.2f}x" if anchor else "n/a"
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # the process ended while we looked
+        return {}
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def _children(root: int) -> list[int]:
+    """Every live descendant of ``root``."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            ppid = _status(int(entry)).get("PPid", "").strip()
+            if ppid.isdigit():
+                parents[int(entry)] = int(ppid)
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        kids = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+def _hwm_mb(pid: int) -> float:
+    value = _status(pid).get("VmHWM", "0 kB").split()[0]
+    return int(value) / 1024
+
+
+def peak_memory_mb(spark) -> dict[str, float]:
+    """High-water marks in MB: ``driver`` (this Python), ``jvm``, ``workers`` (sum)."""
+    jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    workers = _children(jvm)
+    return {"driver": _hwm_mb(os.getpid()), "jvm": _hwm_mb(jvm),
+            "workers": sum(_hwm_mb(p) for p in workers)}
+
+
+def format_memory(mb: dict[str, float]) -> str:
+    return "peak RSS " + ", ".join(f"{k} {v:,.0f} MB" for k, v in mb.items())
