@@ -118,7 +118,8 @@ class CrashLoop:
     out_url: str = ""           # default: <workdir>/output; or s3://..., with fs.* options
     files_per_life: int = 4
     rows_per_file: int = 100
-    life_timeout_s: float = 240.0
+    life_timeout_s: float = 240.0    # plus catch_up_s per input file not yet consumed
+    catch_up_s: float = 3.0
     options: dict[str, str] = field(default_factory=lambda: dict(SINK_OPTIONS))
     tally: Tally = field(default_factory=Tally)
     files_written: int = 0
@@ -205,7 +206,10 @@ class CrashLoop:
                 child.wait()
 
     def _await(self, child: subprocess.Popen, lines: queue.Queue, life: Life) -> str:
-        deadline = time.monotonic() + self.life_timeout_s
+        # A clean life consumes the backlog that killed lives left (hundreds of batches
+        # after a long run): its time limit grows with it, so only a stuck query is "hung".
+        timeout = self.life_timeout_s + self.catch_up_s * self._backlog()
+        deadline = time.monotonic() + timeout
         ready_at = None
         kill_at = None
         while True:
@@ -233,8 +237,14 @@ class CrashLoop:
                 child.wait()
                 return "killed"
             if time.monotonic() > deadline:
-                self.tally.problems.append(f"{life.label}: no end after {self.life_timeout_s}s")
+                self.tally.problems.append(f"{life.label}: no end after {timeout:.0f}s")
                 return "hung"
+
+    def _backlog(self) -> int:
+        """Input files the query has not consumed yet (one per batch: maxFilesPerTrigger 1)."""
+        commits = self.checkpoint / "commits"
+        done = sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else 0
+        return max(0, self.files_written - done)
 
     def _count_failpoint(self, life: Life, armed: Path, ending: str) -> str:
         """Tally what fired (marker files of ``once``/``xN`` counts)."""
