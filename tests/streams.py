@@ -43,3 +43,17 @@ def rotsink_ids(spark, out: Path, **options: str) -> list[int]:
     for key, value in options.items():
         reader = reader.option(key, value)
     return sorted(r.id for r in reader.load(str(out)).select("id").collect())
+
+
+def assert_round_trip(spark, tmp_path: Path, expected, fmt: str) -> None:
+    """Stream ``expected`` (a DataFrame) through rotsink as ``fmt``; rotsink's reader must
+    return exactly its schema and rows."""
+    expected.write.parquet(str(tmp_path / "src"))
+    stream = spark.readStream.schema(expected.schema).parquet(str(tmp_path / "src"))
+    out = str(tmp_path / "out")
+    (stream.writeStream.format("rotsink").option("format", fmt)
+     .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+     .start(out).awaitTermination())
+    back = spark.read.format("rotsink").load(out)
+    assert back.schema.simpleString() == expected.schema.simpleString()
+    assert sorted(map(str, back.collect())) == sorted(map(str, expected.collect()))

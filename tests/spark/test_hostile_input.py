@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 
-from tests.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
+from tests.damage import append, truncate
+from tests.streams import (SCHEMA, assert_round_trip, rotsink_ids, run_to_completion,
+                           write_numbered_source)
 
 OPTIONS = {"rotation.maxBatches": "2"}
 # After the run (one input file of two rows per batch, in mtime order, so which ids land
@@ -69,14 +71,6 @@ def lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
 
 
-def truncate(path: Path, size: int) -> None:
-    with open(path, "r+b") as f:
-        f.truncate(size)
-
-
-def append(path: Path, data: bytes) -> None:
-    with open(path, "ab") as f:
-        f.write(data)
 
 
 def state_version(path: Path, version: int) -> None:
@@ -258,15 +252,7 @@ def test_nulls_in_every_column_type_come_back_exactly(spark, tmp_path, fmt):
     columns = {**NULLABLE, **({} if fmt == "csv" else NESTED)}
     selected = ", ".join(f"if(id % 2 = 0, null, {expr}) {name}" for name, expr in columns.items())
     expected = spark.sql(f"select id, {selected} from range(4)")
-    expected.write.parquet(str(tmp_path / "src"))
-    stream = spark.readStream.schema(expected.schema).parquet(str(tmp_path / "src"))
-    out = str(tmp_path / "out")
-    (stream.writeStream.format("rotsink").option("format", fmt)
-     .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
-     .start(out).awaitTermination())
-    back = spark.read.format("rotsink").load(out)
-    assert back.schema.simpleString() == expected.schema.simpleString()
-    assert sorted(map(str, back.collect())) == sorted(map(str, expected.collect()))
+    assert_round_trip(spark, tmp_path, expected, fmt)
 
 
 def test_huge_row_is_written_whole_and_rolls(spark, tmp_path):

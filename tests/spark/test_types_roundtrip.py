@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.streams import assert_round_trip
+
 ALL_TYPES = """
 select id, cast(id as int) i, id / 3 d, cast(id as decimal(12,3)) dec,
   date_add(date'2024-01-01', cast(id as int)) dt,
@@ -23,15 +25,7 @@ def test_values_come_back_exactly(spark, tmp_path, fmt):
     expected = spark.sql(ALL_TYPES)
     if fmt == "csv":
         expected = expected.drop(*NESTED)  # CSV holds no nested types (refused at start)
-    expected.write.parquet(str(tmp_path / "src"))
-    stream = spark.readStream.schema(expected.schema).parquet(str(tmp_path / "src"))
-    out = str(tmp_path / "out")
-    (stream.writeStream.format("rotsink").option("format", fmt)
-     .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
-     .start(out).awaitTermination())
-    back = spark.read.format("rotsink").load(out)
-    assert back.schema.simpleString() == expected.schema.simpleString()
-    assert sorted(map(str, back.collect())) == sorted(map(str, expected.collect()))
+    assert_round_trip(spark, tmp_path, expected, fmt)
 
 
 def test_csv_refuses_nested_columns_at_start(spark, tmp_path):

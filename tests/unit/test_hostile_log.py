@@ -22,6 +22,7 @@ from commit_protocol.committer import Committer
 from commit_protocol.errors import CommitError, CorruptLogError, RotsinkError
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage
+from tests.damage import append, truncate
 from tests.unit.test_task_writer import (SCHEMA_JSON, commit, committed_ids, config, plan_for,
                                          rows, run_task)
 
@@ -53,14 +54,6 @@ def with_state(root: Path, name: str, change: Callable[[dict], None]) -> None:
     log(root, name).write_bytes(b"".join([head, json.dumps(entry).encode() + b"\n", *rest]))
 
 
-def truncate(path: Path, size: int) -> None:
-    with open(path, "r+b") as f:
-        f.truncate(size)
-
-
-def append(path: Path, data: bytes) -> None:
-    with open(path, "ab") as f:
-        f.write(data)
 
 
 def reader(root: Path) -> list:
@@ -106,17 +99,6 @@ UNREADABLE: list[tuple[str, Callable[[Path], None], str]] = [
      r"metadata log file _spark_metadata/2: expected rotsink's state entry on line 2, found "
      r"the end of the file; truncated, or written by another sink\?"),
 ]
-
-
-@pytest.mark.parametrize("damage, message", [u[1:] for u in UNREADABLE],
-                         ids=[u[0] for u in UNREADABLE])
-def test_unreadable_latest_log_file_is_named_by_reader_and_restart(tmp_path, damage, message):
-    cfg = build(tmp_path)
-    damage(tmp_path)
-    with pytest.raises(CorruptLogError, match=message):
-        reader(tmp_path)
-    with pytest.raises(CorruptLogError, match=message):
-        restart(tmp_path, cfg)
 
 
 EARLIER: list[tuple[str, Callable[[Path], None], str]] = [
@@ -191,16 +173,6 @@ DUPLICATED: list[tuple[str, Callable[[Path], None], str]] = [
      r"metadata log files _spark_metadata/0 and _spark_metadata/0.compact both hold batch 0"),
 ]
 
-
-@pytest.mark.parametrize("damage, message", [d[1:] for d in DUPLICATED],
-                         ids=[d[0] for d in DUPLICATED])
-def test_duplicated_log_file_is_named_by_reader_and_restart(tmp_path, damage, message):
-    cfg = build(tmp_path)
-    damage(tmp_path)
-    with pytest.raises(CorruptLogError, match=message):
-        reader(tmp_path)
-    with pytest.raises(CorruptLogError, match=message):
-        restart(tmp_path, cfg)
 
 
 @pytest.mark.parametrize("source, target, message", [
@@ -283,3 +255,15 @@ def test_deleted_in_progress_file_fails_the_restarted_task_naming_it(tmp_path):
                                           r"part-00000-000002-000.jsonl is missing; the log "
                                           r"commits 9 bytes of it"):
         run_task(tmp_path, cfg, 3, [rows(7, 1)])
+
+
+@pytest.mark.parametrize("damage, message", [c[1:] for c in UNREADABLE + DUPLICATED],
+                         ids=[c[0] for c in UNREADABLE + DUPLICATED])
+def test_unreadable_or_duplicated_log_file_is_named_by_reader_and_restart(tmp_path, damage,
+                                                                          message):
+    cfg = build(tmp_path)
+    damage(tmp_path)
+    with pytest.raises(CorruptLogError, match=message):
+        reader(tmp_path)
+    with pytest.raises(CorruptLogError, match=message):
+        restart(tmp_path, cfg)

@@ -18,6 +18,7 @@ from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.verification import Verification, verify_output
 from datasource.cli import main
+from tests.damage import append, flip_byte, truncate
 from tests.unit.test_committer import make, report, task_file
 from tests.unit.test_task_writer import commit, config, rows, run_task, storage_of
 
@@ -58,20 +59,7 @@ def verify(root: Path, **kw) -> Verification:
     return verify_output(LocalStorage(str(root)), **kw)
 
 
-def flip_byte(path: Path, offset: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0x01
-    path.write_bytes(bytes(data))
 
-
-def append(path: Path, data: bytes) -> None:
-    with open(path, "ab") as f:
-        f.write(data)
-
-
-def truncate(path: Path, size: int) -> None:
-    with open(path, "r+b") as f:
-        f.truncate(size)
 
 
 def write(out: Output, relative: str, data: bytes) -> None:
