@@ -60,6 +60,7 @@ def ratio(ours: float, anchor: float) -> str:
     """``ours / anchor`` as ``1.23x`` (lower is better for times)."""
     return f"{ours / anchor:.2f}x" if anchor else "n/a"
 
+
 def _status(pid: int) -> dict[str, str]:
     try:
         text = Path(f"/proc/{pid}/status").read_text()
@@ -88,6 +89,18 @@ def _children(root: int) -> list[int]:
 def _hwm_mb(pid: int) -> float:
     value = _status(pid).get("VmHWM", "0 kB").split()[0]
     return int(value) / 1024
+
+
+def reset_peak_memory(spark) -> None:
+    """Start new resident-set high-water marks for the driver, the JVM and its Python
+    workers (``5`` into ``/proc/<pid>/clear_refs``, Linux >= 4.0), so that the next
+    :func:`peak_memory_mb` covers one measured query."""
+    jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    for pid in [os.getpid(), jvm, *_children(jvm)]:
+        try:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+        except OSError:  # ended meanwhile, or not ours to reset: its mark stays cumulative
+            pass
 
 
 def peak_memory_mb(spark) -> dict[str, float]:

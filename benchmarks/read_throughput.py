@@ -8,6 +8,10 @@ One rotsink stream writes the output (every file finalized, so Spark's reader, w
 cost of reading and decoding, nothing else), a warm-up each, then ``--repeats`` timed scans
 in alternation. Prints rows/s and MB/s (bytes of the files read), peak memory, and the ratio
 of rotsink's throughput to Spark's (higher is better; the target is >= 0.8x).
+
+A third side, the *floor* (``benchmarks/floors.py``), is a Python data source reader that
+only hands pyarrow's own decoding of the same files to Spark: what any Python reader costs
+before it checks a log, a committed length or a key.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import floors
 from common import format_memory, peak_memory_mb, quiet_session
 from throughput import make_source
 
@@ -36,6 +41,9 @@ def write_output(spark, source: Path, out: Path, fmt: str) -> int:
 def scan(spark, out: Path, fmt: str, side: str) -> float:
     if side == "rotsink":
         df = spark.read.format("rotsink").load(str(out))
+    elif side == "floor":
+        schema = spark.read.format("rotsink").load(str(out)).schema
+        df = spark.read.format("floor").schema(schema).option("format", fmt).load(str(out))
     else:
         schema = spark.read.format("rotsink").load(str(out)).schema
         df = (spark.read.parquet(str(out)) if fmt == "parquet"
@@ -54,8 +62,9 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="rotsink-read-bench-"))
     make_source(root / "src", args.rows, files=4)
     spark = quiet_session("rotsink-read-bench")
+    floors.register(spark)
     data_bytes = write_output(spark, root / "src", root / "out", args.format)
-    times: dict[str, list[float]] = {"spark": [], "rotsink": []}
+    times: dict[str, list[float]] = {"spark": [], "floor": [], "rotsink": []}
     for side in times:
         scan(spark, root / "out", args.format, side)  # warm-up
     for _ in range(args.repeats):
@@ -67,7 +76,9 @@ def main() -> None:
         print(f"{side:>8} read {args.format:>7}: {t:6.2f} s  {args.rows / t:>12,.0f} rows/s  "
               f"{mb / t:8.1f} MB/s (of {mb:,.1f} MB on disk)")
     ratio = statistics.median(times["spark"]) / statistics.median(times["rotsink"])
-    print(f"ratio rotsink/spark read throughput: {ratio:.2f}x (median of {args.repeats})")
+    floor = statistics.median(times["spark"]) / statistics.median(times["floor"])
+    print(f"ratio rotsink/spark read throughput: {ratio:.2f}x (median of {args.repeats}); "
+          f"floor/spark {floor:.2f}x: a Python reader that does nothing of its own")
     print(format_memory(peak_memory_mb(spark)) + " (both sides, one session)")
     spark.stop()
     shutil.rmtree(root, ignore_errors=True)

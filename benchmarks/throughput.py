@@ -1,73 +1,222 @@
 """Write throughput: rotsink against Spark's built-in file sink, same input, same session.
 
-    python benchmarks/throughput.py --rows 2000000 --format parquet
+    python benchmarks/throughput.py                      # the whole matrix, warm and cold
+    python benchmarks/throughput.py --rows 2000000 --formats parquet --variants plain --no-cold
 
-Prints rows/s and MB/s (input bytes: the Parquet source's size) for both sinks and the
-ratio of rotsink's wall time to the built-in sink's (lower is better; the first query of each
-pair is a warm-up so both are measured warm).
+Input: a pre-generated Parquet file source (4 columns: long, string, double, string), read
+by both sides as a stream of ``--batches`` micro-batches (``availableNow``).
+
+Each cell of the matrix is a format (``parquet``, ``jsonl``, ``csv``) and a variant:
+``plain`` (Parquet: snappy, both sides' default; row formats: uncompressed), ``compressed``
+(zstd for Parquet, gzip for row formats, on both sides), ``encrypted`` (rotsink with
+``encryption.key``, same codec as plain; the built-in sink has no encryption, so its anchor
+is its plain run). JSON lines is written by the built-in ``json`` sink. A third side, the
+*floor* (``benchmarks/floors.py``: a Python Arrow stream writer that only counts rows), is
+what Spark's Python Data Source API costs before any sink writes a byte.
+
+Warm: one session; a warm-up query per side and cell, then ``--repeats`` measured queries
+in alternation; the medians are compared. Cold (``plain`` cells): each side's first query
+in a fresh session, in its own subprocess (fresh JVM and Python workers), ``--cold-repeats``
+times each. Prints wall time, rows/s, MB/s (input bytes), peak resident memory of the JVM
+and the Python workers during the measured queries, and rotsink's wall time over the
+built-in sink's (lower is better; the targets are <= 1.0x warm and <= 1.5x cold).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
+import os
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import floors  # noqa: E402
+from common import peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
+
+FORMATS = ("parquet", "jsonl", "csv")
+VARIANTS = ("plain", "compressed", "encrypted")
+KEY_ENV = "ROTSINK_BENCH_KEY"
+SIDES = ("builtin", "floor", "rotsink")
 
 
 def make_source(directory: Path, rows: int, files: int) -> int:
+    """``files`` Parquet files holding ``rows`` rows in all; returns their size in bytes."""
     directory.mkdir(parents=True)
     per_file = rows // files
     for f in range(files):
         ids = pa.array(range(f * per_file, (f + 1) * per_file), pa.int64())
-        table = pa.table({"id": ids, "name": pa.compute.cast(ids, pa.string()),
-                          "score": pa.compute.divide(pa.compute.cast(ids, pa.float64()), 7.0),
-                          "grp": pa.compute.cast(pa.compute.bit_wise_and(ids, 7), pa.string())})
+        table = pa.table({"id": ids, "name": pc.cast(ids, pa.string()),
+                          "score": pc.divide(pc.cast(ids, pa.float64()), 7.0),
+                          "grp": pc.cast(pc.bit_wise_and(ids, 7), pa.string())})
         pq.write_table(table, directory / f"src-{f:03d}.parquet")
     return sum(p.stat().st_size for p in directory.iterdir())
 
 
-def run(spark, source: Path, out: Path, fmt: str, sink: str, batches: int) -> float:
+def codec(fmt: str, variant: str) -> str:
+    if variant == "compressed":
+        return "zstd" if fmt == "parquet" else "gzip"
+    return "snappy" if fmt == "parquet" else "none"
+
+
+def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
+        batches: int) -> dict:
+    """One availableNow query; its wall time and the peak memory while it ran."""
     shutil.rmtree(out, ignore_errors=True)
+    checkpoint = f"{out}-ck"
     schema = spark.read.parquet(str(source)).schema
-    df = spark.readStream.schema(schema).option("maxFilesPerTrigger",
-                                                max(1, len(list(source.iterdir())) // batches))
-    df = df.parquet(str(source))
-    writer = df.writeStream.option("checkpointLocation", str(out) + "-ck")
-    writer = (writer.format("rotsink").option("format", fmt) if sink == "rotsink"
-              else writer.format("json" if fmt == "jsonl" else fmt))
+    files = len(list(source.iterdir()))
+    df = (spark.readStream.schema(schema).option("maxFilesPerTrigger", max(1, files // batches))
+          .parquet(str(source)))
+    writer = df.writeStream.option("checkpointLocation", checkpoint)
+    if sink == "rotsink":
+        writer = (writer.format("rotsink").option("format", fmt)
+                  .option("compression", codec(fmt, variant)))
+        if variant == "encrypted":
+            writer = writer.option("encryption.key", f"env:{KEY_ENV}")
+    elif sink == "floor":
+        writer = writer.format("floor")
+    else:
+        plain = "plain" if variant == "encrypted" else variant
+        writer = (writer.format("json" if fmt == "jsonl" else fmt)
+                  .option("compression", codec(fmt, plain)))
+        if fmt == "csv":
+            writer = writer.option("header", "true")
+    reset_peak_memory(spark)
     started = time.perf_counter()
     writer.trigger(availableNow=True).start(str(out)).awaitTermination()
-    elapsed = time.perf_counter() - started
-    shutil.rmtree(str(out) + "-ck", ignore_errors=True)
-    return elapsed
+    wall = time.perf_counter() - started
+    memory = peak_memory_mb(spark)
+    # Data files, finished or in progress (``.part-*.inprogress``); not Hadoop's ``.crc``.
+    written = sum(p.stat().st_size for p in out.rglob("*part-*") if not p.name.endswith(".crc"))
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"wall": wall, "jvm_mb": memory["jvm"], "workers_mb": memory["workers"],
+            "written": written}
+
+
+def summary(runs: list[dict]) -> dict:
+    return {"wall": statistics.median(r["wall"] for r in runs),
+            "jvm_mb": max(r["jvm_mb"] for r in runs),
+            "workers_mb": max(r["workers_mb"] for r in runs), "written": runs[-1]["written"]}
+
+
+def show(label: str, r: dict, rows: int, input_bytes: int) -> None:
+    print(f"  {label:<22} {r['wall']:6.2f} s {rows / r['wall']:>11,.0f} rows/s "
+          f"{input_bytes / 1e6 / r['wall']:7.1f} MB/s  peak RSS jvm {r['jvm_mb']:,.0f} MB, "
+          f"python workers {r['workers_mb']:,.0f} MB  ({r['written'] / 1e6:,.1f} MB written)",
+          flush=True)
+
+
+def show_ratios(result: dict[str, dict]) -> float:
+    wall = {side: r["wall"] for side, r in result.items()}
+    print(f"  ratio rotsink/built-in wall time: {wall['rotsink'] / wall['builtin']:.2f}x  "
+          f"(floor/built-in {wall['floor'] / wall['builtin']:.2f}x: the Python API alone; "
+          f"rotsink/floor {wall['rotsink'] / wall['floor']:.2f}x)", flush=True)
+    return wall["rotsink"] / wall["builtin"]
+
+
+def warm_cell(spark, root: Path, args, fmt: str, variant: str, input_bytes: int) -> float:
+    sides = SIDES
+    times: dict[str, list[dict]] = {s: [] for s in sides}
+    for side in sides:  # warm-up
+        run(spark, root / "src", root / f"out-{side}", fmt, variant, side, args.batches)
+    for _ in range(args.repeats):
+        for side in sides:
+            times[side].append(run(spark, root / "src", root / f"out-{side}", fmt, variant,
+                                   side, args.batches))
+    result = {side: summary(runs) for side, runs in times.items()}
+    anchor = "built-in" + (" (plain)" if variant == "encrypted" else "")
+    print(f"{fmt} {variant} ({codec(fmt, variant)}{', encrypted' if variant == 'encrypted' else ''})"
+          f", warm, median of {args.repeats}:")
+    show(anchor, result["builtin"], args.rows, input_bytes)
+    show("floor (count rows)", result["floor"], args.rows, input_bytes)
+    show("rotsink", result["rotsink"], args.rows, input_bytes)
+    return show_ratios(result)
+
+
+def cold_run(root: Path, args, fmt: str, side: str) -> dict:
+    """A fresh JVM and session in a subprocess, one query; its JSON result."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--cold-side", side, "--formats", fmt, "--root", str(root),
+         "--batches", str(args.batches)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"cold {side} {fmt} run failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process"] = time.perf_counter() - started
+    return result
+
+
+def cold_cell(root: Path, args, fmt: str, input_bytes: int) -> float:
+    runs: dict[str, list[dict]] = {side: [] for side in SIDES}
+    for _ in range(args.cold_repeats):
+        for side in runs:
+            runs[side].append(cold_run(root, args, fmt, side))
+    print(f"{fmt} plain, cold (first query of a fresh session), median of {args.cold_repeats}:")
+    for side, rs in runs.items():
+        show(side, summary(rs), args.rows, input_bytes)
+        print(f"  {'':<22} session start {statistics.median(r['session'] for r in rs):.1f} s, "
+              f"whole process {statistics.median(r['process'] for r in rs):.1f} s")
+    return show_ratios({side: summary(rs) for side, rs in runs.items()})
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--format", default="parquet", choices=["parquet", "jsonl", "csv"])
     parser.add_argument("--batches", type=int, default=2)
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cold-repeats", type=int, default=2)
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
+    parser.add_argument("--cold-side", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from datasource.session import local_session
+    formats = [f for f in args.formats.split(",") if f]
+    variants = [v for v in args.variants.split(",") if v]
+    if args.cold_side:  # the subprocess of cold_run()
+        started = time.perf_counter()
+        spark = quiet_session("rotsink-throughput-cold")
+        floors.register(spark)
+        session = time.perf_counter() - started
+        root = Path(args.root)
+        result = run(spark, root / "src", root / f"cold-{args.cold_side}", formats[0], "plain",
+                     args.cold_side, args.batches)
+        spark.stop()
+        print(json.dumps({**result, "session": session}))
+        return
 
+    os.environ[KEY_ENV] = base64.b64encode(os.urandom(32)).decode()
     root = Path(tempfile.mkdtemp(prefix="rotsink-bench-"))
-    source_bytes = make_source(root / "src", args.rows, files=2 * args.batches)
-    spark = local_session(app_name="rotsink-bench")
-    spark.sparkContext.setLogLevel("ERROR")
-    results = {}
-    for sink in ("builtin", "rotsink"):
-        run(spark, root / "src", root / f"warm-{sink}", args.format, sink, args.batches)
-        results[sink] = run(spark, root / "src", root / sink, args.format, sink, args.batches)
-        mb = source_bytes / 1e6
-        print(f"{sink:>8} {args.format:>7}: {results[sink]:6.2f} s  "
-              f"{args.rows / results[sink]:>12,.0f} rows/s  {mb / results[sink]:8.1f} MB/s (input)")
-    print(f"ratio rotsink/builtin wall time: {results['rotsink'] / results['builtin']:.2f}x")
+    input_bytes = make_source(root / "src", args.rows, files=2 * args.batches)
+    print(f"{args.rows:,} rows in {args.batches} micro-batches, {input_bytes / 1e6:.1f} MB of "
+          f"Parquet input; local[2]")
+    ratios = {}
+    spark = quiet_session("rotsink-throughput")
+    floors.register(spark)
+    for fmt in formats:
+        for variant in variants:
+            ratios[f"{fmt} {variant} warm"] = warm_cell(spark, root, args, fmt, variant,
+                                                        input_bytes)
     spark.stop()
+    if not args.no_cold:
+        for fmt in formats:
+            ratios[f"{fmt} plain cold"] = cold_cell(root, args, fmt, input_bytes)
+    print("summary, rotsink/built-in wall time (targets: warm <= 1.0x, cold <= 1.5x):")
+    for cell, value in ratios.items():
+        print(f"  {cell:<28} {value:.2f}x")
     shutil.rmtree(root, ignore_errors=True)
 
 

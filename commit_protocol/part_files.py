@@ -14,7 +14,7 @@ from commit_protocol import failpoints
 from commit_protocol.codecs import RowCodec
 from commit_protocol.config import SinkConfig
 from commit_protocol.encryption import MAX_HEADER, Sealer
-from commit_protocol.formats import encode_rows
+from commit_protocol.formats import encode_rows, parquet_dictionary_columns
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
 
@@ -119,26 +119,47 @@ class RowPartFile(PartFile):
 
 
 class ParquetPartFile(PartFile):
-    """Parquet: written by one task and closed at its end (a bulk format cannot be appended)."""
+    """Parquet: written by one task and closed at its end (a bulk format cannot be appended).
+
+    Arrow batches arrive 10,000 rows at a time; each ``write_batch`` of pyarrow's writer would
+    make a row group of its own (small row groups compress worse, dictionaries restart, readers
+    pay per group), so batches are buffered and written as one row group once they hold
+    ``flush_bytes`` of Arrow data, when the task caps its buffers, or when the file finishes.
+    """
 
     def __init__(self, storage: Storage, config: SinkConfig, **kwargs) -> None:
         super().__init__(storage, **kwargs)
         self.config = config
+        self.flush_bytes = min(config.row_group_bytes, config.rotation.max_bytes or 1 << 62)
+        self.buffered: list[pa.RecordBatch] = []
+        self.buffered_bytes = 0
         self._handle: BinaryIO | None = None
         self._writer = None
 
     def write(self, batch: pa.RecordBatch) -> None:
+        self.buffered.append(batch)
+        self.buffered_bytes += batch.nbytes
+        self.records += batch.num_rows
+        self.new_records += batch.num_rows
+        if self.buffered_bytes >= self.flush_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered batches as one row group."""
+        if not self.buffered:
+            return
+        table = pa.Table.from_batches(self.buffered)
         if self._writer is None:
             import pyarrow.parquet as pq
 
             self._handle = self.storage.open_append(self.temp)
-            self._writer = pq.ParquetWriter(self._handle, batch.schema,
+            self._writer = pq.ParquetWriter(self._handle, table.schema,
                                             compression=self.config.compression,
                                             compression_level=self.config.compression_level,
+                                            use_dictionary=parquet_dictionary_columns(table),
                                             **self._encryption())
-        self._writer.write_batch(batch)
-        self.records += batch.num_rows
-        self.new_records += batch.num_rows
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.buffered, self.buffered_bytes = [], 0
 
     def _encryption(self) -> dict:
         """Parquet Modular Encryption with the writing key as footer key, when configured."""
@@ -150,10 +171,12 @@ class ParquetPartFile(PartFile):
         return {"encryption_properties": encryption_properties(self.config.keys.ring(), key_id)}
 
     def estimated_size(self) -> int:
+        """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""
         return self._handle.tell() if self._handle is not None else 0
 
     def release(self) -> None:
         # Parquet has no reopen: giving back the handle finishes the file.
+        self.flush()
         if self._handle is not None and self._writer is not None:
             self._writer.close()
             self._handle.close()

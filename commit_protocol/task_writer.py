@@ -107,6 +107,7 @@ class TaskWriter:
                 take = self._append_row_chunk(f, rows.slice(0, take))
             else:
                 f.write(rows.slice(0, take))
+                self._cap_buffers()
             rows = rows.slice(take)
             failpoints.hit("task.after_append")
             if self._reached_limit(f):
@@ -126,6 +127,13 @@ class TaskWriter:
             data = f.encode(rows)
         f.append(data, rows.num_rows)
         return rows.num_rows
+
+    def _cap_buffers(self) -> None:
+        """Keep the task's buffered Parquet rows under two row groups' worth, however many
+        partition directories are open: the fullest buffer is written out first."""
+        buffering = [f for f in self.open.values() if isinstance(f, ParquetPartFile)]
+        if sum(f.buffered_bytes for f in buffering) > 2 * self.config.row_group_bytes:
+            max(buffering, key=lambda f: f.buffered_bytes).flush()
 
     def _reached_limit(self, f: PartFile) -> bool:
         policy = self.config.rotation

@@ -23,6 +23,7 @@ INTERVAL, INACTIVITY = "rotation.interval", "rotation.inactivity"
 PARTITION_BY = "partitionBy"
 FILE_PREFIX, FILE_SUFFIX = "file.prefix", "file.suffix"
 MAX_OPEN_FILES = "maxOpenFiles"
+ROW_GROUP_BYTES = "parquet.rowGroupBytes"
 COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY = "log.compactInterval", "log.retention", "log.cleanupDelay"
 ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS = "encryption.key", "encryption.keyId", "encryption.keys"
 FS_PREFIX = "fs."
@@ -38,7 +39,7 @@ ENCRYPTED_SUFFIX = ".enc"
 _PASSTHROUGH = {"checkpointlocation", "includeinprogress"}
 _KNOWN = {k.lower() for k in (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES,
                               MAX_RECORDS, MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY,
-                              FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, COMPACT_INTERVAL,
+                              FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, COMPACT_INTERVAL,
                               RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID,
                               ENCRYPTION_KEYS)} | _PASSTHROUGH
 
@@ -114,6 +115,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         file_prefix=_prefix(get(FILE_PREFIX, "part")),
         file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression, keys is not None),
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),
+        row_group_bytes=_row_group_bytes(get(ROW_GROUP_BYTES, "128m")),
         compact_interval=parse_int(COMPACT_INTERVAL, get(COMPACT_INTERVAL, "10"), minimum=1),
         compact_interval_explicit=get(COMPACT_INTERVAL) is not None,
         retention_ms=None if get(RETENTION) in (None, "", "off")
@@ -127,6 +129,13 @@ def fs_options(options: Mapping[str, str]) -> dict[str, str]:
     """The ``fs.*`` options with the prefix removed: settings of the fsspec filesystem,
     for writers and readers alike."""
     return {k[len(FS_PREFIX):]: v for k, v in options.items() if k.lower().startswith(FS_PREFIX)}
+
+
+def _row_group_bytes(text: str) -> int:
+    size = parse_size(ROW_GROUP_BYTES, text)
+    if size < 1:
+        raise OptionError(f"option {ROW_GROUP_BYTES}={text!r}: expected a byte count >= 1")
+    return size
 
 
 def _reject_unknown(opts: Mapping[str, str]) -> None:

@@ -14,6 +14,9 @@ def test_defaults_match_the_design():
     assert config.rotation.max_bytes == 134217728 and config.rotation.interval_ms == 60_000
     assert (config.compact_interval, config.cleanup_delay_ms, config.max_open_files) == (10, 600_000, 100)
     assert parse_sink_options({"path": "/o", "format": "parquet"}).compression == "snappy"
+    assert config.row_group_bytes == 128 << 20
+    assert parse_sink_options({"path": "/o", "parquet.rowGroupBytes": "8mb"}).row_group_bytes \
+        == 8 << 20
 
 
 @pytest.mark.parametrize("text, ms", [("90s", 90_000), ("15 minutes", 900_000), ("1h", 3_600_000),
@@ -32,6 +35,7 @@ def test_durations(text, ms):
     ({"rotation.interval": "soon"}, "option rotation.interval='soon'"),
     ({"rotation.inactivity": "5 fortnights"}, "option rotation.inactivity='5 fortnights'"),
     ({"maxOpenFiles": "0"}, "option maxOpenFiles='0'"),
+    ({"parquet.rowGroupBytes": "0"}, "option parquet.rowGroupBytes='0'"),
     ({"log.compactInterval": "0"}, "option log.compactInterval='0'"),
     ({"file.prefix": ".hidden"}, "option file.prefix='.hidden'"),
     ({"partitionBy": "a,a"}, "option partitionBy='a,a'"),
@@ -45,7 +49,7 @@ def test_durations(text, ms):
                                                   "not set"),
     ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
-        "unit", "open-files", "interval", "hidden-prefix", "duplicate-partition", "typo",
+        "unit", "open-files", "row-group-bytes", "interval", "hidden-prefix", "duplicate-partition", "typo",
         "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key"])
 def test_bad_options_name_option_and_value(options, message):
     base = {} if options == {} else {"path": "/out"}

@@ -1,0 +1,81 @@
+"""The floor of any Python data source: sinks and readers that do nothing but move Arrow batches.
+
+rotsink runs on Spark's Python Data Source API, which carries every row between the JVM and
+Python workers as Arrow. These two do no work of their own, so their time is what the API
+costs before a sink writes a byte or a reader decodes one; the benchmarks measure them in
+the same run beside rotsink and Spark's built-in sink or reader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamArrowWriter,
+                                    InputPartition, WriterCommitMessage)
+
+
+class _CountingWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator):
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages, batchId):
+        pass
+
+    def abort(self, messages, batchId):
+        pass
+
+
+class _File(InputPartition):
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+class _PassThroughReader(DataSourceReader):
+    def __init__(self, path: str, fmt: str, schema) -> None:
+        self.path, self.fmt, self.schema = path, fmt, schema
+
+    def partitions(self):
+        return [_File(str(p)) for p in sorted(Path(self.path).rglob("part-*"))]
+
+    def read(self, partition):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        if self.fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            yield from pq.ParquetFile(partition.path).iter_batches(columns=schema.names)
+        else:
+            import pyarrow.json as pj
+
+            table = pj.read_json(partition.path,
+                                 parse_options=pj.ParseOptions(explicit_schema=schema))
+            yield from table.to_batches()
+
+
+class FloorSource(DataSource):
+    """``format("floor")``: writes count rows; reads hand pyarrow's own decoding to Spark."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "floor"
+
+    def streamWriter(self, schema, overwrite):
+        return _CountingWriter()
+
+    def reader(self, schema):
+        return _PassThroughReader(self.options["path"], self.options.get("format", "parquet"),
+                                  schema)
+
+
+def register(spark) -> None:
+    """Register ``format("floor")``; its classes travel to the workers by value (this file
+    is not on their path)."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(FloorSource)
