@@ -9,6 +9,9 @@ needs no compressor state. Spark's readers (Hadoop codecs, chosen by the ``.gz``
 Never ``.lz4`` or ``.snappy`` row files: Hadoop's codecs for those names expect Hadoop's
 own block framing, and a standard lz4-frame or snappy-framed file crashes Spark's JVM with an
 out-of-memory error.
+
+Parquet compresses inside the file (pyarrow's codecs); :func:`parquet_codec` only checks the
+name and level the user chose.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from commit_protocol.errors import OptionError
 ROW_CODEC_SUFFIX = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
 # (lowest, highest, default) accepted by each codec's library.
 _LEVELS = {"gzip": (0, 9, 6), "bz2": (1, 9, 9), "zstd": (1, 22, 3)}
+# Spark's Parquet reader ships no brotli codec; "lz4" means LZ4_RAW in pyarrow.
+PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "zstd", "lz4", "lz4_raw")
 
 
 @dataclass(frozen=True)
@@ -92,3 +97,24 @@ class RowCodec:
                 return reader.read()
         except zstandard.ZstdError as e:
             raise ValueError(f"zstd: {e}") from e
+
+
+def parquet_codec(compression: str, level: int | None) -> str:
+    """pyarrow's codec name, after checking the pair (pyarrow would fail only on write)."""
+    codec = compression.lower()
+    if codec not in PARQUET_COMPRESSIONS:
+        raise OptionError(f"compression={compression!r} for format parquet: expected one of "
+                          f"{', '.join(PARQUET_COMPRESSIONS)}")
+    codec = "lz4" if codec == "lz4_raw" else codec
+    if level is None:
+        return codec
+    import pyarrow as pa  # only to ask the codec its levels: planning imports no pyarrow
+
+    if codec == "none" or not pa.Codec.supports_compression_level(codec):
+        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
+                          "parquet: this codec takes no level")
+    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    if not low <= level <= high:
+        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
+                          f"parquet: expected {low}..{high}")
+    return codec

@@ -9,104 +9,31 @@ Where Spark's readers need a non-default option or cannot restore a value exactl
 format modules say so (:mod:`commit_protocol.formats_json`, ``formats_csv``,
 ``formats_text``); ``tests/spark/test_format_spark_compat.py`` pins each case.
 
-``check_schema`` runs on the driver when a query starts; the encoders run on executors and
-assume a checked schema; the decoders run wherever committed files are read. This module
-imports no polars (heavy) until a JSON or base64 encode needs it, and no pyspark at all.
+The encoders run on executors and assume a schema the driver checked when the query
+started (:mod:`datasource.schema_check`); the decoders run wherever committed files are
+read. This module imports no polars (heavy) until a JSON or base64 encode needs it, and no
+pyspark at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import IO
 
 import pyarrow as pa
 
+from commit_protocol.codecs import parquet_codec
 from commit_protocol.errors import OptionError, SchemaMismatchError
-from commit_protocol.formats_types import UnencodableValueError, is_list, is_nested, is_stringlike
+from commit_protocol.formats_types import UnencodableValueError, is_nested
 
 __all__ = [
-    "BULK_FORMATS", "ROW_FORMATS", "UnencodableValueError", "check_schema", "decode_rows",
-    "encode_rows", "read_parquet", "write_parquet",
+    "BULK_FORMATS", "ROW_FORMATS", "UnencodableValueError", "decode_rows",
+    "encode_rows", "iter_parquet", "read_parquet", "write_parquet",
 ]
 
 ROW_FORMATS = ("jsonl", "csv", "text")
 BULK_FORMATS = ("parquet",)
 
-# Spark's Parquet reader ships no brotli codec; "lz4" means LZ4_RAW in pyarrow.
-PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "zstd", "lz4", "lz4_raw")
-
-
-def check_schema(fmt: str, schema: pa.Schema) -> None:
-    """Fail unless ``fmt`` can hold ``schema`` exactly. Runs on the driver, once per query.
-
-    Parameters
-    ----------
-    fmt : str
-        One of :data:`ROW_FORMATS` or :data:`BULK_FORMATS`.
-    schema : pyarrow.Schema
-        The Arrow schema of the rows to write (partition columns excluded).
-
-    Raises
-    ------
-    OptionError
-        Naming the format and the offending column and type: an unknown format, no
-        columns, a duplicate column name, a type no format supports, a nested type in
-        ``csv``, anything but one string column in ``text``.
-
-    Examples
-    --------
-    >>> check_schema("csv", pa.schema([("tags", pa.list_(pa.string()))]))
-    Traceback (most recent call last):
-    ...
-    commit_protocol.errors.OptionError: format csv cannot hold column 'tags' of type \
-list<item: string>: CSV has no nested types (list, struct, map); use format jsonl or parquet
-    """
-    _check_format(fmt)
-    if len(schema) == 0:
-        raise OptionError(f"format {fmt}: the schema has no columns; nothing to write")
-    duplicates = sorted({n for n in schema.names if schema.names.count(n) > 1})
-    if duplicates:
-        raise OptionError(f"format {fmt}: duplicate column names {duplicates}")
-    for field in schema:
-        _check_type(fmt, field.name, field.type)
-    if fmt == "text" and (len(schema) != 1 or not is_stringlike(schema.field(0).type)):
-        found = ", ".join(f"{f.name!r} {f.type}" for f in schema)
-        raise OptionError(f"format text holds exactly one string column; found {found}: "
-                          "select one string column (e.g. to_json(struct(*))) or use jsonl")
-
-
-def _check_format(fmt: str) -> None:
-    if fmt not in ROW_FORMATS + BULK_FORMATS:
-        raise OptionError(f"format {fmt!r}: expected one of "
-                          f"{', '.join(ROW_FORMATS + BULK_FORMATS)}")
-
-
-def _check_type(fmt: str, column: str, t: pa.DataType) -> None:
-    if fmt == "csv" and is_nested(t):
-        raise OptionError(f"format csv cannot hold column {column!r} of type {t}: CSV has no "
-                          "nested types (list, struct, map); use format jsonl or parquet")
-    if pa.types.is_struct(t):
-        for f in t:
-            _check_type(fmt, f"{column}.{f.name}", f.type)
-    elif is_list(t):
-        _check_type(fmt, f"{column}[]", t.value_type)
-    elif pa.types.is_map(t):
-        if is_nested(t.key_type):
-            raise OptionError(f"format {fmt} cannot hold column {column!r} of type {t}: map "
-                              "keys must be primitive")
-        _check_type(fmt, f"{column}.key", t.key_type)
-        _check_type(fmt, f"{column}.value", t.item_type)
-    elif not _is_supported_leaf(t):
-        raise OptionError(f"format {fmt} cannot hold column {column!r} of type {t}: "
-                          "supported are the types Spark sends (boolean, signed integers, "
-                          "float32/64, string, binary, date32, timestamp, decimal128, null)")
-
-
-def _is_supported_leaf(t: pa.DataType) -> bool:
-    return (pa.types.is_boolean(t) or pa.types.is_signed_integer(t) or pa.types.is_null(t)
-            or pa.types.is_float32(t) or pa.types.is_float64(t) or is_stringlike(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_date32(t)
-            or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
 
 
 def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool) -> bytes:
@@ -115,7 +42,8 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
     Parameters
     ----------
     fmt : str
-        ``jsonl``, ``csv`` or ``text``; the schema must have passed :func:`check_schema`.
+        ``jsonl``, ``csv`` or ``text``; the schema must have passed
+        :func:`datasource.schema_check.check_schema`.
     batch : pyarrow.RecordBatch or pyarrow.Table
         The rows of this chunk.
     with_header : bool
@@ -235,7 +163,7 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
     Raises
     ------
     OptionError
-        For a codec outside :data:`PARQUET_COMPRESSIONS` or a level the codec refuses.
+        For a codec outside :data:`~commit_protocol.codecs.PARQUET_COMPRESSIONS` or a level the codec refuses.
     SchemaMismatchError
         If the data's schema differs from ``schema``.
     """
@@ -248,25 +176,6 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
     with writer:
         for part in _parts(table_or_batches):
             writer.write(_conform(part, schema))
-
-
-def parquet_codec(compression: str, level: int | None) -> str:
-    """pyarrow's codec name, after checking the pair (pyarrow would fail only on write)."""
-    codec = compression.lower()
-    if codec not in PARQUET_COMPRESSIONS:
-        raise OptionError(f"compression={compression!r} for format parquet: expected one of "
-                          f"{', '.join(PARQUET_COMPRESSIONS)}")
-    codec = "lz4" if codec == "lz4_raw" else codec
-    if level is None:
-        return codec
-    if codec == "none" or not pa.Codec.supports_compression_level(codec):
-        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
-                          "parquet: this codec takes no level")
-    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
-    if not low <= level <= high:
-        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
-                          f"parquet: expected {low}..{high}")
-    return codec
 
 
 def _conform(part: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
@@ -297,15 +206,34 @@ def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
     SchemaMismatchError
         If a column of ``schema`` is missing from the file.
     """
+    table = _open_parquet(data_or_file, schema, decryption_properties).read()
+    return table if schema is None else table.select(schema.names).cast(schema)
+
+
+# Rows per batch handed on by iter_parquet: small enough that Spark converts one batch while
+# the next decodes, large enough that per-batch costs vanish (pyarrow's own default).
+PARQUET_BATCH_ROWS = 65_536
+
+
+def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: pa.Schema, *,
+                 decryption_properties=None) -> Iterator[pa.RecordBatch]:
+    """:func:`read_parquet` as a stream of batches of up to :data:`PARQUET_BATCH_ROWS` rows:
+    a reader hands rows on while later ones still decode, and never holds a whole decoded
+    file. Raises like :func:`read_parquet`, at the first ``next()``."""
+    parquet = _open_parquet(data_or_file, schema, decryption_properties)
+    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=schema.names):
+        yield batch.select(schema.names).cast(schema)
+
+
+def _open_parquet(data_or_file, schema: pa.Schema | None, decryption_properties):
     import pyarrow.parquet as pq
 
     source = pa.BufferReader(data_or_file) if isinstance(
         data_or_file, (bytes, bytearray, memoryview)) else data_or_file
-    table = pq.ParquetFile(source, decryption_properties=decryption_properties).read()
-    if schema is None:
-        return table
-    missing = [name for name in schema.names if name not in table.column_names]
-    if missing:
-        raise SchemaMismatchError(f"parquet file has no column {missing}; it holds "
-                                  f"{table.column_names}")
-    return table.select(schema.names).cast(schema)
+    parquet = pq.ParquetFile(source, decryption_properties=decryption_properties)
+    if schema is not None:
+        held = parquet.schema_arrow.names
+        missing = [name for name in schema.names if name not in held]
+        if missing:
+            raise SchemaMismatchError(f"parquet file has no column {missing}; it holds {held}")
+    return parquet

@@ -1,5 +1,5 @@
 """Arrow type predicates and the encoding error, kept apart so that importing
-:mod:`commit_protocol.formats` (``check_schema`` on the driver) loads no ``pyarrow.compute``.
+:mod:`commit_protocol.formats` loads no ``pyarrow.compute``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -78,13 +78,25 @@ def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: p
               ring: Mapping[str, bytes] | None = None) -> pa.Table:
     """Decode exactly the committed bytes of ``f`` into ``schema`` (partition columns added),
     decrypting (``ring``: the keys by id) and decompressing as the path was written."""
+    return pa.Table.from_batches(
+        list(read_batches(storage, f, state=state, schema=schema, ring=ring)), schema=schema)
+
+
+def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
+                 ring: Mapping[str, bytes] | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`read_file` as a stream of batches (Parquet decodes batch by batch)."""
+    from commit_protocol.formats import iter_parquet
+
     data = read_committed(storage, f)
     data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
     if state.format == "parquet":
-        table = read_parquet_file(data, f, state=state, ring=ring, schema=data_schema)
+        batches = iter_parquet(data, data_schema, **_parquet_options(data, f, state, ring))
     else:
-        table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
-    return _with_partition_columns(table, f.directory, schema, state.partition_by)
+        batches = decode_row_file(data, f, state=state, schema=data_schema, ring=ring).to_batches()
+    for batch in batches:
+        table = pa.Table.from_batches([batch], schema=data_schema)
+        yield from _with_partition_columns(table, f.directory, schema,
+                                           state.partition_by).to_batches()
 
 
 _ENCRYPTED_FOOTER = b"PARE"  # Parquet's magic for files whose footer is encrypted
@@ -97,17 +109,22 @@ def read_parquet_file(data: bytes, f: CommittedFile, *, state: SinkState,
     decrypted on an encrypted path, where a plaintext file is refused."""
     from commit_protocol.formats import read_parquet
 
-    options = {}
-    if state.encrypted:
-        if not data.endswith(_ENCRYPTED_FOOTER):
-            # pyarrow's decryption properties also read plaintext files: insist on PME
-            raise IntegrityError(f"{f.path}: expected an encrypted Parquet footer "
-                                 f"({_ENCRYPTED_FOOTER!r}) on an encrypted path, found "
-                                 f"{data[-4:]!r}: the file was replaced")
-        from commit_protocol.parquet_crypto import decryption_properties
+    return read_parquet(pa.BufferReader(data), schema, **_parquet_options(data, f, state, ring))
 
-        options["decryption_properties"] = decryption_properties(_require_ring(ring, f.path))
-    return read_parquet(pa.BufferReader(data), schema, **options)
+
+def _parquet_options(data: bytes, f: CommittedFile, state: SinkState,
+                     ring: Mapping[str, bytes] | None) -> dict:
+    """Decryption properties on an encrypted path, after refusing a plaintext file there."""
+    if not state.encrypted:
+        return {}
+    if not data.endswith(_ENCRYPTED_FOOTER):
+        # pyarrow's decryption properties also read plaintext files: insist on PME
+        raise IntegrityError(f"{f.path}: expected an encrypted Parquet footer "
+                             f"({_ENCRYPTED_FOOTER!r}) on an encrypted path, found "
+                             f"{data[-4:]!r}: the file was replaced")
+    from commit_protocol.parquet_crypto import decryption_properties
+
+    return {"decryption_properties": decryption_properties(_require_ring(ring, f.path))}
 
 
 def read_committed(storage: Storage, f: CommittedFile) -> bytes:

@@ -147,7 +147,7 @@ def _reject_unknown(opts: Mapping[str, str]) -> None:
 def _compression(fmt: str, value: str | None, level: int | None) -> str:
     """The codec, checked together with its level (a bad pair fails here, not in a task)."""
     if fmt in BULK_FORMATS:
-        from commit_protocol.formats import parquet_codec
+        from commit_protocol.codecs import parquet_codec
 
         codec = (value or "snappy").lower()
         if codec not in PARQUET_CODECS:

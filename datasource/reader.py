@@ -18,7 +18,7 @@ from commit_protocol.errors import EncryptionKeyError, OptionError, RotsinkError
 from commit_protocol.keys import KeyRefs
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri
-from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_file
+from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
 from datasource.options import fs_options
@@ -49,7 +49,7 @@ class FilesPartition(InputPartition):
 
 
 class RotSinkReader(DataSourceReader):
-    """Plans on the driver (one log read), reads on executors (one Arrow table per file)."""
+    """Plans on the driver (one log read), reads on executors (Arrow batches, file by file)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -89,8 +89,8 @@ class RotSinkReader(DataSourceReader):
         ring = self.keys.ring() if self.state.encrypted and self.keys else None
         # Spark hands an empty plan one ``InputPartition(None)``: nothing committed to read.
         for f in getattr(partition, "files", ()):
-            table = read_file(storage, f, state=self.state, schema=self.arrow_schema, ring=ring)
-            yield from table.to_batches()
+            yield from read_batches(storage, f, state=self.state, schema=self.arrow_schema,
+                                    ring=ring)
 
 
 __all__ = ["RotSinkReader", "committed_schema", "from_uri"]

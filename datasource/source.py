@@ -28,6 +28,7 @@ class RotSinkDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Runs on the driver before each micro-batch (and again for its commit)."""
         from datasource.options import parse_sink_options
+        from datasource.schema_check import check_schema
         from datasource.writer import RotSinkStreamWriter
 
         if overwrite:
@@ -35,7 +36,7 @@ class RotSinkDataSource(DataSource):
                 "rotsink is an append-only file sink: outputMode('complete') is not supported; "
                 "use outputMode('append')")
         config = parse_sink_options(dict(self.options))
-        _check_schema(config.format, config.partition_by, schema)
+        check_schema(config.format, config.partition_by, schema)
         return RotSinkStreamWriter(config, schema.json())
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -43,20 +44,3 @@ class RotSinkDataSource(DataSource):
         from datasource.reader import RotSinkReader
 
         return RotSinkReader(dict(self.options), schema)
-
-
-def _check_schema(fmt: str, partition_by: tuple[str, ...], schema: StructType) -> None:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from commit_protocol.errors import OptionError
-    from commit_protocol.formats import check_schema
-
-    missing = [c for c in partition_by if c not in schema.fieldNames()]
-    if missing:
-        raise OptionError(f"option partitionBy={','.join(partition_by)!r}: no column "
-                          f"{', '.join(missing)} in the stream's schema {schema.simpleString()}")
-    data = StructType([f for f in schema.fields if f.name not in partition_by])
-    if not data.fields:
-        raise OptionError(f"option partitionBy={','.join(partition_by)!r}: every column is a "
-                          "partition column; no data would be written")
-    check_schema(fmt, to_arrow_schema(data, timezone="UTC"))

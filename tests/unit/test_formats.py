@@ -16,7 +16,7 @@ import commit_protocol.formats_arrow as formats_arrow
 import commit_protocol.formats_json as formats_json
 from commit_protocol.errors import OptionError, SchemaMismatchError
 from commit_protocol.formats import (
-    UnencodableValueError, check_schema, decode_rows, encode_rows, read_parquet, write_parquet,
+    UnencodableValueError, decode_rows, encode_rows, read_parquet, write_parquet,
 )
 
 NAN, INF = float("nan"), float("inf")
@@ -114,49 +114,6 @@ def encode_chunks(fmt: str, batch: pa.RecordBatch) -> tuple[bytes, pa.Table]:
     chunks = [batch.slice(start, length) for start, length in CHUNKS]
     data = b"".join(encode_rows(fmt, c, with_header=i == 0) for i, c in enumerate(chunks))
     return data, pa.Table.from_batches(chunks, schema=batch.schema)
-
-
-# --- check_schema ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("fmt, schema", [
-    pytest.param("jsonl", ALL.schema, id="jsonl-every-spark-type"),
-    pytest.param("parquet", ALL.schema, id="parquet-every-spark-type"),
-    pytest.param("csv", FLAT.schema, id="csv-every-flat-type"),
-    pytest.param("text", pa.schema([("value", pa.string())]), id="text-one-string"),
-    pytest.param("text", pa.schema([("line", pa.large_string())]), id="text-large-string"),
-])
-def test_check_schema_accepts(fmt, schema):
-    check_schema(fmt, schema)
-
-
-@pytest.mark.parametrize("fmt, schema, message", [
-    pytest.param("orc", FLAT.schema, r"format 'orc': expected one of jsonl, csv, text, parquet",
-                 id="unknown-format"),
-    pytest.param("csv", pa.schema([("tags", pa.list_(pa.string()))]),
-                 r"csv cannot hold column 'tags' of type list<item: string>: CSV has no nested "
-                 r"types .* use format jsonl or parquet", id="csv-list"),
-    pytest.param("csv", pa.schema([("p", POINT)]), r"csv cannot hold column 'p' of type struct",
-                 id="csv-struct"),
-    pytest.param("csv", pa.schema([("m", pa.map_(pa.string(), pa.int8()))]),
-                 r"csv cannot hold column 'm' of type map", id="csv-map"),
-    pytest.param("text", pa.schema([("n", pa.int64())]),
-                 r"text holds exactly one string column; found 'n' int64", id="text-not-string"),
-    pytest.param("text", pa.schema([("a", pa.string()), ("b", pa.string())]),
-                 r"text holds exactly one string column; found 'a' string, 'b' string",
-                 id="text-two-columns"),
-    pytest.param("jsonl", pa.schema([]), r"jsonl: the schema has no columns", id="no-columns"),
-    pytest.param("jsonl", pa.schema([("a", pa.int8()), ("a", pa.int8())]),
-                 r"duplicate column names \['a'\]", id="duplicate-names-clash-as-json-keys"),
-    pytest.param("jsonl", pa.schema([("t", pa.time64("us"))]),
-                 r"jsonl cannot hold column 't' of type time64\[us\]", id="type-spark-never-sends"),
-    pytest.param("parquet", pa.schema([("l", pa.list_(pa.uint32()))]),
-                 r"parquet cannot hold column 'l\[\]' of type uint32", id="nested-leaf-named"),
-    pytest.param("jsonl", pa.schema([("m", pa.map_(pa.list_(pa.int8()), pa.int8()))]),
-                 r"map keys must be primitive", id="json-keys-are-text"),
-])
-def test_check_schema_refuses(fmt, schema, message):
-    with pytest.raises(OptionError, match=message):
-        check_schema(fmt, schema)
 
 
 # --- round trips: many chunks, concatenated, decode to the concatenated rows --------------
@@ -333,7 +290,6 @@ def test_parquet_iterable_of_batches_and_column_selection():
 
 def test_import_loads_neither_polars_nor_pyarrow_compute():
     code = ("import sys, pyarrow as pa, commit_protocol.formats as f;"
-            "f.check_schema('jsonl', pa.schema([('a', pa.int8())]));"
             "print(sorted(m for m in ('polars', 'pyarrow.compute') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -8,8 +8,7 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from commit_protocol.errors import OptionError
-from commit_protocol.formats import check_schema, decode_rows, encode_rows
+from commit_protocol.formats import decode_rows, encode_rows
 
 FLAT = pa.schema([
     ("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("b", pa.bool_()),
@@ -67,12 +66,3 @@ def test_text_lines_with_null_as_empty_line():
     batch = pa.RecordBatch.from_pydict({"value": ["a", None, "ü"]})
     data = encode_rows("text", batch, with_header=False)
     assert data == b"a\n\n\xc3\xbc\n"
-
-
-@pytest.mark.parametrize("fmt, schema, message", [
-    ("text", pa.schema([("a", pa.int64())]), "format text holds exactly one string column"),
-    ("csv", NESTED, "format csv cannot hold column 'l'"),
-], ids=["text-not-string", "csv-nested"])
-def test_schemas_a_format_cannot_hold_are_refused(fmt, schema, message):
-    with pytest.raises(OptionError, match=message):
-        check_schema(fmt, schema)
