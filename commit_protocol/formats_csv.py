@@ -43,21 +43,42 @@ def csv_header(names: list[str]) -> bytes:
 
 
 def encode_csv(table: pa.Table, *, with_header: bool) -> bytes:
-    """CSV lines for ``table``, after the header when ``with_header`` (even with no rows)."""
+    """CSV lines for ``table``, after the header when ``with_header`` (even with no rows).
+
+    One element-wise join builds every line: separators, line ends and, for string columns
+    without nulls, the quotes are literals of that join instead of passes of their own.
+    """
     header = csv_header(table.column_names) if with_header else b""
     if table.num_rows == 0:
         return header
-    cells = [_cells(column.combine_chunks()) for column in table.columns]
-    return header + concat_bytes(join(join(*cells, sep=","), "\n"))
+    parts: list[pa.Array | str] = []
+    for i, column in enumerate(table.columns):
+        arr = column.combine_chunks()
+        if is_stringlike(arr.type) and arr.null_count == 0:
+            parts += ['"', _escape(arr), '"']
+        else:
+            parts.append(_cells(arr))
+        parts.append("," if i < table.num_columns - 1 else "\n")
+    return header + concat_bytes(join(*_merge_literals(parts)))
+
+
+def _merge_literals(parts: list[pa.Array | str]) -> list[pa.Array | str]:
+    merged: list[pa.Array | str] = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
 
 
 def _cells(arr: pa.Array) -> pa.Array:
     """Each value's CSV text as ``large_string``; null stays null (written as nothing)."""
     t = arr.type
     if is_stringlike(t):
-        return _quote(arr)
+        return wrap(_escape(arr), '"', '"')
     if is_binarylike(t):
-        return _quote(base64_encode(arr))
+        return wrap(base64_encode(arr), '"', '"')  # base64 has no quote or backslash
     if pa.types.is_floating(t) and has_non_finite(arr):
         return float_text(arr, nan="NaN", inf="Inf")
     if pa.types.is_timestamp(t) and t.tz:
@@ -67,10 +88,13 @@ def _cells(arr: pa.Array) -> pa.Array:
     return arr.cast(pa.large_string())
 
 
-def _quote(arr: pa.Array) -> pa.Array:
-    text = pc.replace_substring(arr.cast(pa.large_string()), "\\", "\\\\")
-    text = pc.replace_substring(text, '"', '\\"')
-    return wrap(text, '"', '"')
+def _escape(arr: pa.Array) -> pa.Array:
+    """``\\`` and ``"`` escaped with ``\\``; a scan finds most columns need neither."""
+    text = arr.cast(pa.large_string())
+    for char in ("\\", '"'):
+        if pc.any(pc.match_substring(text, char)).as_py():
+            text = pc.replace_substring(text, char, "\\" + char)
+    return text
 
 
 def _quote_text(text: str) -> str:
