@@ -210,18 +210,19 @@ def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
     return table if schema is None else table.select(schema.names).cast(schema)
 
 
-# Rows per batch handed on by iter_parquet: small enough that Spark converts one batch while
-# the next decodes, large enough that per-batch costs vanish (pyarrow's own default).
-PARQUET_BATCH_ROWS = 65_536
+# Rows per batch a reader hands on: small enough that Spark converts one batch while the
+# next decodes (measured: 500,000-row batches read 30% slower), large enough that per-batch
+# costs vanish (pyarrow's own default for Parquet).
+READ_BATCH_ROWS = 65_536
 
 
 def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: pa.Schema, *,
                  decryption_properties=None) -> Iterator[pa.RecordBatch]:
-    """:func:`read_parquet` as a stream of batches of up to :data:`PARQUET_BATCH_ROWS` rows:
+    """:func:`read_parquet` as a stream of batches of up to :data:`READ_BATCH_ROWS` rows:
     a reader hands rows on while later ones still decode, and never holds a whole decoded
     file. Raises like :func:`read_parquet`, at the first ``next()``."""
     parquet = _open_parquet(data_or_file, schema, decryption_properties)
-    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=schema.names):
+    for batch in parquet.iter_batches(batch_size=READ_BATCH_ROWS, columns=schema.names):
         yield batch.select(schema.names).cast(schema)
 
 

@@ -84,15 +84,17 @@ def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: p
 
 def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
                  ring: Mapping[str, bytes] | None = None) -> Iterator[pa.RecordBatch]:
-    """:func:`read_file` as a stream of batches (Parquet decodes batch by batch)."""
-    from commit_protocol.formats import iter_parquet
+    """:func:`read_file` as a stream of batches of up to ``READ_BATCH_ROWS`` rows (Parquet
+    decodes batch by batch; a row file is decoded whole, then handed on in slices)."""
+    from commit_protocol.formats import READ_BATCH_ROWS, iter_parquet
 
     data = read_committed(storage, f)
     data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
     if state.format == "parquet":
         batches = iter_parquet(data, data_schema, **_parquet_options(data, f, state, ring))
     else:
-        batches = decode_row_file(data, f, state=state, schema=data_schema, ring=ring).to_batches()
+        table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
+        batches = table.to_batches(max_chunksize=READ_BATCH_ROWS)
     for batch in batches:
         table = pa.Table.from_batches([batch], schema=data_schema)
         yield from _with_partition_columns(table, f.directory, schema,

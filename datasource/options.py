@@ -36,7 +36,7 @@ FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".
 ENCRYPTED_SUFFIX = ".enc"
 
 # Options Spark itself passes to every sink, and the reader's own: accepted, not ours to check.
-_PASSTHROUGH = {"checkpointlocation", "includeinprogress"}
+_PASSTHROUGH = {"checkpointlocation", "includeinprogress", "numpartitions"}
 _KNOWN = {k.lower() for k in (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES,
                               MAX_RECORDS, MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY,
                               FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, COMPACT_INTERVAL,

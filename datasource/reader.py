@@ -21,9 +21,13 @@ from commit_protocol.naming import from_uri
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
-from datasource.options import fs_options
+from datasource.options import fs_options, parse_int
 
 INCLUDE_IN_PROGRESS = "includeInProgress"
+NUM_PARTITIONS = "numPartitions"
+# Spark's own file sources aim at 128 MB per partition (spark.sql.files.maxPartitionBytes).
+PARTITION_BYTES = 128 << 20
+MIN_PARTITIONS = 8
 
 
 def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
@@ -70,11 +74,16 @@ class RotSinkReader(DataSourceReader):
             self.keys.ring()  # a reference that does not resolve fails here, at planning
         self.files = committed_files(log, latest, state, include_in_progress=include == "true")
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        self.parallelism = max(1, int(options.get("numpartitions", "0") or 0)) or 8
+        text = options.get(NUM_PARTITIONS.lower())
+        self.num_partitions = None if text is None else parse_int(NUM_PARTITIONS, text, minimum=1)
 
     def partitions(self) -> list[FilesPartition]:
-        """Files spread over up to ``parallelism`` partitions, balanced by bytes."""
-        buckets: list[list[CommittedFile]] = [[] for _ in range(min(self.parallelism,
+        """Whole files spread over partitions balanced by bytes: ``numPartitions``, or one per
+        ``PARTITION_BYTES`` but at least ``MIN_PARTITIONS`` (small outputs still use every
+        core), never more than there are files."""
+        total = sum(f.length for f in self.files)
+        wanted = self.num_partitions or max(MIN_PARTITIONS, -(-total // PARTITION_BYTES))
+        buckets: list[list[CommittedFile]] = [[] for _ in range(min(wanted,
                                                                     max(1, len(self.files))))]
         sizes = [0] * len(buckets)
         for f in sorted(self.files, key=lambda f: -f.length):
