@@ -1,4 +1,4 @@
-"""The crash loop (``tests/crashloop.py``) at CI size: at least 10 random SIGKILLs of the whole
+"""The crash loop (``tests/crashloop.py``) at CI size: at least 6 random SIGKILLs of the whole
 driver plus one kill at every failpoint, then every input row exactly once; and a smaller
 loop on the local S3 server with zstd and encryption.
 
@@ -16,7 +16,7 @@ import pytest
 from commit_protocol.failpoints import ALL_POINTS
 from tests.crashloop import CrashLoop, Outcome, check_output, encrypted_s3_output, summary
 
-KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "10"))
+KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "6"))
 SEED = int(os.environ.get("ROTSINK_CRASH_SEED", "7"))
 # On S3 the steps whose storage operations differ from local disk: segment writes, the
 # server-side compose of a publish (the conditional PUT of the log file follows it), the
