@@ -127,18 +127,17 @@ def show_ratios(result: dict[str, dict]) -> float:
 
 
 def warm_cell(spark, root: Path, args, fmt: str, variant: str, input_bytes: int) -> float:
-    sides = SIDES
-    times: dict[str, list[dict]] = {s: [] for s in sides}
-    for side in sides:  # warm-up
+    times: dict[str, list[dict]] = {side: [] for side in SIDES}
+    for side in SIDES:  # warm-up
         run(spark, root / "src", root / f"out-{side}", fmt, variant, side, args.batches)
     for _ in range(args.repeats):
-        for side in sides:
+        for side in SIDES:
             times[side].append(run(spark, root / "src", root / f"out-{side}", fmt, variant,
                                    side, args.batches))
     result = {side: summary(runs) for side, runs in times.items()}
     anchor = "built-in" + (" (plain)" if variant == "encrypted" else "")
-    print(f"{fmt} {variant} ({codec(fmt, variant)}{', encrypted' if variant == 'encrypted' else ''})"
-          f", warm, median of {args.repeats}:")
+    encrypted = ", encrypted" if variant == "encrypted" else ""
+    print(f"{fmt} {variant} ({codec(fmt, variant)}{encrypted}), warm, median of {args.repeats}:")
     show(anchor, result["builtin"], args.rows, input_bytes)
     show("floor (count rows)", result["floor"], args.rows, input_bytes)
     show("rotsink", result["rotsink"], args.rows, input_bytes)

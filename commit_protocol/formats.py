@@ -163,7 +163,8 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
     Raises
     ------
     OptionError
-        For a codec outside :data:`~commit_protocol.codecs.PARQUET_COMPRESSIONS` or a level the codec refuses.
+        For a codec outside :data:`~commit_protocol.codecs.PARQUET_COMPRESSIONS` or a level
+        the codec refuses.
     SchemaMismatchError
         If the data's schema differs from ``schema``.
     """

@@ -95,10 +95,14 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
     else:
         table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
         batches = table.to_batches(max_chunksize=READ_BATCH_ROWS)
+    if not state.partition_by:
+        yield from batches
+        return
+    values = _partition_values(f.directory, schema, state.partition_by)
     for batch in batches:
-        table = pa.Table.from_batches([batch], schema=data_schema)
-        yield from _with_partition_columns(table, f.directory, schema,
-                                           state.partition_by).to_batches()
+        columns = [pa.repeat(values[field.name], batch.num_rows) if field.name in values
+                   else batch.column(field.name) for field in schema]
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 _ENCRYPTED_FOOTER = b"PARE"  # Parquet's magic for files whose footer is encrypted
@@ -184,16 +188,9 @@ def _require_ring(ring: Mapping[str, bytes] | None, path: str) -> Mapping[str, b
     return ring
 
 
-def _with_partition_columns(table: pa.Table, directory: str, schema: pa.Schema,
-                            partition_by: tuple[str, ...]) -> pa.Table:
-    if not partition_by:
-        return table
-    values = parse_partition_dir(directory)
-    columns = []
-    for field in schema:
-        if field.name in partition_by:
-            value = pa.array([values.get(field.name)] * table.num_rows, pa.string())
-            columns.append(pc.cast(value, field.type) if field.type != pa.string() else value)
-        else:
-            columns.append(table.column(field.name))
-    return pa.table(columns, schema=schema)
+def _partition_values(directory: str, schema: pa.Schema,
+                      partition_by: tuple[str, ...]) -> dict[str, pa.Scalar]:
+    """The partition columns' values of the files in ``directory``, typed as ``schema``."""
+    parsed = parse_partition_dir(directory)
+    return {name: pc.cast(pa.scalar(parsed.get(name), pa.string()), schema.field(name).type)
+            for name in partition_by}

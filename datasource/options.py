@@ -39,9 +39,9 @@ ENCRYPTED_SUFFIX = ".enc"
 _PASSTHROUGH = {"checkpointlocation", "includeinprogress", "numpartitions"}
 _KNOWN = {k.lower() for k in (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES,
                               MAX_RECORDS, MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY,
-                              FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, COMPACT_INTERVAL,
-                              RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID,
-                              ENCRYPTION_KEYS)} | _PASSTHROUGH
+                              FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES,
+                              COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY,
+                              ENCRYPTION_KEY_ID, ENCRYPTION_KEYS)} | _PASSTHROUGH
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
              "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,

@@ -7,6 +7,7 @@ default true) are read up to their committed offset, never beyond.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -82,7 +83,7 @@ class RotSinkReader(DataSourceReader):
         ``PARTITION_BYTES`` but at least ``MIN_PARTITIONS`` (small outputs still use every
         core), never more than there are files."""
         total = sum(f.length for f in self.files)
-        wanted = self.num_partitions or max(MIN_PARTITIONS, -(-total // PARTITION_BYTES))
+        wanted = self.num_partitions or max(MIN_PARTITIONS, math.ceil(total / PARTITION_BYTES))
         buckets: list[list[CommittedFile]] = [[] for _ in range(min(wanted,
                                                                     max(1, len(self.files))))]
         sizes = [0] * len(buckets)

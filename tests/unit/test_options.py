@@ -49,7 +49,8 @@ def test_durations(text, ms):
                                                   "not set"),
     ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
-        "unit", "open-files", "row-group-bytes", "interval", "hidden-prefix", "duplicate-partition", "typo",
+        "unit", "open-files", "row-group-bytes", "interval", "hidden-prefix",
+        "duplicate-partition", "typo",
         "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key"])
 def test_bad_options_name_option_and_value(options, message):
     base = {} if options == {} else {"path": "/out"}

@@ -71,36 +71,6 @@ def test_max_records_rolls_at_exactly_the_limit(tmp_path):
     assert committed_ids(tmp_path, cfg) == list(range(10))
 
 
-def row_groups(tmp_path: Path, report) -> list[int]:
-    import pyarrow.parquet as pq
-
-    return sorted(pq.ParquetFile(tmp_path / f.temp).metadata.row_group(i).num_rows
-                  for f in report.files
-                  for i in range(pq.ParquetFile(tmp_path / f.temp).metadata.num_row_groups))
-
-
-def test_parquet_buffers_arrow_batches_into_row_groups(tmp_path):
-    # Spark hands a task 10,000-row Arrow batches: one row group each would be small.
-    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet",
-                 row_group_bytes=100 * 8 * 3)  # three 100-row batches of int64
-    report = run_task(tmp_path, cfg, 0, [rows(i * 100, 100) for i in range(7)])
-    assert row_groups(tmp_path, report) == [100, 300, 300]
-    commit(tmp_path, cfg, 0, report)
-    assert committed_ids(tmp_path, cfg) == list(range(700))
-
-
-def test_parquet_buffers_of_many_directories_stay_under_two_row_groups(tmp_path):
-    # Ten open partition directories, each buffer far below a row group: the task writes
-    # the fullest buffer out once all of them together hold more than two row groups' worth.
-    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet",
-                 partition_by=("k",), row_group_bytes=1000 * 8)
-    keys = pa.array([str(i % 10) for i in range(500)])
-    report = run_task(tmp_path, cfg, 0, [rows(b * 500, 500, k=keys) for b in range(12)])
-    groups = row_groups(tmp_path, report)
-    assert sum(groups) == 6000 and len(groups) > 10  # some directories wrote early
-    assert max(groups) <= 2 * 1000 + 50
-
-
 def test_max_bytes_rolls_near_the_limit(tmp_path):
     cfg = config(tmp_path, rotation={"max_bytes": 200})
     report = run_task(tmp_path, cfg, 0, [rows(0, 100)])
@@ -198,11 +168,11 @@ def test_parquet_files_finish_at_the_end_of_each_task(tmp_path):
 
 
 def row_groups(tmp_path: Path, report) -> list[int]:
+    """Rows per row group over the report's Parquet files, sorted."""
     import pyarrow.parquet as pq
 
-    return sorted(pq.ParquetFile(tmp_path / f.temp).metadata.row_group(i).num_rows
-                  for f in report.files
-                  for i in range(pq.ParquetFile(tmp_path / f.temp).metadata.num_row_groups))
+    metadata = [pq.ParquetFile(tmp_path / f.temp).metadata for f in report.files]
+    return sorted(m.row_group(i).num_rows for m in metadata for i in range(m.num_row_groups))
 
 
 def test_parquet_buffers_arrow_batches_into_row_groups(tmp_path):
