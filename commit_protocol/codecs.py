@@ -10,6 +10,11 @@ Never ``.lz4`` or ``.snappy`` row files: Hadoop's codecs for those names expect 
 own block framing, and a standard lz4-frame or snappy-framed file crashes Spark's JVM with an
 out-of-memory error.
 
+gzip without a level is written by ISA-L (``isal``), Intel's deflate for storage: about 10x
+faster than zlib's default level 6 here, for files 2-5% larger. gzip in the Python worker at
+level 6 cost twice what the rest of a task did, and ran 1.35x Spark's own gzip writer. A level
+set by the user means zlib at that level, exactly as ``gzip -N``.
+
 Parquet compresses inside the file (pyarrow's codecs); :func:`parquet_codec` only checks the
 name and level the user chose.
 """
@@ -17,7 +22,6 @@ name and level the user chose.
 from __future__ import annotations
 
 import bz2
-import gzip
 import io
 import zlib
 from dataclasses import dataclass
@@ -25,8 +29,10 @@ from dataclasses import dataclass
 from commit_protocol.errors import OptionError
 
 ROW_CODEC_SUFFIX = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
-# (lowest, highest, default) accepted by each codec's library.
-_LEVELS = {"gzip": (0, 9, 6), "bz2": (1, 9, 9), "zstd": (1, 22, 3)}
+# (lowest, highest) level accepted by each codec's library, then the level used when unset
+_LEVELS = {"gzip": (0, 9), "bz2": (1, 9), "zstd": (1, 22)}
+_DEFAULT_LEVELS = {"bz2": 9, "zstd": 3}  # gzip: none, ISA-L at its own default
+ISAL_LEVEL = 2  # ISA-L's default (of 0-3): within 5% of zlib -6 in size
 # Spark's Parquet reader ships no brotli codec; "lz4" means LZ4_RAW in pyarrow.
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "zstd", "lz4", "lz4_raw")
 
@@ -48,7 +54,7 @@ class RowCodec:
             if self.name == "none":
                 raise OptionError(f"option compression.level={self.level!r}: compression "
                                   "is none; a level needs a codec")
-            low, high, _ = _LEVELS[self.name]
+            low, high = _LEVELS[self.name]
             if not low <= self.level <= high:
                 raise OptionError(f"option compression.level={self.level!r} for "
                                   f"compression={self.name}: expected {low}..{high}")
@@ -58,7 +64,7 @@ class RowCodec:
         return ROW_CODEC_SUFFIX[self.name]
 
     def _level(self) -> int:
-        return self.level if self.level is not None else _LEVELS[self.name][2]
+        return self.level if self.level is not None else _DEFAULT_LEVELS[self.name]
 
     def compress(self, data: bytes) -> bytes:
         """``data`` as one complete member (``b""`` stays ``b""``: no empty members)."""
@@ -66,7 +72,11 @@ class RowCodec:
             return data
         if self.name == "gzip":
             # wbits=31: a gzip member with a zero mtime, so replays write identical bytes
-            return zlib.compress(data, self._level(), wbits=31)
+            if self.level is None:
+                from isal import isal_zlib
+
+                return isal_zlib.compress(data, ISAL_LEVEL, wbits=31)
+            return zlib.compress(data, self.level, wbits=31)
         if self.name == "bz2":
             return bz2.compress(data, self._level())
         import zstandard
@@ -82,7 +92,12 @@ class RowCodec:
         if self.name == "none" or not data:
             return data
         if self.name == "gzip":
-            return gzip.decompress(data)
+            from isal import igzip, isal_zlib
+
+            try:
+                return igzip.decompress(data)  # ISA-L inflates any gzip 1.5x faster
+            except isal_zlib.error as e:  # a bad deflate block: not an OSError
+                raise ValueError(f"gzip: {e}") from e
         if self.name == "bz2":
             return bz2.decompress(data)
         import zstandard
