@@ -11,8 +11,9 @@ at commit (see ``Committer``), so a zombie arriving after the commit loses it to
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
@@ -26,6 +27,33 @@ from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
+
+
+# Row formats encode (and compress, and seal) one append per chunk of about this many Arrow
+# bytes. Spark sends 10,000-row batches; encoding 100,000 rows at once is 1.4-2x faster per
+# row (fixed cost per encoder call) and makes fewer, larger compressed members.
+ROW_CHUNK_BYTES = 4 << 20
+
+
+def coalesce(batches: Iterable[pa.RecordBatch], chunk_bytes: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` concatenated into batches of at least ``chunk_bytes`` (the last may be
+    smaller), in order; a batch already that large passes through uncopied."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= chunk_bytes:
+            yield _concat(pending)
+            pending, size = [], 0
+    if pending:
+        yield _concat(pending)
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 class TaskWriter:
@@ -44,6 +72,7 @@ class TaskWriter:
         self.touched: list[PartFile] = []
         self.rolls: dict[str, int] = {}
         self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
+        self.row_bytes = 0.0  # encoded bytes per row in the last row-format append
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -51,6 +80,8 @@ class TaskWriter:
             for _ in batches:  # a replay of a committed batch: its output exists already
                 pass
             return self._report(skipped=True)
+        if not self.config.is_bulk:  # Parquet buffers whole row groups on its own
+            batches = coalesce(batches, ROW_CHUNK_BYTES)
         for batch in batches:
             for directory, rows in split_by_partition(batch, self.config.partition_by):
                 if rows.num_rows:
@@ -109,22 +140,39 @@ class TaskWriter:
                 f.write(rows.slice(0, take))
                 self._cap_buffers()
             rows = rows.slice(take)
-            failpoints.hit("task.after_append")
-            if self._reached_limit(f):
+            if take:
+                failpoints.hit("task.after_append")
+            if not take or self._reached_limit(f):
                 failpoints.hit("task.before_roll")
                 f.roll()
                 del self.open[directory]
                 failpoints.hit("task.after_roll")
 
     def _append_row_chunk(self, f: RowPartFile, rows: pa.RecordBatch) -> int:
-        """Append as many of ``rows`` as fit under ``maxBytes`` (at least one); return count."""
-        data = f.encode(rows)
+        """Append as many of ``rows`` as fit under ``maxBytes``; return how many.
+
+        ``0`` when not even one more row fits a file that has rows: roll it first. So a file
+        outgrows ``maxBytes`` only when its first row alone does.
+        """
         max_bytes = self.config.rotation.max_bytes
-        room = max_bytes - f.end if max_bytes else len(data)
-        if len(data) > room and rows.num_rows > 1:
-            fit = max(1, rows.num_rows * max(room, 0) // len(data))
+        if not max_bytes:
+            f.append(f.encode(rows), rows.num_rows)
+            return rows.num_rows
+        room = max_bytes - f.end
+        if self.row_bytes:
+            # Encode a little more than fits, not a whole chunk that fills many small files:
+            # each roll then costs about two encodings of one file, whatever the chunk size.
+            rows = rows.slice(0, max(1, math.ceil(1.25 * room / self.row_bytes)))
+        data = f.encode(rows)
+        self.row_bytes = len(data) / rows.num_rows
+        while len(data) > room and rows.num_rows > 1:
+            fit = max(1 if not f.records else 0, rows.num_rows * max(room, 0) // len(data))
+            if fit == 0:
+                break
             rows = rows.slice(0, fit)
             data = f.encode(rows)
+        if len(data) > room and f.records:
+            return 0
         f.append(data, rows.num_rows)
         return rows.num_rows
 

@@ -11,9 +11,10 @@ from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
 from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
 from commit_protocol.formats import decode_rows
+from commit_protocol.part_files import RowPartFile
 from commit_protocol.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.task_writer import TaskWriter, coalesce
 
 SCHEMA_JSON = '{"type":"struct","fields":[]}'
 
@@ -76,6 +77,47 @@ def test_max_bytes_rolls_near_the_limit(tmp_path):
     report = run_task(tmp_path, cfg, 0, [rows(0, 100)])
     closed = [f for f in report.files if f.closed]
     assert len(closed) >= 3 and all(150 <= f.end <= 200 for f in closed)
+
+
+def test_coalesce_keeps_order_and_copies_only_small_batches():
+    small = [rows(i * 10, 10) for i in range(7)]  # 80 bytes each
+    chunks = list(coalesce(small, 200))
+    assert [c.num_rows for c in chunks] == [30, 30, 10]
+    assert pa.Table.from_batches(chunks).column("id").to_pylist() == list(range(70))
+    big = rows(0, 100)
+    assert next(coalesce([big], 200)) is big
+    assert list(coalesce([], 200)) == []
+
+
+def test_row_formats_append_small_batches_as_one_chunk(tmp_path):
+    """Spark's 10,000-row Arrow batches are encoded together (and so make one gzip member,
+    not one per batch), while rotation by records still cuts at the exact row."""
+    gzip_cfg = config(tmp_path / "gz", compression="gzip")
+    (f,) = run_task(tmp_path / "gz", gzip_cfg, 0, [rows(i * 100, 100) for i in range(30)]).files
+    data = (tmp_path / "gz" / f.temp).read_bytes()
+    assert data.count(b"\x1f\x8b\x08") == 1 and f.records == 3000
+    cfg = config(tmp_path / "roll", rotation={"max_records": 2500})
+    report = run_task(tmp_path / "roll", cfg, 0, [rows(i * 100, 100) for i in range(30)])
+    assert [fi.records for fi in report.files] == [2500, 500]
+    commit(tmp_path / "roll", cfg, 0, report)
+    assert committed_ids(tmp_path / "roll", cfg) == list(range(3000))
+
+
+def test_small_max_bytes_encodes_each_row_a_bounded_number_of_times(tmp_path, monkeypatch):
+    """A chunk many files long is not re-encoded whole for every file it fills."""
+    encoded = []
+    encode = RowPartFile.encode
+    monkeypatch.setattr(RowPartFile, "encode",
+                        lambda self, batch: encoded.append(batch.num_rows) or encode(self, batch))
+    cfg = config(tmp_path, rotation={"max_bytes": 200})
+    report = run_task(tmp_path, cfg, 0, [rows(i * 100, 100) for i in range(30)])
+    closed = [f for f in report.files if f.closed]
+    assert len(closed) > 100 and all(150 <= f.end <= 200 for f in closed)
+    # the whole chunk once (no size per row known yet), then about two encodings per file;
+    # re-encoding what is left of the chunk for every file would be ~80 times each row
+    assert sum(encoded) <= 4 * 3000
+    commit(tmp_path, cfg, 0, report)
+    assert committed_ids(tmp_path, cfg) == list(range(3000))
 
 
 def test_row_files_continue_across_batches(tmp_path):

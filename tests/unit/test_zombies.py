@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol import failpoints
+from commit_protocol import failpoints, task_writer
 from commit_protocol.committer import Committer
 from commit_protocol.errors import ConcurrentWriterError
 from commit_protocol.task_writer import TaskWriter
@@ -74,9 +74,11 @@ def test_zombie_holding_its_file_open_cannot_change_a_file_the_driver_rolls(tmp_
 @pytest.mark.parametrize("committed", ["claim holder", "fenced copy"],
                          ids=["commit-the-attempt-appending-in-place",
                               "commit-the-attempt-writing-a-copy"])
-def test_two_attempts_of_one_task_at_once(tmp_path, committed):
+def test_two_attempts_of_one_task_at_once(tmp_path, monkeypatch, committed):
     """Attempt 0 wins the claim and appends in place; attempt 1 runs whole while attempt 0 is
     between two batches. Whichever report Spark commits, the other's bytes stay invisible."""
+    # every batch its own append, as batches of ROW_CHUNK_BYTES each would be
+    monkeypatch.setattr(task_writer, "ROW_CHUNK_BYTES", 1)
     cfg = config(tmp_path)
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
     plan = plan_for(tmp_path, cfg)
