@@ -159,6 +159,19 @@ def test_why_not_pyarrow_csv_writer(spark, tmp_path):
     assert back == ['"a""b"', '"tail"\n"next"']
 
 
+def test_csv_bare_and_quoted_chunks_of_one_file(spark, tmp_path):
+    """A chunk whose strings need no quotes is written bare (as Spark writes them), the next
+    one quoted; Spark's reader takes both back, leading spaces and nulls included."""
+    bare, quoted = [" a b", None, "x"], ['q"', "c,d", "back\\", None]
+    data = (encode_rows("csv", pa.table({"i": [0, 1, 2], "s": bare}), with_header=True)
+            + encode_rows("csv", pa.table({"i": [3, 4, 5, 6], "s": quoted}), with_header=False))
+    assert data.startswith(b'"i","s"\n0, a b\n1,\n2,x\n3,"q\\""\n')
+    tmp_path.joinpath("csv").mkdir()
+    (tmp_path / "csv" / "part-00000.csv").write_bytes(data)
+    df = spark.read.schema("i int, s string").option("header", True).csv(str(tmp_path / "csv"))
+    assert [r.s for r in df.orderBy("i").collect()] == bare + quoted
+
+
 def test_csv_line_breaks_need_multiline(spark, tmp_path):
     batch = batch_of({"i8": FLAT["i8"], "str": FLAT["str"]})
     path = write_chunks(tmp_path / "csv", "csv", batch)

@@ -182,6 +182,30 @@ def test_no_rows_without_header_is_no_bytes(fmt):
     assert decode_rows(fmt, b"", empty.schema).equals(empty)
 
 
+def test_csv_string_columns_are_bare_unless_a_value_needs_quotes():
+    bare = one_column(pa.string(), ["a b", None, "x"])
+    assert encode_rows("csv", bare, with_header=False) == b"a b\n\nx\n"
+
+
+@pytest.mark.parametrize("special", ["", "a,b", 'a"b', "a\\b", "a\nb", "a\rb"],
+                         ids=["empty", "comma", "quote", "backslash", "newline", "return"])
+def test_csv_one_value_needing_quotes_quotes_its_column(special):
+    table = pa.table({"s": ["plain", special, None], "t": ["bare", "bare", "bare"]})
+    data = encode_rows("csv", table, with_header=True)
+    assert data.startswith(b'"s","t"\n"plain",bare\n') and data.endswith(b"\n,bare\n")
+    assert_same_rows(decode_rows("csv", data, table.schema), table)
+
+
+@pytest.mark.parametrize("t", [pa.string(), pa.int64()], ids=["string", "long"])
+def test_csv_one_column_nulls_are_empty_lines_and_read_back(t):
+    """A one-column row holding null is an empty line: a row, not a line to skip."""
+    table = one_column(t, [None, pa.scalar(7).cast(t).as_py(), None])
+    data = encode_rows("csv", table, with_header=True) + encode_rows("csv", table,
+                                                                     with_header=False)
+    assert data.count(b"\n\n") >= 2
+    assert_same_rows(decode_rows("csv", data, table.schema), pa.concat_tables([table, table]))
+
+
 def test_csv_header_only_on_request():
     table = one_column(pa.int8(), [1])
     assert encode_rows("csv", table, with_header=False) == b"1\n"
