@@ -102,11 +102,11 @@ def _check_storage(storage: Storage, f: FileReport) -> None:
 
 
 def _task_roll_reason(f: FileReport, policy: RotationPolicy) -> str:
+    """A task rolls a row file for its record limit or its byte limit, and for bytes often
+    below the limit: when the next row would not fit (``maxOpenFiles`` only releases)."""
     if policy.max_records and f.records >= policy.max_records:
         return "maxRecords"
-    if policy.max_bytes and f.end >= policy.max_bytes:
-        return "maxBytes"
-    return "maxOpenFiles"
+    return "maxBytes"
 
 
 def _advance(previous: InProgressFile | None, f: FileReport, now_ms: int) -> InProgressFile:

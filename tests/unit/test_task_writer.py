@@ -68,15 +68,23 @@ def test_max_records_rolls_at_exactly_the_limit(tmp_path):
     cfg = config(tmp_path, rotation={"max_records": 4})
     report = run_task(tmp_path, cfg, 0, [rows(0, 5), rows(5, 5)])
     assert [(f.records, f.closed) for f in report.files] == [(4, True), (4, True), (2, False)]
-    commit(tmp_path, cfg, 0, report)
+    result = commit(tmp_path, cfg, 0, report)
     assert committed_ids(tmp_path, cfg) == list(range(10))
+    assert roll_reasons(result) == ["maxRecords", "maxRecords"]
 
 
 def test_max_bytes_rolls_near_the_limit(tmp_path):
-    cfg = config(tmp_path, rotation={"max_bytes": 200})
+    cfg = config(tmp_path, rotation={"max_bytes": 205})  # 20 rows of 10 bytes fit, 21 do not
     report = run_task(tmp_path, cfg, 0, [rows(0, 100)])
     closed = [f for f in report.files if f.closed]
     assert len(closed) >= 3 and all(150 <= f.end <= 200 for f in closed)
+    # rolled below the limit because the next row would not fit: still the byte limit's roll
+    assert roll_reasons(commit(tmp_path, cfg, 0, report)) == ["maxBytes"] * len(closed)
+
+
+def roll_reasons(result) -> list[str]:
+    """Why each file the commit finalized was rolled (the log keeps it for ``rotsink inspect``)."""
+    return [f.reason for f in result.finalized]
 
 
 def test_coalesce_keeps_order_and_copies_only_small_batches():
