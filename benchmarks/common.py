@@ -1,9 +1,9 @@
-"""Small helpers the benchmarks share: memory readings and the local session they run in.
+"""Small helpers the benchmarks share: memory and CPU readings, and the local session.
 
-Peak memory of a whole local Spark run (``peak_memory_mb``) is Linux only
-(``/proc/<pid>/status``, ``VmHWM``: each process's resident-set high-water mark). Python
-workers are daemon children of the JVM and live across queries, so their marks cover every
-query the session ran so far.
+Peak memory (``peak_memory_mb``: ``/proc/<pid>/status``, ``VmHWM``, each process's
+resident-set high-water mark) and CPU time (``cpu_seconds``: ``/proc/<pid>/stat``) of a
+whole local Spark run are Linux only. Python workers are daemon children of the JVM and
+live across queries, so their marks cover every query the session ran so far unless reset.
 """
 
 from __future__ import annotations
@@ -109,6 +109,28 @@ def peak_memory_mb(spark) -> dict[str, float]:
     workers = _children(jvm)
     return {"driver": _hwm_mb(os.getpid()), "jvm": _hwm_mb(jvm),
             "workers": sum(_hwm_mb(p) for p in workers)}
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and of its children it has reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # ended meanwhile: its time moved into its parent's reaped children
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(spark) -> dict[str, float]:
+    """CPU seconds used so far by the ``jvm`` (with the helpers it forked and reaped, such
+    as Hadoop's ``chmod``) and by its Python ``workers`` (daemons, the workers they forked,
+    planning and commit runners). Subtract two readings to get one query's CPU: on a
+    machine whose cores are all busy, wall time follows total CPU time."""
+    jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    return {"jvm": _cpu_s(jvm), "workers": sum(_cpu_s(p) for p in _children(jvm))}
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {side: after[side] - before[side] for side in before}
 
 
 def format_memory(mb: dict[str, float]) -> str:

@@ -17,9 +17,14 @@ what Spark's Python Data Source API costs before any sink writes a byte.
 Warm: one session; a warm-up query per side and cell, then ``--repeats`` measured queries
 in alternation; the medians are compared. Cold (``plain`` cells): each side's first query
 in a fresh session, in its own subprocess (fresh JVM and Python workers), ``--cold-repeats``
-times each. Prints wall time, rows/s, MB/s (input bytes), peak resident memory of the JVM
-and the Python workers during the measured queries, and rotsink's wall time over the
-built-in sink's (lower is better; the targets are <= 1.0x warm and <= 1.5x cold).
+times each, and rotsink once more with ``ROTSINK_KEEP_PYSPARK_ZIP=1`` (Spark's workers then
+compile PySpark from ``pyspark.zip`` in every daemon: ``datasource/worker_path.py``).
+
+Prints wall time, rows/s, MB/s (input bytes), peak resident memory and CPU seconds of the
+JVM and of the Python workers during the measured queries, and rotsink's wall time over the
+built-in sink's (lower is better; the targets are <= 1.0x warm and <= 1.5x cold). Both
+cores are busy throughout, so wall time follows total CPU time: the CPU line shows what the
+floor's JVM side alone costs against the whole built-in sink.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
-from common import peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
+from common import (cpu_seconds, cpu_used, peak_memory_mb, quiet_session,  # noqa: E402
+                    reset_peak_memory)
 
 FORMATS = ("parquet", "jsonl", "csv")
 VARIANTS = ("plain", "compressed", "encrypted")
@@ -93,20 +99,24 @@ def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
         if fmt == "csv":
             writer = writer.option("header", "true")
     reset_peak_memory(spark)
+    cpu_before = cpu_seconds(spark)
     started = time.perf_counter()
     writer.trigger(availableNow=True).start(str(out)).awaitTermination()
     wall = time.perf_counter() - started
+    cpu = cpu_used(cpu_before, cpu_seconds(spark))
     memory = peak_memory_mb(spark)
     # Data files, finished or in progress (``.part-*.inprogress``); not Hadoop's ``.crc``.
     written = sum(p.stat().st_size for p in out.rglob("*part-*") if not p.name.endswith(".crc"))
     shutil.rmtree(checkpoint, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     return {"wall": wall, "jvm_mb": memory["jvm"], "workers_mb": memory["workers"],
-            "written": written}
+            "jvm_cpu": cpu["jvm"], "workers_cpu": cpu["workers"], "written": written}
 
 
 def summary(runs: list[dict]) -> dict:
     return {"wall": statistics.median(r["wall"] for r in runs),
+            "jvm_cpu": statistics.median(r["jvm_cpu"] for r in runs),
+            "workers_cpu": statistics.median(r["workers_cpu"] for r in runs),
             "jvm_mb": max(r["jvm_mb"] for r in runs),
             "workers_mb": max(r["workers_mb"] for r in runs), "written": runs[-1]["written"]}
 
@@ -116,6 +126,8 @@ def show(label: str, r: dict, rows: int, input_bytes: int) -> None:
           f"{input_bytes / 1e6 / r['wall']:7.1f} MB/s  peak RSS jvm {r['jvm_mb']:,.0f} MB, "
           f"python workers {r['workers_mb']:,.0f} MB  ({r['written'] / 1e6:,.1f} MB written)",
           flush=True)
+    print(f"  {'':<22} CPU {r['jvm_cpu'] + r['workers_cpu']:5.2f} s: JVM {r['jvm_cpu']:.2f} s, "
+          f"Python workers {r['workers_cpu']:.2f} s", flush=True)
 
 
 def show_ratios(result: dict[str, dict]) -> float:
@@ -123,6 +135,13 @@ def show_ratios(result: dict[str, dict]) -> float:
     print(f"  ratio rotsink/built-in wall time: {wall['rotsink'] / wall['builtin']:.2f}x  "
           f"(floor/built-in {wall['floor'] / wall['builtin']:.2f}x: the Python API alone; "
           f"rotsink/floor {wall['rotsink'] / wall['floor']:.2f}x)", flush=True)
+    # Both cores are busy in every run, so wall time follows CPU time: when the floor's JVM
+    # alone burns as much CPU as the whole built-in sink, no Python sink can be faster.
+    builtin = result["builtin"]["jvm_cpu"] + result["builtin"]["workers_cpu"]
+    print(f"  CPU: floor's JVM alone {result['floor']['jvm_cpu'] / builtin:.2f}x the built-in "
+          f"sink's whole CPU; rotsink's Python workers use "
+          f"{result['rotsink']['workers_cpu'] - result['floor']['workers_cpu']:+.2f} s over "
+          "the floor's", flush=True)
     return wall["rotsink"] / wall["builtin"]
 
 
@@ -144,12 +163,22 @@ def warm_cell(spark, root: Path, args, fmt: str, variant: str, input_bytes: int)
     return show_ratios(result)
 
 
+# Cold only: rotsink with Spark's Python workers compiling PySpark from pyspark.zip, as they
+# do without rotsink's worker path fix (datasource/worker_path.py).
+ZIP_SIDE = "rotsink, pyspark.zip"
+
+
 def cold_run(root: Path, args, fmt: str, side: str) -> dict:
     """A fresh JVM and session in a subprocess, one query; its JSON result."""
     started = time.perf_counter()
+    env = dict(os.environ)
+    if side == ZIP_SIDE:
+        from datasource.worker_path import KEEP_ZIP_ENV
+
+        side, env[KEEP_ZIP_ENV] = "rotsink", "1"
     done = subprocess.run(
         [sys.executable, __file__, "--cold-side", side, "--formats", fmt, "--root", str(root),
-         "--batches", str(args.batches)], capture_output=True, text=True)
+         "--batches", str(args.batches)], capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"cold {side} {fmt} run failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -158,7 +187,7 @@ def cold_run(root: Path, args, fmt: str, side: str) -> dict:
 
 
 def cold_cell(root: Path, args, fmt: str, input_bytes: int) -> float:
-    runs: dict[str, list[dict]] = {side: [] for side in SIDES}
+    runs: dict[str, list[dict]] = {side: [] for side in (*SIDES, ZIP_SIDE)}
     for _ in range(args.cold_repeats):
         for side in runs:
             runs[side].append(cold_run(root, args, fmt, side))
@@ -167,6 +196,10 @@ def cold_cell(root: Path, args, fmt: str, input_bytes: int) -> float:
         show(side, summary(rs), args.rows, input_bytes)
         print(f"  {'':<22} session start {statistics.median(r['session'] for r in rs):.1f} s, "
               f"whole process {statistics.median(r['process'] for r in rs):.1f} s")
+    zip_wall = summary(runs.pop(ZIP_SIDE))["wall"]
+    builtin_wall = summary(runs["builtin"])["wall"]
+    print(f"  without the worker path fix (workers compile pyspark.zip): rotsink/built-in "
+          f"{zip_wall / builtin_wall:.2f}x", flush=True)
     return show_ratios({side: summary(rs) for side, rs in runs.items()})
 
 
