@@ -1,0 +1,36 @@
+"""What a task leaves in its Python worker: its modules loaded and out of the collector's way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from datasource.writer import FORMAT_MODULES
+
+# Runs in a fresh interpreter: gc.freeze() is process-wide, and pytest's own process must keep
+# its collector as it is.
+CHECK = """
+import gc, sys
+from datasource.writer import freeze_task_modules
+freeze_task_modules({fmt!r})
+missing = [m for m in {modules!r} if m not in sys.modules]
+assert not missing, missing
+frozen = gc.get_freeze_count()
+assert len(gc.get_objects()) < frozen // 20, (
+    len(gc.get_objects()), frozen)
+later = [[i] for i in range(1000)]  # a later task's objects: the collector keeps them
+freeze_task_modules({fmt!r})
+assert gc.get_freeze_count() == frozen, "froze twice"
+print(frozen)
+"""
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_MODULES))
+def test_first_task_loads_its_modules_and_freezes_them_once(fmt):
+    modules = ["commit_protocol.task_writer", *FORMAT_MODULES[fmt]]
+    done = subprocess.run([sys.executable, "-c", CHECK.format(fmt=fmt, modules=modules)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 10_000  # pyarrow alone brings more
