@@ -13,6 +13,7 @@ from commit_protocol.errors import (CorruptLogError, EncryptionKeyError, Integri
                                     TruncatedFileError)
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri, parse_partition_dir
+from commit_protocol.segments import SegmentError
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
@@ -35,12 +36,17 @@ def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | Non
 
 @dataclass(frozen=True)
 class CommittedFile:
-    """``length`` committed bytes of ``path``, in partition directory ``directory``."""
+    """``length`` committed bytes of ``path``, in partition directory ``directory``.
+
+    An in-progress file also carries its ``final`` name: a later commit may publish it there
+    while a read planned from this state still runs (see :func:`read_committed`).
+    """
 
     path: str
     length: int
     directory: str
     in_progress: bool
+    final: str | None = None
 
 
 def committed_files(log: MetadataLog, latest: int, state: SinkState, *,
@@ -65,7 +71,7 @@ def committed_files(log: MetadataLog, latest: int, state: SinkState, *,
         listed_in[path] = log_file
         files.append(CommittedFile(path, int(entry["size"]), _directory(path), False))
     if include_in_progress:
-        files += [CommittedFile(f.temp, f.size, f.directory, True)
+        files += [CommittedFile(f.temp, f.size, f.directory, True, final=f.name)
                   for f in state.in_progress if f.size]
     return files
 
@@ -136,20 +142,70 @@ def _parquet_options(data: bytes, f: CommittedFile, state: SinkState,
 def read_committed(storage: Storage, f: CommittedFile) -> bytes:
     """The committed bytes of ``f``; a loud error if storage holds fewer, or if a finalized
     (immutable) file holds more: then it was modified after its commit."""
+    if f.in_progress:
+        return _read_in_progress(storage, f)
     try:
         data = storage.read(f.path, 0, f.length)
-        size = None if f.in_progress else storage.size(f.path)
+        size = storage.size(f.path)
     except FileNotFoundError as e:
-        kind = "in-progress file" if f.in_progress else "finalized file"
-        raise TruncatedFileError(f"{kind} {f.path} is missing: the log lists it with "
+        raise TruncatedFileError(f"finalized file {f.path} is missing: the log lists it with "
                                  f"{f.length} committed bytes; deleted by hand? Restore it "
                                  "from a backup") from e
     if len(data) < f.length:
         raise TruncatedFileError(f"{f.path} holds {len(data)} bytes; the log commits {f.length}")
-    if size is not None and size != f.length:
+    if size != f.length:
         raise IntegrityError(f"{f.path} holds {size} bytes; the log commits exactly "
                              f"{f.length} to this finalized file: it was modified")
     return data
+
+
+# A moved file reads as missing: gone from a local directory, or on an object store its
+# segments (partly) deleted by the compose that published it.
+_MOVED = (FileNotFoundError, SegmentError)
+
+
+def _read_in_progress(storage: Storage, f: CommittedFile) -> bytes:
+    """The committed prefix of an in-progress file, wherever the protocol has moved it.
+
+    A read plans from one committed state and may run while later commits move that state's
+    in-progress files: a roll publishes one under its final name (on object stores: composes
+    it and deletes its segments), a fence continues one from a copy at a fresh temp name and
+    the old temp is deleted as an orphan after ``log.cleanupDelay``. Committed bytes never
+    change, so the same prefix read where the file went is exactly the planned data. Only
+    when no location holds it is the file lost (deleted by hand): a loud error.
+    """
+    short = None
+    for path in _locations(storage, f):
+        try:
+            data = storage.read(path, 0, f.length)
+        except _MOVED:
+            continue
+        if len(data) == f.length:
+            return data
+        if path == f.path:
+            short = len(data)
+    if short is not None:
+        raise TruncatedFileError(f"{f.path} holds {short} bytes; the log commits {f.length}")
+    published = f" (and no later commit published it as {f.final})" if f.final else ""
+    raise TruncatedFileError(f"in-progress file {f.path} is missing{published}: the log lists "
+                             f"it with {f.length} committed bytes; deleted by hand? Restore it "
+                             "from a backup")
+
+
+def _locations(storage: Storage, f: CommittedFile) -> Iterator[str]:
+    """Where ``f``'s committed prefix may be, most likely first: its planned temp, its final
+    name (rolled since), its temp in the newest committed state (fenced since), and its final
+    name once more (rolled while we looked). The log is read only when the first two miss."""
+    yield f.path
+    if f.final is None:
+        return
+    yield f.final
+    committed = open_committed(storage)
+    if committed is not None:
+        current = {g.name: g.temp for g in committed[2].in_progress}.get(f.final)
+        if current is not None and current != f.path:
+            yield current
+    yield f.final
 
 
 def decode_row_file(data: bytes, f: CommittedFile, *, state: SinkState, schema: pa.Schema,

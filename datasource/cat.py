@@ -24,15 +24,19 @@ def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
     """The committed content of ``file_path`` in chunks (row formats) or JSON lines (Parquet)."""
     root, relative = _split_root(os.path.abspath(file_path))
     storage = LocalStorage(root)
-    log, latest, state = open_committed(storage)
-    committed = _committed_file(log, latest, state, relative, file_path)
+    committed = open_committed(storage)
+    if committed is None:
+        raise RotsinkError(f"{file_path}: {root} has no committed batch yet (its {LOG_DIR} "
+                           "lists none), so no byte of any file there is committed output")
+    log, latest, state = committed
+    part = _committed_file(log, latest, state, relative, file_path)
     refs = KeyRefs(read_refs=tuple(key_refs)) if key_refs else None
     ring = refs.ring() if refs is not None else None
-    data = read_committed(storage, committed)
+    data = read_committed(storage, part)
     if state.format != "parquet":
-        yield row_plaintext(data, committed, state=state, ring=ring)
+        yield row_plaintext(data, part, state=state, ring=ring)
         return
-    yield from _parquet_lines(data, committed, state, ring)
+    yield from _parquet_lines(data, part, state, ring)
 
 
 def _split_root(path: str) -> tuple[str, str]:
@@ -50,7 +54,7 @@ def _split_root(path: str) -> tuple[str, str]:
 def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedFile:
     for f in state.in_progress:
         if relative in (f.temp, f.name):
-            return CommittedFile(f.temp, f.size, f.directory, True)
+            return CommittedFile(f.temp, f.size, f.directory, True, final=f.name)
     for entry in log.finalized_entries(latest):
         if from_uri(log.storage.root_uri, entry["path"]) == relative:
             return CommittedFile(relative, int(entry["size"]), "", False)

@@ -164,7 +164,8 @@ PART_DAMAGE: list[tuple[str, Damage, str]] = [
      rf"{FIRST} holds \d+ bytes; the log commits exactly \d+ to this finalized file: it was "
      r"modified"),
     ("in-progress-deleted", lambda o: temp_file(o).unlink(),
-     rf"in-progress file {TEMP} is missing: the log lists it with \d+ committed bytes"),
+     rf"in-progress file {TEMP} is missing \(and no later commit published it as "
+     r"part-\S+\): the log lists it with \d+ committed bytes"),
     ("in-progress-shortened", lambda o: truncate(temp_file(o), 3),
      rf"{TEMP} holds 3 bytes; the log commits \d+"),
 ]

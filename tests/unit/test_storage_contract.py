@@ -31,14 +31,6 @@ from commit_protocol.task_writer import TaskWriter
 MiB = 1 << 20
 
 
-@pytest.fixture(scope="session")
-def s3_bucket(s3_endpoint):
-    """One bucket for the session; each test gets its own prefix in it."""
-    storage = open_object_storage("s3://rotsink-contract/x", {"endpoint_url": s3_endpoint})
-    storage.fs.call_s3("create_bucket", Bucket="rotsink-contract")
-    return "rotsink-contract"
-
-
 def make_storage(kind: str, request, tmp_path):
     if kind == "local":
         return LocalStorage(str(tmp_path))

@@ -1,0 +1,69 @@
+"""Readers beside a running query: files roll every other batch, the log compacts every few
+batches and old log files are deleted at once, while both readers read in a loop.
+
+Every read must succeed and see one committed state: no duplicate id, and each read's ids a
+superset of the previous read's (a committed row never disappears).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+READS = 50  # per reader
+DEADLINE_S = 120
+
+
+def running_query(spark, out: Path, checkpoint: Path):
+    rate = (spark.readStream.format("rate").option("rowsPerSecond", 200)
+            .option("numPartitions", 2).load())
+    return (rate.selectExpr("value AS id", "CAST(timestamp AS STRING) AS at")
+            .writeStream.format("rotsink").option("checkpointLocation", str(checkpoint))
+            .option("rotation.maxBatches", "2").option("log.compactInterval", "3")
+            .option("log.cleanupDelay", "0s").trigger(processingTime="200 milliseconds")
+            .start(str(out)))
+
+
+def wait_for_batches(query, at_least: int) -> None:
+    """Poll (with a deadline) until the query has committed ``at_least`` batches."""
+    deadline = time.monotonic() + DEADLINE_S
+    while (query.lastProgress or {}).get("batchId", -1) < at_least - 1:
+        assert query.isActive, query.exception()
+        assert time.monotonic() < deadline, f"no batch {at_least - 1} after {DEADLINE_S}s"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def writing(spark, tmp_path):
+    """An output path with a query writing to it; stopped after the test."""
+    out = tmp_path / "out"
+    query = running_query(spark, out, tmp_path / "ck")
+    wait_for_batches(query, 2)
+    yield out, query
+    query.stop()
+
+
+def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing, capsys):
+    out, query = writing
+    readers = {"rotsink": lambda: spark.read.format("rotsink").load(str(out)),
+               "spark.read.json": lambda: spark.read.json(str(out))}
+    seen: dict[str, set[int]] = {name: set() for name in readers}
+    first_batch = query.lastProgress["batchId"]
+    for _ in range(READS):
+        for name, read in readers.items():
+            ids = [row.id for row in read().select("id").collect()]
+            assert len(ids) == len(set(ids)), f"{name}: a row read twice"
+            assert seen[name] <= set(ids), f"{name}: committed rows disappeared"
+            seen[name] = set(ids)
+    batches = query.lastProgress["batchId"] - first_batch
+    log = {p.name for p in (out / "_spark_metadata").iterdir()}
+    with capsys.disabled():
+        print(f"\n{READS} reads per reader beside {batches} commits: 0 failed; last read "
+              f"{len(seen['rotsink'])} rows (rotsink), {len(seen['spark.read.json'])} "
+              f"finalized rows (Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
+    # The reads overlapped with the protocol's moves: rolls, compactions and clean-ups.
+    assert batches >= 6 and any(n.endswith(".compact") for n in log) and "0" not in log
+    assert seen["spark.read.json"] <= seen["rotsink"]
+    assert seen["spark.read.json"], "no file rolled while reading"
