@@ -9,15 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from commit_protocol.naming import partition_dir
-
-
-def _as_strings(column: pa.Array) -> pa.Array:
-    """Partition values as Spark writes them into directory names."""
-    if pa.types.is_timestamp(column.type):
-        return pc.strftime(column, format="%Y-%m-%d %H:%M:%S")
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    return pc.cast(column, pa.string())
+from commit_protocol.partition_values import spark_strings
 
 
 def split_by_partition(batch: pa.RecordBatch, columns: tuple[str, ...]
@@ -30,7 +22,7 @@ def split_by_partition(batch: pa.RecordBatch, columns: tuple[str, ...]
         yield "", batch
         return
     data = batch.drop_columns(list(columns))
-    values = [_as_strings(batch.column(c)) for c in columns]
+    values = [spark_strings(batch.column(c)) for c in columns]
     key = values[0] if len(values) == 1 else pc.binary_join_element_wise(
         *[pc.fill_null(v, "") for v in values], "\x00")
     # Null and "" share Spark's default partition directory, so one key for both is right.

@@ -6,13 +6,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from commit_protocol.codecs import RowCodec
 from commit_protocol.errors import (CorruptLogError, EncryptionKeyError, IntegrityError,
                                     TruncatedFileError)
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri, parse_partition_dir
+from commit_protocol.partition_values import parse_partition_value
 from commit_protocol.segments import SegmentError
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
@@ -89,9 +89,12 @@ def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: p
 
 
 def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
-                 ring: Mapping[str, bytes] | None = None) -> Iterator[pa.RecordBatch]:
+                 ring: Mapping[str, bytes] | None = None,
+                 time_zone: str = "UTC") -> Iterator[pa.RecordBatch]:
     """:func:`read_file` as a stream of batches of up to ``READ_BATCH_ROWS`` rows (Parquet
-    decodes batch by batch; a row file is decoded whole, then handed on in slices)."""
+    decodes batch by batch; a row file is decoded whole, then handed on in slices).
+    Timestamp partition values are read in ``time_zone``, as Spark's readers read them in
+    the session time zone."""
     from commit_protocol.formats import READ_BATCH_ROWS, iter_parquet
 
     data = read_committed(storage, f)
@@ -104,7 +107,7 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
     if not state.partition_by:
         yield from batches
         return
-    values = _partition_values(f.directory, schema, state.partition_by)
+    values = _partition_values(f.directory, schema, state.partition_by, time_zone)
     for batch in batches:
         columns = [pa.repeat(values[field.name], batch.num_rows) if field.name in values
                    else batch.column(field.name) for field in schema]
@@ -244,9 +247,16 @@ def _require_ring(ring: Mapping[str, bytes] | None, path: str) -> Mapping[str, b
     return ring
 
 
-def _partition_values(directory: str, schema: pa.Schema,
-                      partition_by: tuple[str, ...]) -> dict[str, pa.Scalar]:
+def _partition_values(directory: str, schema: pa.Schema, partition_by: tuple[str, ...],
+                      time_zone: str) -> dict[str, pa.Scalar]:
     """The partition columns' values of the files in ``directory``, typed as ``schema``."""
     parsed = parse_partition_dir(directory)
-    return {name: pc.cast(pa.scalar(parsed.get(name), pa.string()), schema.field(name).type)
-            for name in partition_by}
+    values = {}
+    for name in partition_by:
+        kind = schema.field(name).type
+        try:
+            values[name] = parse_partition_value(parsed.get(name), kind, time_zone=time_zone)
+        except (ValueError, ArithmeticError, pa.ArrowException) as e:
+            raise CorruptLogError(f"partition directory {directory!r}: cannot read {name}="
+                                  f"{parsed.get(name)!r} as {kind} ({e}); renamed by hand?") from e
+    return values

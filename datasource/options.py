@@ -6,6 +6,7 @@ option and the bad value.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 
@@ -35,13 +36,15 @@ FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".
 # should say so rather than let a ".gz" reader fail on it.
 ENCRYPTED_SUFFIX = ".enc"
 
-# Options Spark itself passes to every sink, and the reader's own: accepted, not ours to check.
-_PASSTHROUGH = {"checkpointlocation", "includeinprogress", "numpartitions"}
-_KNOWN = {k.lower() for k in (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES,
-                              MAX_RECORDS, MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY,
-                              FILE_PREFIX, FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES,
-                              COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY,
-                              ENCRYPTION_KEY_ID, ENCRYPTION_KEYS)} | _PASSTHROUGH
+# The reader's own options (``spark.read.format("rotsink")``).
+INCLUDE_IN_PROGRESS, NUM_PARTITIONS = "includeInProgress", "numPartitions"
+CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
+
+SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
+                MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY, FILE_PREFIX, FILE_SUFFIX,
+                MAX_OPEN_FILES, ROW_GROUP_BYTES, COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY,
+                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
+READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS)
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
              "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
@@ -89,7 +92,7 @@ def parse_int(key: str, text: str, *, minimum: int) -> int:
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     """Validate the writer's options (case-insensitive keys, as Spark passes them)."""
     opts = {k.lower(): v for k, v in options.items()}
-    _reject_unknown(opts)
+    reject_unknown(opts, reading=False)
     get = lambda key, default=None: opts.get(key.lower(), default)  # noqa: E731
     path = get(PATH)
     if not path:
@@ -138,10 +141,31 @@ def _row_group_bytes(text: str) -> int:
     return size
 
 
-def _reject_unknown(opts: Mapping[str, str]) -> None:
-    for key, value in opts.items():
-        if key not in _KNOWN and not key.startswith(FS_PREFIX):
-            raise OptionError(f"unknown option {key}={value!r}; see the README's option table")
+def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
+    """Refuse an option the sink (or, ``reading``, the reader) does not take, naming it, the
+    closest known name when it looks misspelt, and where an option of the other side
+    belongs; ``fs.*`` options go to the filesystem unchecked.
+
+    >>> reject_unknown({"rotation.maxbyte": "1"}, reading=False)
+    Traceback (most recent call last):
+    ...
+    commit_protocol.errors.OptionError: unknown option rotation.maxbyte='1'; did you mean rotation.maxBytes? See the README's option table
+    """
+    own, other = (READ_OPTIONS, SINK_OPTIONS) if reading else (SINK_OPTIONS, READ_OPTIONS)
+    names = {name.lower(): name for name in own}
+    for key, value in options.items():
+        lowered = key.lower()
+        if lowered in names or lowered.startswith(FS_PREFIX):
+            continue
+        side = {name.lower() for name in other}
+        if lowered in side:
+            where = ("is a sink option (writeStream): the reader takes the format, codec and "
+                     "layout from the path's log" if reading else
+                     "is a reader option (spark.read.format('rotsink'))")
+            raise OptionError(f"option {key}={value!r} {where}")
+        close = difflib.get_close_matches(lowered, names, n=1, cutoff=0.8)
+        hint = f"; did you mean {names[close[0]]}?" if close else ";"
+        raise OptionError(f"unknown option {key}={value!r}{hint} See the README's option table")
 
 
 def _compression(fmt: str, value: str | None, level: int | None) -> str:

@@ -22,16 +22,16 @@ from commit_protocol.naming import from_uri
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
-from datasource.options import fs_options, parse_int
+from datasource.options import (INCLUDE_IN_PROGRESS, NUM_PARTITIONS, fs_options, parse_int,
+                                reject_unknown)
 
-INCLUDE_IN_PROGRESS = "includeInProgress"
-NUM_PARTITIONS = "numPartitions"
 # Spark's own file sources aim at 128 MB per partition (spark.sql.files.maxPartitionBytes).
 PARTITION_BYTES = 128 << 20
 MIN_PARTITIONS = 8
 
 
 def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
+    reject_unknown(options, reading=True)
     path = options.get("path")
     if not path:
         raise OptionError("option path is required: spark.read.format('rotsink').load(path)")
@@ -97,10 +97,21 @@ class RotSinkReader(DataSourceReader):
         """Runs on an executor: decode each file's committed bytes into Arrow batches."""
         storage = open_storage(self.path, self.fs_options)
         ring = self.keys.ring() if self.state.encrypted and self.keys else None
+        time_zone = session_time_zone()
         # Spark hands an empty plan one ``InputPartition(None)``: nothing committed to read.
         for f in getattr(partition, "files", ()):
             yield from read_batches(storage, f, state=self.state, schema=self.arrow_schema,
-                                    ring=ring)
+                                    ring=ring, time_zone=time_zone)
+
+
+def session_time_zone() -> str:
+    """The reading session's ``spark.sql.session.timeZone`` (executor): Spark's readers
+    read timestamp partition directories in it, and so does rotsink's."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    zone = context.getLocalProperty("spark.sql.session.timeZone") if context else None
+    return zone or "UTC"
 
 
 __all__ = ["RotSinkReader", "committed_schema", "from_uri"]

@@ -102,3 +102,20 @@ def test_schema_change_between_restarts_is_refused(spark, tmp_path):
     with pytest.raises(StreamingQueryException, match="holds rows of schema .* this query writes"):
         run_to_completion(spark, tmp_path / "in", out, ck, transform=lambda df: df.select("id"))
     assert rotsink_ids(spark, out) == list(range(5))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"includeInProgres": "false"},
+     # Spark hands a data source its option keys lower-cased
+     r"unknown option includeinprogres='false'; did you mean includeInProgress\?"),
+    ({"format": "csv"}, "option format='csv' is a sink option"),
+    ({"maxFilesPerTrigger": "1"}, "unknown option maxfilespertrigger='1'; See the README"),
+], ids=["misspelt", "sink-option", "unknown"])
+def test_reader_refuses_options_it_does_not_take(spark, tmp_path, options, message):
+    from pyspark.errors import AnalysisException
+    from py4j.protocol import Py4JJavaError
+
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=3)
+    run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck")
+    with pytest.raises((AnalysisException, Py4JJavaError), match=message):
+        spark.read.format("rotsink").options(**options).load(str(tmp_path / "out")).collect()

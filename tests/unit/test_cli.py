@@ -100,3 +100,11 @@ def test_cat_prints_encrypted_parquet_rows_as_json_lines(tmp_path, capsysbinary,
     assert main(["cat", str(tmp_path / f.name), "--key", "env:CAT_PQ_KEY"]) == 0
     lines = capsysbinary.readouterr().out.decode().splitlines()
     assert [json.loads(line) for line in lines] == [{"id": 0}, {"id": 1}, {"id": 2}]
+
+
+def test_cat_on_a_path_with_no_committed_batch_says_so(tmp_path, capsys):
+    (tmp_path / "_spark_metadata").mkdir()
+    (tmp_path / "_rotsink" / "inprogress").mkdir(parents=True)
+    (tmp_path / "_rotsink" / "inprogress" / ".part-0.inprogress").write_text("{}\n")
+    assert main(["cat", str(tmp_path / "_rotsink" / "inprogress" / ".part-0.inprogress")]) == 2
+    assert "has no committed batch yet" in capsys.readouterr().err

@@ -65,3 +65,24 @@ def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch
                                  "encryption.key": "env:OPT_KEY"})
     assert config.file_suffix == ".csv.gz.enc" and config.encrypted
     assert config.keys.write_id.startswith("k") and "ab" * 32 not in repr(config)
+
+
+@pytest.mark.parametrize("options, reading, message", [
+    ({"rotation.maxbyte": "1"}, False,
+     r"unknown option rotation.maxbyte='1'; did you mean rotation.maxBytes\?"),
+    ({"Rotation.MaxBatchez": "1"}, False, r"did you mean rotation.maxBatches\?"),
+    ({"includeInProgress": "false"}, False, "is a reader option"),
+    ({"numpartitions": "4"}, True, None),
+    ({"encryption.keyId": "k1"}, True, "is a sink option"),
+    ({"colour": "red"}, True, "unknown option colour='red'; See the README's option table"),
+    ({"fs.endpoint_url": "http://127.0.0.1:1"}, True, None),
+], ids=["sink-typo", "sink-typo-any-case", "reader-option-on-sink", "reader-option",
+        "sink-option-on-reader", "unknown", "filesystem-option"])
+def test_unknown_options_are_refused_with_a_suggestion(options, reading, message):
+    from datasource.options import reject_unknown
+
+    if message is None:
+        reject_unknown(options, reading=reading)
+        return
+    with pytest.raises(RotsinkError, match=message):
+        reject_unknown(options, reading=reading)

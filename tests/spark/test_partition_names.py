@@ -1,0 +1,85 @@
+"""Partition directories named exactly as Spark's own file sink names them, for every type a
+user partitions by, in a session time zone that is not UTC; and read back as the same typed
+values by Spark's reader and by rotsink's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TIME_ZONE = "America/Los_Angeles"
+
+# (column type, SQL values, why the case is here)
+CASES = [
+    ("timestamp", ["timestamp'2024-01-01 10:00:00'", "timestamp'2024-01-01 10:00:00.5'",
+                   "timestamp'2024-01-01 10:00:00.000001'", "timestamp'1969-12-31 23:59:59.999999'",
+                   "timestamp'2024-03-10 02:30:00'", "null"],
+     "microseconds without trailing zeros, session time zone, a daylight-saving gap"),
+    ("timestamp_ntz", ["timestamp_ntz'2024-01-01 10:00:00.25'", "timestamp_ntz'2024-01-01 10:00:00'"],
+     "no time zone"),
+    ("date", ["date'2024-02-29'", "date'0001-01-01'", "null"], "leap day, year one"),
+    ("decimal(10,2)", ["1.5", "-0.01", "0", "12345678.9", "null"], "scale kept: 1.50"),
+    ("decimal(38,18)", ["0", "1.5", "0.000000001"], "plain, never 0E-18"),
+    ("double", ["1.0", "0.1", "1e10", "1e-5", "1e7", "123456.789", "0.001", "-2.5",
+                "double('-0.0')", "double('NaN')", "double('Infinity')", "double('-Infinity')",
+                "5e-324", "1.7976931348623157e308", "null"],
+     "Java's Double.toString: 1.0E10, NaN, Infinity, 4.9E-324"),
+    ("float", ["1.1", "0.1", "1e10", "3.4e38", "1e-5", "float('NaN')", "null"],
+     "the 32-bit value's shortest decimal: 1.1, not 1.100000023841858"),
+    ("boolean", ["true", "false", "null"], "true/false"),
+    ("string", ["'a/b'", "'x=y'", "'100%'", "'ü é'", "'#:?*'", "''", "null", "'..'",
+                "'a\\\\b'", "'tab\\there'", "'{[]}^'", "'\"q\"'", "' lead'", "'+'"],
+     "escaped characters; empty and null share the default partition"),
+    ("int", ["-1", "0", "2147483647", "null"], "integers"),
+]
+
+
+@pytest.fixture
+def session_time_zone(spark):
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", TIME_ZONE)
+    yield TIME_ZONE
+    spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def stream(spark, source: str, schema, out: Path, checkpoint: Path, sink: str) -> None:
+    writer = (spark.readStream.schema(schema).parquet(source).writeStream
+              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+    if sink == "builtin":
+        writer = writer.format("parquet").partitionBy("p")
+    else:
+        writer = writer.format("rotsink").option("format", "parquet").option("partitionBy", "p")
+    writer.start(str(out)).awaitTermination()
+
+
+def directories(out: Path) -> set[str]:
+    return {p.name for p in out.iterdir() if p.is_dir() and p.name.startswith("p=")}
+
+
+def as_text(rows) -> list[tuple[int, str]]:
+    """(id, value) pairs comparable across readers (NaN included)."""
+    return sorted((r.id, repr(r.p)) for r in rows)
+
+
+@pytest.mark.parametrize("kind, values, why", CASES, ids=[c[0] for c in CASES])
+def test_directory_names_and_values_match_spark(spark, tmp_path, session_time_zone, kind,
+                                                values, why):
+    rows = " UNION ALL ".join(f"SELECT {i} AS id, CAST({v} AS {kind}) AS p"
+                              for i, v in enumerate(values))
+    expected = spark.sql(rows)
+    source = str(tmp_path / "src")
+    expected.write.parquet(source)
+    outs = {sink: tmp_path / sink for sink in ("builtin", "rotsink")}
+    for sink, out in outs.items():
+        stream(spark, source, expected.schema, out, tmp_path / f"ck-{sink}", sink)
+    assert directories(outs["rotsink"]) == directories(outs["builtin"]), why
+    # Spark's reader infers the partition column from the names: the same names, the same
+    # typed values.
+    spark_builtin = as_text(spark.read.parquet(str(outs["builtin"])).collect())
+    assert as_text(spark.read.parquet(str(outs["rotsink"])).collect()) == spark_builtin
+    # rotsink's reader knows the column's type: the values Spark's sink put into the names.
+    typed_builtin = as_text(spark.read.schema(expected.schema).parquet(str(outs["builtin"]))
+                            .collect())
+    assert as_text(spark.read.format("rotsink").load(str(outs["rotsink"])).collect()) == \
+        typed_builtin
