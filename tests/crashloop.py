@@ -14,7 +14,9 @@ its own and ends in one of these ways:
 * ``clean``: no fault; the query consumes all input.
 
 After every life ``verify_output(..., repair=True)`` must find nothing wrong (a commit cut
-short between its renames and its log file is rolled forward and counted). A final clean life
+short between its renames and its log file is rolled forward and counted). During every life
+and its repair a reader reads the output in a loop (:mod:`tests.crash_reader`): its reads may
+fail while a driver dies, but never return a wrong row. A final clean life
 consumes the rest; then rotsink's reader must return every input row exactly once and Spark's
 reader exactly the rows of the finalized files.
 """
@@ -22,6 +24,7 @@ reader exactly the rows of the finalized files.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import queue
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
+from tests.crash_reader import BesideReader, ReaderTally
 from tests.streams import write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,6 +129,7 @@ class CrashLoop:
     files_written: int = 0
     window_s: float = 12.0      # random kills land in [0, window] after READY
     points: tuple[str, ...] = ALL_POINTS  # the failpoints of the last run
+    reads: ReaderTally = field(default_factory=ReaderTally)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -141,6 +146,14 @@ class CrashLoop:
     def read_options(self) -> dict[str, str]:
         """What a reader of the output needs: its filesystem and key options."""
         return {k: v for k, v in self.options.items() if k.startswith(("fs.", "encryption."))}
+
+    @functools.cached_property
+    def reader(self) -> BesideReader:
+        """Reads the output while each life runs (see :mod:`tests.crash_reader`)."""
+        from commit_protocol.keys import KeyRefs
+
+        keys = KeyRefs.from_options(self.options)
+        return BesideReader(self.storage, keys.ring() if keys else None, self.reads)
 
     def storage(self):
         from commit_protocol.storage import open_storage
@@ -181,10 +194,17 @@ class CrashLoop:
         armed = self.logs / f"life-{index:04d}.failpoints"
         armed.write_text(life.spec)
         started = time.monotonic()
-        ending = self._run_child(life, armed, self.logs / f"life-{index:04d}.log")
-        if life.kind == "failpoint":
-            ending = self._count_failpoint(life, armed, ending)
-        self._verify(index, life)
+        self.reader.start(self.rows_in)
+        try:
+            ending = self._run_child(life, armed, self.logs / f"life-{index:04d}.log")
+            if life.kind == "failpoint":
+                ending = self._count_failpoint(life, armed, ending)
+            self._verify(index, life)
+        finally:
+            self.reader.stop()
+        self.tally.problems += [f"life {index} ({life.label}): reader: {w}"
+                                for w in self.reads.wrong]
+        self.reads.wrong.clear()
         print(f"life {index:4d} {life.label:<60} {ending:<10} {time.monotonic() - started:5.1f}s",
               flush=True)
         return ending
@@ -410,6 +430,7 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"finalized rows {outcome.finalized_rows}, Spark's JSON reader "
         + ("not run (encrypted or object-store output)" if outcome.spark_rows is None else
            f"{outcome.spark_rows} ({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
+        loop.reads.line(),
         f"problems {len(t.problems)}" + "".join(f"\n  {p}" for p in t.problems[:20]),
         f"wall time {wall_s:.0f}s",
     ]

@@ -16,11 +16,12 @@ READS = 50  # per reader
 DEADLINE_S = 120
 
 
-def running_query(spark, out: Path, checkpoint: Path):
+def running_query(spark, out: Path, checkpoint: Path, fmt: str):
     rate = (spark.readStream.format("rate").option("rowsPerSecond", 200)
             .option("numPartitions", 2).load())
     return (rate.selectExpr("value AS id", "CAST(timestamp AS STRING) AS at")
             .writeStream.format("rotsink").option("checkpointLocation", str(checkpoint))
+            .option("format", fmt)
             .option("rotation.maxBatches", "2").option("log.compactInterval", "3")
             .option("log.cleanupDelay", "0s").trigger(processingTime="200 milliseconds")
             .start(str(out)))
@@ -35,20 +36,22 @@ def wait_for_batches(query, at_least: int) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture
-def writing(spark, tmp_path):
-    """An output path with a query writing to it; stopped after the test."""
+@pytest.fixture(params=["jsonl", "parquet"])
+def writing(request, spark, tmp_path):
+    """An output path with a query writing to it in the format of the parameter; stopped
+    after the test."""
     out = tmp_path / "out"
-    query = running_query(spark, out, tmp_path / "ck")
+    query = running_query(spark, out, tmp_path / "ck", request.param)
     wait_for_batches(query, 2)
-    yield out, query
+    yield out, query, request.param
     query.stop()
 
 
 def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing, capsys):
-    out, query = writing
+    out, query, fmt = writing
+    spark_reader = spark.read.json if fmt == "jsonl" else spark.read.parquet
     readers = {"rotsink": lambda: spark.read.format("rotsink").load(str(out)),
-               "spark.read.json": lambda: spark.read.json(str(out))}
+               "spark": lambda: spark_reader(str(out))}
     seen: dict[str, set[int]] = {name: set() for name in readers}
     first_batch = query.lastProgress["batchId"]
     for _ in range(READS):
@@ -60,10 +63,10 @@ def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing,
     batches = query.lastProgress["batchId"] - first_batch
     log = {p.name for p in (out / "_spark_metadata").iterdir()}
     with capsys.disabled():
-        print(f"\n{READS} reads per reader beside {batches} commits: 0 failed; last read "
-              f"{len(seen['rotsink'])} rows (rotsink), {len(seen['spark.read.json'])} "
-              f"finalized rows (Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
+        print(f"\n{fmt}: {READS} reads per reader beside {batches} commits: 0 failed; last "
+              f"read {len(seen['rotsink'])} rows (rotsink), {len(seen['spark'])} finalized "
+              f"rows (Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
     # The reads overlapped with the protocol's moves: rolls, compactions and clean-ups.
     assert batches >= 6 and any(n.endswith(".compact") for n in log) and "0" not in log
-    assert seen["spark.read.json"] <= seen["rotsink"]
-    assert seen["spark.read.json"], "no file rolled while reading"
+    assert seen["spark"] <= seen["rotsink"]
+    assert seen["spark"], "no file rolled while reading"

@@ -38,6 +38,7 @@ def run_loop(spark, loop: CrashLoop, capsys, *, random_kills: int, points) -> Ou
     assert set(points) <= set(loop.tally.killed_at), report
     assert (outcome.lost, outcome.duplicated) == (0, 0), report
     assert outcome.rotsink_rows == outcome.rows_in, report
+    assert loop.reads.reads >= loop.tally.lives, report  # the reader ran beside the lives
     return outcome
 
 
