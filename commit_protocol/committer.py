@@ -34,7 +34,7 @@ from commit_protocol.log import MetadataLog, batch_id_of, is_compaction_batch
 from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
-from commit_protocol.encryption import MAX_HEADER, Sealer
+from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
 from commit_protocol.naming import INTENT_DIR, claim_path, partition_claim, temp_name, to_uri
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import InProgressFile, SinkState, Slot

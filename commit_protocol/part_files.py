@@ -11,10 +11,10 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from commit_protocol import failpoints
-from commit_protocol.codecs import RowCodec
+from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.config import SinkConfig
-from commit_protocol.encryption import MAX_HEADER, Sealer
-from commit_protocol.formats import encode_rows, parquet_dictionary_columns
+from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
+from commit_protocol.formats import encode_rows
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
 
@@ -152,6 +152,8 @@ class ParquetPartFile(PartFile):
         if self._writer is None:
             import pyarrow.parquet as pq
 
+            from commit_protocol.formats.parquet import parquet_dictionary_columns
+
             self._handle = self.storage.open_append(self.temp)
             self._writer = pq.ParquetWriter(self._handle, table.schema,
                                             compression=self.config.compression,
@@ -165,7 +167,7 @@ class ParquetPartFile(PartFile):
         """Parquet Modular Encryption with the writing key as footer key, when configured."""
         if not self.config.encrypted:
             return {}
-        from commit_protocol.parquet_crypto import encryption_properties
+        from commit_protocol.crypto.parquet import encryption_properties
 
         key_id, _ = self.config.keys.write_key()
         return {"encryption_properties": encryption_properties(self.config.keys.ring(), key_id)}

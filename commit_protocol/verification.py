@@ -23,6 +23,7 @@ from commit_protocol.log import (MetadataLog, batch_id_of, last_compaction_at_or
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri
 from commit_protocol.reading import (CommittedFile, open_committed, read_committed,
                                      read_parquet_file, row_plaintext)
+from commit_protocol.formats import FORMATS
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
@@ -309,7 +310,7 @@ def _authenticate(storage: Storage, state: SinkState, files: list[CommittedFile]
     for f in files:
         try:
             data = read_committed(storage, f)
-            if state.format == "parquet":
+            if FORMATS[state.format].bulk:
                 read_parquet_file(data, f, state=state, ring=ring)
             else:
                 row_plaintext(data, f, state=state, ring=ring)

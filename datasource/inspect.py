@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from commit_protocol.errors import CorruptLogError, RotsinkError
-from commit_protocol.keys import KeyRefs
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.log import MetadataLog
 from commit_protocol.reading import open_committed
 from commit_protocol.storage import Storage, open_storage

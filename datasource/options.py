@@ -10,10 +10,11 @@ import difflib
 import re
 from collections.abc import Mapping
 
-from commit_protocol.codecs import ROW_CODEC_SUFFIX, RowCodec
-from commit_protocol.config import BULK_FORMATS, ROW_FORMATS, RotationPolicy, SinkConfig
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec
+from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.formats import FORMATS, format_named
 from commit_protocol.errors import OptionError
-from commit_protocol.keys import KeyRefs
+from commit_protocol.crypto.keys import KeyRefs
 
 PATH = "path"
 FORMAT = "format"
@@ -31,7 +32,6 @@ FS_PREFIX = "fs."
 
 # Spark's Parquet reader ships no brotli codec, so it is not offered.
 PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "none")
-FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".parquet"}
 # Encrypted row files get their own suffix: no Spark reader can decode them, and the name
 # should say so rather than let a ".gz" reader fail on it.
 ENCRYPTED_SUFFIX = ".enc"
@@ -97,10 +97,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     path = get(PATH)
     if not path:
         raise OptionError("option path is required: .option('path', '/data/out') or .start(path)")
-    fmt = get(FORMAT, "jsonl").lower()
-    if fmt not in ROW_FORMATS + BULK_FORMATS:
-        raise OptionError(f"option format={fmt!r}: expected one of "
-                          f"{', '.join(ROW_FORMATS + BULK_FORMATS)}")
+    fmt = format_named(get(FORMAT, "jsonl").lower()).name
     level_text = get(COMPRESSION_LEVEL)
     level = None if level_text is None else parse_int(COMPRESSION_LEVEL, level_text, minimum=0)
     compression = _compression(fmt, get(COMPRESSION), level)
@@ -170,8 +167,8 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
 
 def _compression(fmt: str, value: str | None, level: int | None) -> str:
     """The codec, checked together with its level (a bad pair fails here, not in a task)."""
-    if fmt in BULK_FORMATS:
-        from commit_protocol.codecs import parquet_codec
+    if FORMATS[fmt].bulk:
+        from commit_protocol.formats.codecs import parquet_codec
 
         codec = (value or "snappy").lower()
         if codec not in PARQUET_CODECS:
@@ -211,6 +208,7 @@ def _prefix(text: str) -> str:
 
 
 def _default_suffix(fmt: str, compression: str, encrypted: bool) -> str:
-    if fmt in BULK_FORMATS:
-        return FORMAT_SUFFIX[fmt]
-    return FORMAT_SUFFIX[fmt] + ROW_CODEC_SUFFIX[compression] + (ENCRYPTED_SUFFIX if encrypted else "")
+    suffix = FORMATS[fmt].suffix
+    if FORMATS[fmt].bulk:
+        return suffix
+    return suffix + ROW_CODEC_SUFFIX[compression] + (ENCRYPTED_SUFFIX if encrypted else "")

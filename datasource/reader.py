@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from commit_protocol.errors import EncryptionKeyError, OptionError, RotsinkError
-from commit_protocol.keys import KeyRefs
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches

@@ -14,7 +14,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, Dat
 
 from commit_protocol.errors import OptionError
 
-# The types whose Arrow form every format round-trips (commit_protocol.formats_* encode them).
+# The types whose Arrow form every format round-trips (commit_protocol.formats encodes them).
 LEAVES = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType,
           StringType, BinaryType, DateType, TimestampType, TimestampNTZType, DecimalType,
           NullType)

@@ -7,11 +7,8 @@ import shutil
 import subprocess
 import sys
 
-from commit_protocol.errors import RotsinkError
+from commit_protocol.errors import JavaMissingError, RotsinkError
 
-
-class JavaMissingError(RotsinkError):
-    """Spark needs a Java 17+ runtime and none was found."""
 
 
 JAVA_HINT = (

@@ -14,6 +14,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from commit_protocol.committer import Committer, CommitResult
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, SchemaMismatchError
+from commit_protocol.formats import FORMATS
 from commit_protocol.messages import TaskReport
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import SinkState
@@ -77,13 +78,6 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
         self._committer().abort(batchId, [_report(m) for m in messages])
 
 
-# Modules a task of each format loads, beyond commit_protocol.task_writer (pyarrow and ours).
-FORMAT_MODULES = {
-    "jsonl": ("commit_protocol.formats_json", "polars"),
-    "csv": ("commit_protocol.formats_csv",),
-    "text": ("commit_protocol.formats_text",),
-    "parquet": ("pyarrow.parquet",),
-}
 _frozen = False
 
 
@@ -101,7 +95,8 @@ def freeze_task_modules(fmt: str) -> None:
     global _frozen
     if _frozen:
         return
-    for module in ("commit_protocol.task_writer", *FORMAT_MODULES.get(fmt, ())):
+    entry = FORMATS[fmt]
+    for module in ("commit_protocol.task_writer", entry.module, *entry.preload):
         importlib.import_module(module)
     gc.freeze()
     _frozen = True

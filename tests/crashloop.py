@@ -150,7 +150,7 @@ class CrashLoop:
     @functools.cached_property
     def reader(self) -> BesideReader:
         """Reads the output while each life runs (see :mod:`tests.crash_reader`)."""
-        from commit_protocol.keys import KeyRefs
+        from commit_protocol.crypto.keys import KeyRefs
 
         keys = KeyRefs.from_options(self.options)
         return BesideReader(self.storage, keys.ring() if keys else None, self.reads)
@@ -286,7 +286,7 @@ class CrashLoop:
     def _verify(self, index: int, life: Life) -> None:
         """What ``rotsink verify --repair`` does after every run (authenticating, when the
         output is encrypted)."""
-        from commit_protocol.keys import KeyRefs
+        from commit_protocol.crypto.keys import KeyRefs
         from commit_protocol.verification import verify_output
 
         keys = KeyRefs.from_options(self.options)

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from commit_protocol.parquet_crypto import decryption_properties, encryption_properties
+from commit_protocol.crypto.parquet import decryption_properties, encryption_properties
 from datasource.kms_jar import KMS_CLIENT_CLASS, build_kms_jar
 
 OLD, NEW, OTHER = bytes(range(32)), bytes(range(100, 132)), bytes(range(200, 232))

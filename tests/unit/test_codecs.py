@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from commit_protocol.codecs import ROW_CODEC_SUFFIX, RowCodec
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec
 
 CODECS = [name for name in ROW_CODEC_SUFFIX if name != "none"]
 TEXT = b"".join(b'{"id":%d,"name":"user-%d","value":%f}\n' % (i, i % 97, i / 7)

@@ -11,8 +11,7 @@ import pytest
 from commit_protocol import failpoints
 from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import (CommitError, ConcurrentWriterError, TruncatedFileError,
-                                    UnsupportedQueryError)
+from commit_protocol.errors import (CommitError, ConcurrentWriterError, FailpointError, TruncatedFileError, UnsupportedQueryError)
 from commit_protocol.log import MetadataLog
 from commit_protocol.messages import FileReport, TaskReport
 from commit_protocol.storage import LocalStorage

@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from commit_protocol.encryption import FLAG_DATA, Sealer, open_sealed
+from commit_protocol.crypto.sealed import FLAG_DATA, Sealer, open_sealed
 from commit_protocol.errors import EncryptionKeyError, IntegrityError
-from commit_protocol.keys import KeyRefs, derive_key_id, resolve_key
+from commit_protocol.crypto.keys import KeyRefs, derive_key_id, resolve_key
 
 KEY, OTHER = bytes(range(32)), bytes(range(1, 33))
 RING = {"k1": KEY}

@@ -219,7 +219,8 @@ PART_DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
      r"modified"),
     ("in-progress-deleted", lambda r: in_progress(r).unlink(),
      r"in-progress file _rotsink/inprogress/\.part-00000-000002-000\.jsonl\.\w+\.inprogress is "
-     r"missing: the log lists it with 9 committed bytes"),
+     r"missing \(and no later commit published it as part-00000-000002-000\.jsonl\): the log "
+     r"lists it with 9 committed bytes"),
     ("in-progress-shortened", lambda r: truncate(in_progress(r), 2),
      r"_rotsink/inprogress/\.part-00000-000002-000\.jsonl\.\w+\.inprogress holds 2 bytes; the "
      r"log commits 9"),

@@ -12,8 +12,8 @@ from typing import Callable
 import pytest
 
 from commit_protocol import failpoints
-from commit_protocol.encryption import RECORD_OVERHEAD
-from commit_protocol.keys import KeyRefs, derive_key_id
+from commit_protocol.crypto.sealed import RECORD_OVERHEAD
+from commit_protocol.crypto.keys import KeyRefs, derive_key_id
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.verification import Verification, verify_output
@@ -21,6 +21,7 @@ from datasource.cli import main
 from tests.damage import append, flip_byte, truncate
 from tests.unit.test_committer import make, report, task_file
 from tests.unit.test_task_writer import commit, config, rows, run_task, storage_of
+from commit_protocol.errors import FailpointError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The object stores under :class:`~commit_protocol.object_storage.ObjectStorage`: S3 through
+"""The object stores under :class:`~commit_protocol.storage.object_store.ObjectStorage`: S3 through
 the botocore client s3fs holds, and fsspec's single-process ``memory://`` for tests.
 
 Both offer the same small set of operations: list, head, ranged read, exclusive put,
@@ -15,8 +15,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from commit_protocol.segments import (MAX_PARTS, MIN_PART_BYTES, Blob, Part, Piece,
-                                      SegmentError, plan_parts, source_digest)
+from commit_protocol.storage.segments import (MAX_PARTS, MIN_PART_BYTES, Blob, Part, Piece, plan_parts, source_digest)
+from commit_protocol.errors import SegmentError
 
 _TOKEN = "rotsink-token"  # S3 user metadata: which create made the object
 _SOURCE = "rotsink-source"  # S3 user metadata: source_digest() of a composed object's bytes

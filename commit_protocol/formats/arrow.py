@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.formats_types import is_binarylike, is_list, is_stringlike
+from commit_protocol.formats.types import is_binarylike, is_list, is_stringlike
 
 ArrayFn = Callable[[pa.Array], pa.Array]
 

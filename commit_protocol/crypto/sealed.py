@@ -26,7 +26,7 @@ import struct
 from collections.abc import Iterator, Mapping
 
 from commit_protocol.errors import EncryptionKeyError, IntegrityError
-from commit_protocol.keys import ring_ids
+from commit_protocol.crypto.keys import ring_ids
 
 MAGIC = b"RSE1"
 VERSION = 1

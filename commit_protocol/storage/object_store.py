@@ -2,7 +2,7 @@
 
 Same guarantees as :class:`~commit_protocol.storage.LocalStorage`, by other means:
 
-* appends become immutable segments ``<path>/<offset>`` (see :mod:`commit_protocol.segments`);
+* appends become immutable segments ``<path>/<offset>`` (see :mod:`commit_protocol.storage.segments`);
 * every create is exclusive: on S3 a conditional write (``If-None-Match: *`` on PutObject and
   CompleteMultipartUpload), on ``memory://`` a check and create under a process-wide lock;
 * "rename" composes the source into one new object with an exclusive create, then deletes
@@ -19,20 +19,14 @@ import io
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
-from commit_protocol.errors import OptionError, RotsinkError
-from commit_protocol.object_stores import MemoryObjects, S3Objects
-from commit_protocol.segments import (SEGMENT_BYTES, Blob, Piece, SegmentError, SegmentWriter,
-                                      group_files, segment_path, segment_pieces, segments_of,
-                                      slice_pieces)
+from commit_protocol.errors import OptionError, RotsinkError, SegmentError, UnsafeStorageError
+from commit_protocol.storage.clients import MemoryObjects, S3Objects
+from commit_protocol.storage.segments import (SEGMENT_BYTES, Blob, Piece, SegmentWriter, group_files, segment_path, segment_pieces, segments_of, slice_pieces)
 from commit_protocol.storage import FileInfo
 
 SUPPORTED_PROTOCOLS = ("s3", "s3a", "memory")
 _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
-
-class UnsafeStorageError(RotsinkError):
-    """The URL's filesystem offers no exclusive create rotsink can use, so a commit could
-    replace another writer's file; the message names the URL."""
 
 
 def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:

@@ -1,7 +1,7 @@
 """JSON lines: one object per row, written by polars, read by pyarrow.
 
 Representation (chosen so that ``spark.read.json`` with an explicit schema and
-:func:`decode_jsonl` both read back the exact values):
+:func:`decode` both read back the exact values):
 
 ===============  ===========================================  ==============================
 Arrow type       written as                                   why
@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from commit_protocol.formats_arrow import (
+from commit_protocol.formats.arrow import (
     base64_encode, float_text, from_wire_chunked, has_non_finite, line_block_size,
     rebuild_list, rebuild_map, rebuild_struct, wrap,
 )
-from commit_protocol.formats_types import UnencodableValueError, is_binarylike, is_list, utc
+from commit_protocol.formats.types import is_binarylike, is_list, utc
+from commit_protocol.errors import UnencodableValueError
 
 _MARKER_ATTEMPTS = 4
 
@@ -68,8 +69,9 @@ class _FloatMarker:
         return without_both if opened == closed == self.used else None
 
 
-def encode_jsonl(table: pa.Table) -> bytes:
-    """One JSON object per row, ``\\n``-terminated; ``b""`` for no rows."""
+def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
+    """One JSON object per row, ``\\n``-terminated; ``b""`` for no rows (JSON lines
+    have no header: ``with_header`` is ignored)."""
     if table.num_rows == 0:
         return b""
     for _ in range(_MARKER_ATTEMPTS):
@@ -118,8 +120,8 @@ def _key_text(keys: pa.Array) -> pa.Array:
     return keys.cast(utc(keys.type)).cast(pa.large_string())
 
 
-def decode_jsonl(data: bytes, schema: pa.Schema) -> pa.Table:
-    """Parse :func:`encode_jsonl` output (chunks concatenated) into exactly ``schema``.
+def decode(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Parse :func:`encode` output (chunks concatenated) into exactly ``schema``.
 
     Columns holding a map are parsed with Python's ``json`` (pyarrow cannot read JSON
     objects as maps, polars cannot read ``NaN``): about 10 MB/s instead of hundreds.
