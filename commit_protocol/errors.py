@@ -16,7 +16,8 @@ class OptionError(RotsinkError, ValueError):
 
 
 class UnsupportedQueryError(RotsinkError):
-    """The query asks for something a file sink cannot honour (continuous trigger, complete mode)."""
+    """The query asks for something a file sink cannot honour (a continuous trigger,
+    complete mode)."""
 
 
 class CorruptLogError(RotsinkError):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import signal
 
-from commit_protocol.errors import FailpointError, RotsinkError
+from commit_protocol.errors import FailpointError
 
 ENV_VAR = "ROTSINK_FAILPOINTS"
 FILE_ENV_VAR = "ROTSINK_FAILPOINTS_FILE"

@@ -6,15 +6,15 @@ offset the task started from, where its bytes end, and whether the task rolled t
 
 from __future__ import annotations
 
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
 from commit_protocol import failpoints
-from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.config import SinkConfig
 from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
 from commit_protocol.formats import encode_rows
+from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
 
@@ -79,6 +79,7 @@ class RowPartFile(PartFile):
         return header + sealer.seal(data, self.end + len(header))
 
     def _sealer_for_append(self) -> Sealer:
+        assert self.keys is not None, "only encrypted files are sealed"
         if self._sealer is None:
             if self.end == 0:
                 self._sealer = Sealer.new_file(*self.keys.write_key())
@@ -101,6 +102,7 @@ class RowPartFile(PartFile):
     def _torn_write(self, data: bytes) -> None:
         """Tests only: write in two halves, so a failpoint can die between them as a crash
         mid-write would (the first half reaches the OS first)."""
+        assert self._handle is not None
         half = len(data) // 2
         self._handle.write(data[:half])
         self._handle.flush()
@@ -134,7 +136,7 @@ class ParquetPartFile(PartFile):
         self.buffered: list[pa.RecordBatch] = []
         self.buffered_bytes = 0
         self._handle: BinaryIO | None = None
-        self._writer = None
+        self._writer: Any = None  # a pyarrow.parquet.ParquetWriter once the first group flushes
 
     def write(self, batch: pa.RecordBatch) -> None:
         self.buffered.append(batch)
@@ -169,8 +171,10 @@ class ParquetPartFile(PartFile):
             return {}
         from commit_protocol.crypto.parquet import encryption_properties
 
-        key_id, _ = self.config.keys.write_key()
-        return {"encryption_properties": encryption_properties(self.config.keys.ring(), key_id)}
+        keys = self.config.keys
+        assert keys is not None  # encrypted implies keys
+        key_id, _ = keys.write_key()
+        return {"encryption_properties": encryption_properties(keys.ring(), key_id)}
 
     def estimated_size(self) -> int:
         """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""

@@ -7,30 +7,19 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from commit_protocol.errors import (
+    CorruptLogError,
+    EncryptionKeyError,
+    IntegrityError,
+    SegmentError,
+    TruncatedFileError,
+)
 from commit_protocol.formats.codecs import RowCodec
-from commit_protocol.errors import (CorruptLogError, EncryptionKeyError, IntegrityError, SegmentError, TruncatedFileError)
-from commit_protocol.log import MetadataLog
+from commit_protocol.log import MetadataLog, open_committed
 from commit_protocol.naming import from_uri, parse_partition_dir
 from commit_protocol.partition_values import parse_partition_value
-
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-
-
-def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:
-    """The log of ``storage`` with its latest committed batch and state, or None if empty.
-
-    The log's compaction interval comes from the committed state, never from a default:
-    readers must use the interval the path was written with (Spark derives it from the
-    ``.compact`` names on disk), or they read the wrong files after a compaction.
-    """
-    log = MetadataLog(storage, compact_interval=1)
-    latest = log.latest_batch_id()
-    if latest is None:
-        return None
-    state = log.read_state(latest)  # found by its listed name, whatever the interval
-    log.interval = state.compact_interval
-    return log, latest, state
 
 
 @dataclass(frozen=True)
@@ -79,19 +68,13 @@ def _directory(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
-def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
-              ring: Mapping[str, bytes] | None = None) -> pa.Table:
-    """Decode exactly the committed bytes of ``f`` into ``schema`` (partition columns added),
-    decrypting (``ring``: the keys by id) and decompressing as the path was written."""
-    return pa.Table.from_batches(
-        list(read_batches(storage, f, state=state, schema=schema, ring=ring)), schema=schema)
-
-
 def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
                  ring: Mapping[str, bytes] | None = None,
                  time_zone: str = "UTC") -> Iterator[pa.RecordBatch]:
-    """:func:`read_file` as a stream of batches of up to ``READ_BATCH_ROWS`` rows (Parquet
-    decodes batch by batch; a row file is decoded whole, then handed on in slices).
+    """Decode exactly the committed bytes of ``f`` into batches of ``schema`` (partition
+    columns added), decrypting (``ring``: the keys by id) and decompressing as the path was
+    written, in batches of up to ``READ_BATCH_ROWS`` rows (Parquet decodes batch by batch;
+    a row file is decoded whole, then handed on in slices).
     Timestamp partition values are read in ``time_zone``, as Spark's readers read them in
     the session time zone."""
     from commit_protocol.formats import FORMATS, READ_BATCH_ROWS

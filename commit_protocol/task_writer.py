@@ -28,7 +28,6 @@ from commit_protocol.plan import WritePlan
 from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
 
-
 # Row formats encode (and compress, and seal) one append per chunk of about this many Arrow
 # bytes. Spark sends 10,000-row batches; encoding 100,000 rows at once is 1.4-2x faster per
 # row (fixed cost per encoder call) and makes fewer, larger compressed members.
@@ -105,7 +104,7 @@ class TaskWriter:
             return True
         if self.batch_id != latest + 1:
             # Spark runs batch N only after its checkpoint committed N - 1: the log lost files
-            from commit_protocol.log import log_file_name
+            from commit_protocol.log_files import log_file_name
             from commit_protocol.naming import LOG_DIR
 
             names = [f"{LOG_DIR}/{log_file_name(b, self.config.compact_interval)}"

@@ -12,12 +12,17 @@ import json
 import os
 from collections.abc import Iterator
 
-from commit_protocol.errors import RotsinkError
 from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
 from commit_protocol.naming import LOG_DIR, from_uri
-from commit_protocol.reading import (CommittedFile, open_committed, read_committed,
-                                     read_parquet_file, row_plaintext)
+from commit_protocol.reading import (
+    CommittedFile,
+    open_committed,
+    read_committed,
+    read_parquet_file,
+    row_plaintext,
+)
 from commit_protocol.storage import LocalStorage
 
 

@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from commit_protocol.errors import KmsJarBuildError, RotsinkError
+from commit_protocol.errors import KmsJarBuildError
 
 __all__ = ["JAR_NAME", "KMS_CLIENT_CLASS", "KmsJarBuildError", "build_kms_jar"]
 

@@ -7,10 +7,27 @@ import, out of both. Executors then encode Arrow batches of a schema known to fi
 
 from __future__ import annotations
 
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType,
-                               DecimalType, DoubleType, FloatType, IntegerType, LongType, MapType,
-                               NullType, ShortType, StringType, StructType, TimestampNTZType,
-                               TimestampType, UserDefinedType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    UserDefinedType,
+)
 
 from commit_protocol.errors import OptionError
 

@@ -7,9 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from commit_protocol.errors import JavaMissingError, RotsinkError
-
-
+from commit_protocol.errors import JavaMissingError
 
 JAVA_HINT = (
     "Spark needs Java 17 or newer and none was found on PATH or in JAVA_HOME. "

@@ -300,9 +300,11 @@ class CrashLoop:
 def _line_queue(child: subprocess.Popen) -> queue.Queue:
     """The child's stdout lines (``None`` at its end), read by a thread so waits can time out."""
     lines: queue.Queue = queue.Queue()
+    stdout = child.stdout
+    assert stdout is not None  # started with stdout=PIPE
 
     def pump() -> None:
-        for line in child.stdout:
+        for line in stdout:
             lines.put(line.strip())
         lines.put(None)
 
@@ -366,10 +368,13 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
     if "://" not in loop.out_url and "encryption.key" not in loop.options:
         spark_seen = Counter(r.id for r in spark.read.json(loop.out_url).select("id").collect())
     expected = set(range(loop.rows_in))
-    _, latest, _ = open_committed(loop.storage())
+    committed = open_committed(loop.storage())
+    assert committed is not None  # the loop committed at least one batch
+    _, latest, _ = committed
     return Outcome(rows_in=loop.rows_in, rotsink_rows=sum(seen.values()),
                    lost=len(expected - set(seen)),
-                   duplicated=sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - expected),
+                   duplicated=(sum(n - 1 for n in seen.values() if n > 1)
+                               + len(set(seen) - expected)),
                    finalized_rows=sum(finalized.values()),
                    spark_rows=None if spark_seen is None else sum(spark_seen.values()),
                    spark_matches_finalized=None if spark_seen is None else spark_seen == finalized,
@@ -429,7 +434,8 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
         f"finalized rows {outcome.finalized_rows}, Spark's JSON reader "
         + ("not run (encrypted or object-store output)" if outcome.spark_rows is None else
-           f"{outcome.spark_rows} ({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
+           f"{outcome.spark_rows} "
+           f"({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
         loop.reads.line(),
         f"problems {len(t.problems)}" + "".join(f"\n  {p}" for p in t.problems[:20]),
         f"wall time {wall_s:.0f}s",

@@ -33,7 +33,11 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.errors import (EncryptionKeyError, KeyRingError, UnknownKeyIdError, WrongKeyError)
+from commit_protocol.errors import (
+    KeyRingError,
+    UnknownKeyIdError,
+    WrongKeyError,
+)
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

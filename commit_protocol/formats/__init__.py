@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 
 from commit_protocol.errors import OptionError, UnencodableValueError
 
-
 if TYPE_CHECKING:
     import pyarrow as pa
 

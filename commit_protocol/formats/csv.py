@@ -37,7 +37,13 @@ import pyarrow.compute as pc
 
 from commit_protocol.errors import SchemaMismatchError
 from commit_protocol.formats.arrow import (
-    MAX_BLOCK, base64_encode, concat_bytes, float_text, from_wire_chunked, has_non_finite, join,
+    MAX_BLOCK,
+    base64_encode,
+    concat_bytes,
+    float_text,
+    from_wire_chunked,
+    has_non_finite,
+    join,
     wrap,
 )
 from commit_protocol.formats.types import is_binarylike, is_stringlike, utc
@@ -135,7 +141,8 @@ def decode(data: bytes, schema: pa.Schema) -> pa.Table:
     if table.column_names != schema.names:
         raise SchemaMismatchError(f"csv header names columns {table.column_names}; "
                                   f"expected {schema.names}")
-    arrays = [from_wire_chunked(column, f.type) for column, f in zip(table.columns, schema)]
+    arrays = [from_wire_chunked(column, f.type)
+              for column, f in zip(table.columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -29,12 +29,19 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from commit_protocol.errors import UnencodableValueError
 from commit_protocol.formats.arrow import (
-    base64_encode, float_text, from_wire_chunked, has_non_finite, line_block_size,
-    rebuild_list, rebuild_map, rebuild_struct, wrap,
+    base64_encode,
+    float_text,
+    from_wire_chunked,
+    has_non_finite,
+    line_block_size,
+    rebuild_list,
+    rebuild_map,
+    rebuild_struct,
+    wrap,
 )
 from commit_protocol.formats.types import is_binarylike, is_list, utc
-from commit_protocol.errors import UnencodableValueError
 
 _MARKER_ATTEMPTS = 4
 
@@ -90,7 +97,9 @@ def _polars_ndjson(table: pa.Table) -> bytes:
     import polars as pl  # lazy: polars costs ~100 ms to import
 
     buffer = io.BytesIO()
-    pl.from_arrow(table).write_ndjson(buffer)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)  # a table converts to a frame, never a series
+    frame.write_ndjson(buffer)
     return buffer.getvalue()
 
 
@@ -134,7 +143,7 @@ def decode(data: bytes, schema: pa.Schema) -> pa.Table:
     arrow_fields = [f for f in wire if f.name not in by_python]
     if arrow_fields or not by_python:
         table = _read_with_arrow(data, pa.schema(arrow_fields), ignore_others=bool(by_python))
-        columns.update(zip(table.column_names, table.columns))
+        columns.update(zip(table.column_names, table.columns, strict=True))
     rows = {len(c) for c in columns.values()}
     if len(rows) > 1:
         raise pa.ArrowInvalid(f"jsonl: columns parsed to different row counts {sorted(rows)}")

@@ -17,7 +17,6 @@ from commit_protocol.formats import READ_BATCH_ROWS
 from commit_protocol.formats.codecs import parquet_codec
 from commit_protocol.formats.types import is_nested
 
-
 # Dictionary encoding pays for columns that repeat values. On columns of mostly distinct
 # values (ids, free text, measurements) pyarrow's default dictionary fills its 1 MB page and
 # falls back to plain mid-chunk: slower to write and, measured on such columns, 2-3x larger

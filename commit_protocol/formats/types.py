@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from commit_protocol.errors import RotsinkError
-
-
 
 def is_list(t: pa.DataType) -> bool:
     """True for variable-length list types (``list`` and ``large_list``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
 import uuid
@@ -118,7 +119,7 @@ class LocalStorage:
         with open(self._abs(src), "rb") as fin:
             self.write_exclusive(dst, _prefix_chunks(fin, src, length))
 
-    def list(self, directory: str) -> list[FileInfo]:
+    def list(self, directory: str) -> builtins.list[FileInfo]:
         """Files directly in ``directory`` (empty if it does not exist)."""
         try:
             entries = list(os.scandir(self._abs(directory)))
@@ -148,7 +149,7 @@ class LocalStorage:
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(self._abs(path), ignore_errors=True)
 
-    def abort_stale_uploads(self, older_than_ms: int) -> list[str]:
+    def abort_stale_uploads(self, older_than_ms: int) -> builtins.list[str]:
         """Nothing to do: local files have no multipart uploads."""
         return []
 

@@ -17,6 +17,7 @@ import hashlib
 import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
 from commit_protocol.errors import SegmentError
 
 SEGMENT_BYTES = 8 << 20  # a writer's buffer becomes a segment at this size, and on close

@@ -11,7 +11,6 @@ from commit_protocol import failpoints
 from commit_protocol.committer import Committer
 from commit_protocol.naming import partition_claim
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
-from commit_protocol.errors import FailpointError
 
 SOURCES = Path(__file__).parents[2] / "commit_protocol"
 

@@ -10,11 +10,10 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX
-from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
 from commit_protocol.crypto.keys import KeyRefs
-from tests.unit.test_task_writer import (commit, committed_ids, config, rows, run_task,
-                                         storage_of)
+from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX
+from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task, storage_of
 
 CODECS = list(ROW_CODEC_SUFFIX)
 
@@ -153,7 +152,7 @@ def test_encrypted_parquet_is_encrypted_and_reads_back(tmp_path, key_env):
     (published,) = tmp_path.glob("part-*.parquet")
     import pyarrow.parquet as pq
 
-    with pytest.raises(Exception):  # no plaintext footer, no keys: unreadable
+    with pytest.raises(OSError, match="no decryption found"):  # no keys: unreadable
         pq.read_table(published)
     assert committed_ids(tmp_path, cfg) == list(range(50))
 
