@@ -54,7 +54,7 @@ def failpoints():
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """URL of a moto S3 server on 127.0.0.1 shared by the session (dummy credentials above)."""
-    from tests.s3server import start_moto_server
+    from tests.support.s3server import start_moto_server
 
     endpoint, stop = start_moto_server()
     yield endpoint

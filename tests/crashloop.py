@@ -15,8 +15,8 @@ its own and ends in one of these ways:
 
 After every life ``verify_output(..., repair=True)`` must find nothing wrong (a commit cut
 short between its renames and its log file is rolled forward and counted). During every life
-and its repair a reader reads the output in a loop (:mod:`tests.crash_reader`): its reads may
-fail while a driver dies, but never return a wrong row. A final clean life
+and its repair a reader reads the output in a loop (:mod:`tests.support.crash_reader`): its
+reads may fail while a driver dies, but never return a wrong row. A final clean life
 consumes the rest; then rotsink's reader must return every input row exactly once and Spark's
 reader exactly the rows of the finalized files.
 """
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
-from tests.crash_reader import BesideReader, ReaderTally
-from tests.streams import write_numbered_source
+from tests.support.crash_reader import BesideReader, ReaderTally
+from tests.support.streams import write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SINK_OPTIONS = {
@@ -149,7 +149,7 @@ class CrashLoop:
 
     @functools.cached_property
     def reader(self) -> BesideReader:
-        """Reads the output while each life runs (see :mod:`tests.crash_reader`)."""
+        """Reads the output while each life runs (see :mod:`tests.support.crash_reader`)."""
         from commit_protocol.crypto.keys import KeyRefs
 
         keys = KeyRefs.from_options(self.options)
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_server = None
     loop = CrashLoop(workdir, seed=args.seed)
     if args.s3:
-        from tests.s3server import start_moto_server
+        from tests.support.s3server import start_moto_server
 
         # Dummy credentials for the loopback server only; inherited by every child driver.
         os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

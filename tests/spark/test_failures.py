@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
+from tests.support.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
 
 
 @pytest.mark.parametrize("filters", ["plain", "zstd+encrypted"])

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 
-from tests.damage import append, truncate
-from tests.streams import (
+from tests.support.damage import append, truncate
+from tests.support.streams import (
     SCHEMA,
     assert_round_trip,
     rotsink_ids,

@@ -139,7 +139,7 @@ def test_rotsink_reads_what_spark_wrote_with_the_kms(spark, kms_jar, tmp_path):
 def test_spark_reads_what_the_sink_encrypted_with_the_kms(spark, kms_jar, tmp_path):
     """The whole path: rotsink's streaming sink writes encrypted Parquet, Spark's own reader
     returns exactly its finalized rows given the KMS client and the key ring."""
-    from tests.streams import run_to_completion, write_numbered_source
+    from tests.support.streams import run_to_completion, write_numbered_source
 
     key = bytes(range(32, 64))
     (tmp_path / "key").write_text(base64.b64encode(key).decode())

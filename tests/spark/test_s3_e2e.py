@@ -14,9 +14,9 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.s3faults import FailingProxy
 from tests.spark.test_sink_e2e import to_text
-from tests.streams import rotsink_ids, run_to_completion, write_numbered_source
+from tests.support.s3faults import FailingProxy
+from tests.support.streams import rotsink_ids, run_to_completion, write_numbered_source
 
 
 @pytest.fixture

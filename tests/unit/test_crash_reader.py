@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commit_protocol.storage import Storage
-from tests.crash_reader import BesideReader, ReaderTally
+from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.unit.test_committer import make, report, task_file
 
 

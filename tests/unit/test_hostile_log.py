@@ -22,7 +22,7 @@ from commit_protocol.committer import Committer
 from commit_protocol.errors import CommitError, CorruptLogError, RotsinkError
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage
-from tests.damage import append, truncate
+from tests.support.damage import append, truncate
 from tests.unit.test_task_writer import (
     SCHEMA_JSON,
     commit,

@@ -18,7 +18,7 @@ from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.verification import Verification, verify_output
 from datasource.cli import main
-from tests.damage import append, flip_byte, truncate
+from tests.support.damage import append, flip_byte, truncate
 from tests.unit.test_committer import make, report, task_file
 from tests.unit.test_task_writer import commit, config, rows, run_task, storage_of
 
