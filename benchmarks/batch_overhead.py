@@ -25,8 +25,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (driver_peak_rss_mb, jvm_heap_peak_mb, median,  # noqa: E402
-                    quiet_session, ratio, reset_jvm_heap_peak)
+from common import (  # noqa: E402
+    driver_peak_rss_mb,
+    jvm_heap_peak_mb,
+    median,
+    quiet_session,
+    ratio,
+    reset_jvm_heap_peak,
+)
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, grp STRING"
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch",

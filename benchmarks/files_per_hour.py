@@ -23,6 +23,7 @@ after its file was opened, and the next file opens with the next batch, so one f
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import shutil
@@ -125,7 +126,7 @@ def roll_period_s(entries: list[dict]) -> float | None:
         slot = _SLOT.search(e["path"])
         by_slot.setdefault(slot.group(1) if slot else "", []).append(e["modificationTime"])
     gaps = [(b - a) / 1000 for times in by_slot.values()
-            for a, b in zip(sorted(times), sorted(times)[1:])]
+            for a, b in itertools.pairwise(sorted(times))]
     return median(gaps) if gaps else None
 
 
@@ -156,8 +157,8 @@ def report(root: Path, elapsed: dict[str, float], seconds: int, rows: int, scale
             f"{ratio(per_hour['builtin'], per_hour['rotsink'])} (no roll can happen before "
             f"{default_s:.0f} s and the open file is not counted, so short runs overstate it); "
             f"against the policy's steady state {ratio(per_hour['builtin'], steady)}")
-    if periods.get("rotsink-scaled"):
-        period = periods["rotsink-scaled"]
+    period = periods.get("rotsink-scaled")
+    if period:
         scaled_steady = n_slots * 3600 / (period - scaled_s + default_s)
         print(f"rotsink-scaled measured a roll every {period:.1f} s per slot with interval "
               f"{scaled_s} s: a lag of {period - scaled_s:.1f} s; with that lag on the "

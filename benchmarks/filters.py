@@ -22,11 +22,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.codecs import ROW_CODEC_SUFFIX
 from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import encode_rows
-from commit_protocol.keys import KeyRefs
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX
 from commit_protocol.plan import WritePlan
 from commit_protocol.storage import LocalStorage
 from commit_protocol.task_writer import TaskWriter

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamArrowWriter,
-                                    InputPartition, WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 
 class _CountingWriter(DataSourceStreamArrowWriter):

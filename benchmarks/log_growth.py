@@ -48,10 +48,11 @@ from typing import TypeVar
 
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
-from commit_protocol.log import MetadataLog, is_compaction_batch, log_file_name
+from commit_protocol.log import MetadataLog
+from commit_protocol.log_files import is_compaction_batch, log_file_name
 from commit_protocol.messages import FileReport, TaskReport
 from commit_protocol.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
-from commit_protocol.reading import committed_files, open_committed
+from commit_protocol.reading import CommittedFile, committed_files, open_committed
 from commit_protocol.storage import LocalStorage
 
 SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,'
@@ -188,9 +189,15 @@ def report_anchor(root: Path, spark_anchor: bool) -> None:
     storage = LocalStorage(str(root))
     log = MetadataLog(storage, compact_interval=SinkConfig(path=str(root)).compact_interval)
     latest = log.latest_batch_id()
+    assert latest is not None, f"{root}: no batch committed"
+
+    def plan() -> list[CommittedFile]:
+        committed = open_committed(storage)
+        assert committed is not None
+        return committed_files(*committed, include_in_progress=False)
+
     raw, raw_s = timed(lambda: sum(1 for _ in log.finalized_entries(latest)))
-    planned, planned_s = timed(lambda: committed_files(*open_committed(storage),
-                                                       include_in_progress=False))
+    planned, planned_s = timed(plan)
     print(f"\nlisting the finished log (batch {latest:,}):")
     print(f"  rotsink MetadataLog.finalized_entries: {raw:>10,} files {raw_s:7.2f} s")
     print(f"  rotsink reader committed_files:        {len(planned):>10,} files {planned_s:7.2f} s")

@@ -25,8 +25,8 @@ from commit_protocol.config import RotationPolicy, SinkConfig  # noqa: E402
 from commit_protocol.plan import WritePlan  # noqa: E402
 from commit_protocol.storage import open_storage  # noqa: E402
 from commit_protocol.task_writer import TaskWriter  # noqa: E402
-from tests.s3faults import FailingProxy  # noqa: E402
-from tests.s3server import start_moto_server  # noqa: E402
+from tests.support.s3faults import FailingProxy  # noqa: E402
+from tests.support.s3server import start_moto_server  # noqa: E402
 
 
 def one_batch(cfg: SinkConfig, batch_id: int, rows: int) -> None:

@@ -47,8 +47,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
-from common import (cpu_seconds, cpu_used, peak_memory_mb, quiet_session,  # noqa: E402
-                    reset_peak_memory)
+from common import cpu_seconds, cpu_used, peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
 
 FORMATS = ("parquet", "jsonl", "csv")
 VARIANTS = ("plain", "compressed", "encrypted")

@@ -28,16 +28,17 @@ from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
+from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
 from commit_protocol.housekeeping import clean_up
-from commit_protocol.log import MetadataLog, batch_id_of, is_compaction_batch
+from commit_protocol.log import MetadataLog
+from commit_protocol.log_files import batch_files, is_compaction_batch
 from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
-from commit_protocol.encryption import MAX_HEADER, Sealer
 from commit_protocol.naming import INTENT_DIR, claim_path, partition_claim, temp_name, to_uri
 from commit_protocol.plan import WritePlan
-from commit_protocol.state import InProgressFile, SinkState, Slot
+from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
 from commit_protocol.storage import Storage
 
 
@@ -65,10 +66,7 @@ class Committer:
     def recover(self) -> int | None:
         """Finish any decided-but-unpublished commit; return the latest committed batch id."""
         latest = self.log.latest_batch_id()
-        for info in sorted(self.storage.list(INTENT_DIR), key=lambda i: i.path):
-            batch_id = batch_id_of(info.path.rsplit("/", 1)[-1])
-            if batch_id is None:
-                continue
+        for batch_id in sorted(batch_files(self.storage, INTENT_DIR)):
             if latest is not None and batch_id <= latest:
                 self.log.discard_intent(batch_id)  # published; only the delete was cut short
             elif latest is None or batch_id == latest + 1:
@@ -197,16 +195,15 @@ class Committer:
         return replace(f, temp=temp, size=f.size + len(final))
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
-        publish = [[f.temp, f.name, f.size, f.reason] for f in merged.finalized]
-        return replace(state.with_batch(batch_id, merged.in_progress),
-                       extra={"publish": publish})
+        publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
+        return replace(state.with_batch(batch_id, merged.in_progress), publish=publish)
 
     def _finish(self, state: SinkState) -> None:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
         try:
-            for temp, name, size, *_ in state.extra.get("publish", []):
+            for publish in state.publish:
                 failpoints.hit("driver.before_rename")
-                self._publish_file(temp, name, size)
+                self._publish_file(publish.temp, publish.name, publish.size)
                 failpoints.hit("driver.after_rename")
         except CommitError as e:
             if self.storage.exists(self.log.path_of(state.batch_id)):

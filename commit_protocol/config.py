@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from commit_protocol.keys import KeyRefs
-
-ROW_FORMATS = ("jsonl", "csv", "text")
-BULK_FORMATS = ("parquet",)
+from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.formats import FORMATS
 
 
 @dataclass(frozen=True)
@@ -56,4 +54,4 @@ class SinkConfig:
     @property
     def is_bulk(self) -> bool:
         """Bulk formats (Parquet) roll at the end of every task (Flink's rule)."""
-        return self.format in BULK_FORMATS
+        return FORMATS[self.format].bulk

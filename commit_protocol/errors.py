@@ -16,7 +16,8 @@ class OptionError(RotsinkError, ValueError):
 
 
 class UnsupportedQueryError(RotsinkError):
-    """The query asks for something a file sink cannot honour (continuous trigger, complete mode)."""
+    """The query asks for something a file sink cannot honour (a continuous trigger,
+    complete mode)."""
 
 
 class CorruptLogError(RotsinkError):
@@ -48,3 +49,40 @@ class IntegrityError(RotsinkError):
     """A part file fails authentication or decoding: it was modified, truncated, reordered,
     spliced, or is read with the wrong key. The message names the file and the byte offset."""
 
+
+class UnencodableValueError(RotsinkError, ValueError):
+    """A value cannot be written in the chosen format (e.g. a line break in format text)."""
+
+
+class KeyRingError(EncryptionKeyError):
+    """The key ring is malformed: a bad key id or a key of the wrong length."""
+
+
+class UnknownKeyIdError(KeyRingError):
+    """A key id (the footer key to write with, or a file's master key) is not in the ring."""
+
+
+class WrongKeyError(EncryptionKeyError):
+    """The ring's key for a file's key id does not decrypt the file's data key."""
+
+
+class UnsafeStorageError(RotsinkError):
+    """The URL's filesystem offers no exclusive create rotsink can use, so a commit could
+    replace another writer's file; the message names the URL."""
+
+
+class SegmentError(OSError):
+    """A segmented file is damaged (a gap or overlap between segments, or the remains of a
+    cut-short delete that a writer tries to append to); the message names path and offsets."""
+
+
+class FailpointError(RotsinkError):
+    """Raised by an armed failpoint with action ``raise``."""
+
+
+class JavaMissingError(RotsinkError):
+    """Spark needs a Java 17+ runtime and none was found."""
+
+
+class KmsJarBuildError(RotsinkError, RuntimeError):
+    """The JVM KMS client could not be compiled or packaged."""

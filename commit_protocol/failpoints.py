@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import signal
 
-from commit_protocol.errors import RotsinkError
+from commit_protocol.errors import FailpointError
 
 ENV_VAR = "ROTSINK_FAILPOINTS"
 FILE_ENV_VAR = "ROTSINK_FAILPOINTS_FILE"
@@ -62,9 +62,6 @@ ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS
 
 _hits: dict[str, int] = {}
 
-
-class FailpointError(RotsinkError):
-    """Raised by an armed failpoint with action ``raise``."""
 
 
 def _armed_spec() -> str:

@@ -62,13 +62,13 @@ def joined(lines: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(chunk)
 
 
-def kept_lines(path: str, number: int, block: bytes, oldest: int | None) -> Iterator[bytes]:
+def kept_lines(path: str, first: int, block: bytes, oldest: int | None) -> Iterator[bytes]:
     """The finalized entries of ``block`` modified at ``oldest`` or later, as compaction
     writes them: own lines as they are, others parsed and rewritten. Errors name line
-    ``number`` + i for the block's i-th line."""
+    ``first`` + i for the block's i-th line."""
     lines = [line + b"\n" for line in block.split(b"\n")]
     lines[-1] = lines[-1][:-1]  # what followed the last newline: b"", or a cut last line
-    for number, raw in enumerate(filter(None, lines), start=number):
+    for number, raw in enumerate(filter(None, lines), start=first):
         own = OWN_ENTRY.fullmatch(raw)
         if own is not None:
             if oldest is None or int(own[3]) >= oldest:

@@ -52,10 +52,10 @@ def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskRepor
             else:
                 slots[slot] = _advance(previous, report, now_ms)
     for slot, f in list(slots.items()):
-        reason = roll_reason(f, policy, now_ms)
-        if reason:
+        due = roll_reason(f, policy, now_ms)
+        if due:
             del slots[slot]
-            finalized.append(Finalized(f.name, f.temp, f.size, f.records, reason,
+            finalized.append(Finalized(f.name, f.temp, f.size, f.records, due,
                                        rolled_by_driver=True))
     return Merged(list(slots.values()), finalized)
 
@@ -75,15 +75,16 @@ def _files_by_slot(reports: list[TaskReport]) -> dict[Slot, list[FileReport]]:
 def _check_continuity(previous: InProgressFile | None, files: list[FileReport]) -> None:
     """The first file of a slot continues its committed file (if any); the rest are new."""
     for i, f in enumerate(files):
-        continues = i == 0 and previous is not None
-        if continues and f.name != previous.name:
-            raise CommitError(f"task for slot {f.slot} skipped committed file {previous.name}: "
+        resumed = previous if i == 0 else None
+        if resumed is not None and f.name != resumed.name:
+            raise CommitError(f"task for slot {f.slot} skipped committed file {resumed.name}: "
                               f"expected it first, found {f.name}")
-        expected_start = previous.size if continues else 0
+        expected_start = resumed.size if resumed is not None else 0
         if f.start != expected_start:
             raise CommitError(f"{f.name}: expected the task to start at committed offset "
                               f"{expected_start}, found {f.start}")
-        source = previous.temp if continues else None
+        continues = resumed is not None
+        source = resumed.temp if resumed is not None else None
         if continues and f.temp != source and f.fenced_from != source:
             raise CommitError(f"{f.name}: expected appends to {source} or a fenced copy of it, "
                               f"found {f.temp} (copied from {f.fenced_from})")

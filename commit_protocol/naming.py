@@ -52,7 +52,8 @@ def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> s
     'day=2024-01-01/kind=..%2Fx'
     """
     return "/".join(
-        f"{escape_partition_value(c)}={escape_partition_value(v)}" for c, v in zip(columns, values)
+        f"{escape_partition_value(c)}={escape_partition_value(v)}"
+        for c, v in zip(columns, values, strict=True)
     )
 
 

@@ -136,9 +136,10 @@ def _timestamp(text: str, kind: pa.TimestampType, time_zone: str) -> pa.Scalar:
     if match is None:
         raise ValueError(f"partition value {text!r}: expected a timestamp such as "
                          "'2024-01-01 10:00:00.5'")
-    *fields, fraction = match.groups()
+    year, month, day, hour, minute, second, fraction = match.groups()
     micros = int((fraction or "0").ljust(9, "0")[:6])
-    wall = dt.datetime(*map(int, fields), micros)
+    wall = dt.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
+                       micros)
     if kind.tz is None:
         return pa.scalar(wall, kind)
     return pa.scalar(wall.replace(tzinfo=zone(time_zone)).astimezone(dt.timezone.utc), kind)

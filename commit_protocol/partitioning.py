@@ -33,7 +33,7 @@ def split_by_partition(batch: pa.RecordBatch, columns: tuple[str, ...]
     starts = np.concatenate(([0], bounds))
     ends = np.concatenate((bounds, [len(codes)]))
     taken = data.take(pa.array(order))
-    for start, end in zip(starts, ends):
+    for start, end in zip(starts, ends, strict=True):
         row = int(order[start])
         dir_values = tuple(v[row].as_py() for v in values)
         yield partition_dir(columns, dir_values), taken.slice(start, end - start)

@@ -7,31 +7,19 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from commit_protocol.codecs import RowCodec
-from commit_protocol.errors import (CorruptLogError, EncryptionKeyError, IntegrityError,
-                                    TruncatedFileError)
-from commit_protocol.log import MetadataLog
+from commit_protocol.errors import (
+    CorruptLogError,
+    EncryptionKeyError,
+    IntegrityError,
+    SegmentError,
+    TruncatedFileError,
+)
+from commit_protocol.formats.codecs import RowCodec
+from commit_protocol.log import MetadataLog, open_committed
 from commit_protocol.naming import from_uri, parse_partition_dir
 from commit_protocol.partition_values import parse_partition_value
-from commit_protocol.segments import SegmentError
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-
-
-def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:
-    """The log of ``storage`` with its latest committed batch and state, or None if empty.
-
-    The log's compaction interval comes from the committed state, never from a default:
-    readers must use the interval the path was written with (Spark derives it from the
-    ``.compact`` names on disk), or they read the wrong files after a compaction.
-    """
-    log = MetadataLog(storage, compact_interval=1)
-    latest = log.latest_batch_id()
-    if latest is None:
-        return None
-    state = log.read_state(latest)  # found by its listed name, whatever the interval
-    log.interval = state.compact_interval
-    return log, latest, state
 
 
 @dataclass(frozen=True)
@@ -80,27 +68,22 @@ def _directory(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
-def read_file(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
-              ring: Mapping[str, bytes] | None = None) -> pa.Table:
-    """Decode exactly the committed bytes of ``f`` into ``schema`` (partition columns added),
-    decrypting (``ring``: the keys by id) and decompressing as the path was written."""
-    return pa.Table.from_batches(
-        list(read_batches(storage, f, state=state, schema=schema, ring=ring)), schema=schema)
-
-
 def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
                  ring: Mapping[str, bytes] | None = None,
                  time_zone: str = "UTC") -> Iterator[pa.RecordBatch]:
-    """:func:`read_file` as a stream of batches of up to ``READ_BATCH_ROWS`` rows (Parquet
-    decodes batch by batch; a row file is decoded whole, then handed on in slices).
+    """Decode exactly the committed bytes of ``f`` into batches of ``schema`` (partition
+    columns added), decrypting (``ring``: the keys by id) and decompressing as the path was
+    written, in batches of up to ``READ_BATCH_ROWS`` rows (Parquet decodes batch by batch;
+    a row file is decoded whole, then handed on in slices).
     Timestamp partition values are read in ``time_zone``, as Spark's readers read them in
     the session time zone."""
-    from commit_protocol.formats import READ_BATCH_ROWS, iter_parquet
+    from commit_protocol.formats import FORMATS, READ_BATCH_ROWS
 
     data = read_committed(storage, f)
     data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
-    if state.format == "parquet":
-        batches = iter_parquet(data, data_schema, **_parquet_options(data, f, state, ring))
+    if FORMATS[state.format].bulk:
+        batches = FORMATS[state.format].implementation().iter_parquet(
+            data, data_schema, **_parquet_options(data, f, state, ring))
     else:
         table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
         batches = table.to_batches(max_chunksize=READ_BATCH_ROWS)
@@ -122,7 +105,7 @@ def read_parquet_file(data: bytes, f: CommittedFile, *, state: SinkState,
                       schema: pa.Schema | None = None) -> pa.Table:
     """A Parquet file's committed bytes as a table (``schema``'s columns, or all),
     decrypted on an encrypted path, where a plaintext file is refused."""
-    from commit_protocol.formats import read_parquet
+    from commit_protocol.formats.parquet import read_parquet
 
     return read_parquet(pa.BufferReader(data), schema, **_parquet_options(data, f, state, ring))
 
@@ -137,7 +120,7 @@ def _parquet_options(data: bytes, f: CommittedFile, state: SinkState,
         raise IntegrityError(f"{f.path}: expected an encrypted Parquet footer "
                              f"({_ENCRYPTED_FOOTER!r}) on an encrypted path, found "
                              f"{data[-4:]!r}: the file was replaced")
-    from commit_protocol.parquet_crypto import decryption_properties
+    from commit_protocol.crypto.parquet import decryption_properties
 
     return {"decryption_properties": decryption_properties(_require_ring(ring, f.path))}
 
@@ -227,7 +210,7 @@ def decode_row_file(data: bytes, f: CommittedFile, *, state: SinkState, schema: 
 def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
                   ring: Mapping[str, bytes] | None) -> bytes:
     """A row file's committed bytes decrypted (authenticated) and decompressed."""
-    from commit_protocol.encryption import open_sealed
+    from commit_protocol.crypto.sealed import open_sealed
 
     if state.encrypted:
         data = open_sealed(data, _require_ring(ring, f.path), path=f.path,

@@ -7,7 +7,6 @@ in-progress file each slot appends to, and up to which byte it is committed).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -40,6 +39,29 @@ class InProgressFile:
 
 
 @dataclass(frozen=True)
+class Publish:
+    """A rename that the commit of a batch performs: temp file ``temp`` becomes the finalized
+    file ``name`` of ``size`` bytes, rolled for ``reason`` (``maxBytes``, ``inactivity``, ...).
+
+    Kept in the log file as ``[temp, name, size, reason]`` under ``extra.publish``, so that a
+    commit cut short after its intent is finished by the next driver exactly as decided.
+    """
+
+    temp: str
+    name: str
+    size: int
+    reason: str
+
+    def to_json(self) -> list[Any]:
+        return [self.temp, self.name, self.size, self.reason]
+
+    @classmethod
+    def from_json(cls, row: list[Any]) -> Publish:
+        temp, name, size, reason = row
+        return cls(str(temp), str(name), int(size), str(reason))
+
+
+@dataclass(frozen=True)
 class SinkState:
     """Everything committed about the sink as of ``batch_id`` besides the finalized files."""
 
@@ -51,8 +73,9 @@ class SinkState:
     partition_by: tuple[str, ...]
     compact_interval: int
     in_progress: tuple[InProgressFile, ...] = field(default=())
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # fields of newer writers, kept as read
     encrypted: bool = False
+    publish: tuple[Publish, ...] = ()  # the renames this batch's commit performs
 
     def slots(self) -> dict[Slot, InProgressFile]:
         return {f.slot: f for f in self.in_progress}
@@ -66,6 +89,8 @@ class SinkState:
         body["version"] = STATE_VERSION
         body["partition_by"] = list(self.partition_by)
         body["in_progress"] = [asdict(f) for f in self.in_progress]
+        del body["publish"]
+        body["extra"] = {**self.extra, "publish": [p.to_json() for p in self.publish]}
         return body
 
     @classmethod
@@ -75,6 +100,8 @@ class SinkState:
             raise ValueError(f"expected rotsink state version {STATE_VERSION}, found "
                              f"{version!r}: written by another (newer?) rotsink; read and "
                              "write this path with that version")
+        extra = dict(body.get("extra", {}))
+        publish = extra.pop("publish", [])
         return cls(
             batch_id=int(body["batch_id"]),
             query_id=body["query_id"],
@@ -84,9 +111,7 @@ class SinkState:
             partition_by=tuple(body["partition_by"]),
             compact_interval=int(body["compact_interval"]),
             in_progress=tuple(InProgressFile(**f) for f in body["in_progress"]),
-            extra=dict(body.get("extra", {})),
+            extra=extra,
             encrypted=bool(body.get("encrypted", False)),
+            publish=tuple(Publish.from_json(row) for row in publish),
         )
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)

@@ -11,7 +11,6 @@ at commit (see ``Committer``), so a zombie arriving after the commit loses it to
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 
@@ -22,12 +21,11 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.messages import TaskReport
 from commit_protocol.naming import final_name, partition_claim, temp_name
-from commit_protocol.part_files import ParquetPartFile, PartFile, RowPartFile
+from commit_protocol.part_files import ParquetPartFile, PartFile, RowPartFile, RowSize
 from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
-
 
 # Row formats encode (and compress, and seal) one append per chunk of about this many Arrow
 # bytes. Spark sends 10,000-row batches; encoding 100,000 rows at once is 1.4-2x faster per
@@ -72,7 +70,7 @@ class TaskWriter:
         self.touched: list[PartFile] = []
         self.rolls: dict[str, int] = {}
         self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
-        self.row_bytes = 0.0  # encoded bytes per row in the last row-format append
+        self.row_size = RowSize()
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -87,7 +85,7 @@ class TaskWriter:
                 if rows.num_rows:
                     self._write_rows(directory, rows)
         for f in list(self.open.values()):
-            if self.config.is_bulk:
+            if f.rolls_at_task_end:
                 failpoints.hit("task.before_roll")
                 f.roll()
                 failpoints.hit("task.after_roll")
@@ -105,7 +103,7 @@ class TaskWriter:
             return True
         if self.batch_id != latest + 1:
             # Spark runs batch N only after its checkpoint committed N - 1: the log lost files
-            from commit_protocol.log import log_file_name
+            from commit_protocol.log_files import log_file_name
             from commit_protocol.naming import LOG_DIR
 
             names = [f"{LOG_DIR}/{log_file_name(b, self.config.compact_interval)}"
@@ -127,67 +125,26 @@ class TaskWriter:
 
     # -- rows into files -----------------------------------------------------------------
     def _write_rows(self, directory: str, rows: pa.RecordBatch) -> None:
-        policy = self.config.rotation
+        """Give ``rows`` to the directory's open file, rolling it whenever it is full."""
         while rows.num_rows:
             f = self._file_for(directory)
-            take = rows.num_rows
-            if policy.max_records:
-                take = min(take, policy.max_records - f.records)
             failpoints.hit("task.before_append")
-            if isinstance(f, RowPartFile):
-                take = self._append_row_chunk(f, rows.slice(0, take))
-            else:
-                f.write(rows.slice(0, take))
-                self._cap_buffers()
-            rows = rows.slice(take)
-            if take:
+            took = f.add(rows)
+            self._cap_buffers()
+            rows = rows.slice(took)
+            if took:
                 failpoints.hit("task.after_append")
-            if not take or self._reached_limit(f):
+            if not took or f.full():
                 failpoints.hit("task.before_roll")
                 f.roll()
                 del self.open[directory]
                 failpoints.hit("task.after_roll")
 
-    def _append_row_chunk(self, f: RowPartFile, rows: pa.RecordBatch) -> int:
-        """Append as many of ``rows`` as fit under ``maxBytes``; return how many.
-
-        ``0`` when not even one more row fits a file that has rows: roll it first. So a file
-        outgrows ``maxBytes`` only when its first row alone does.
-        """
-        max_bytes = self.config.rotation.max_bytes
-        if not max_bytes:
-            f.append(f.encode(rows), rows.num_rows)
-            return rows.num_rows
-        room = max_bytes - f.end
-        if self.row_bytes:
-            # Encode a little more than fits, not a whole chunk that fills many small files:
-            # each roll then costs about two encodings of one file, whatever the chunk size.
-            rows = rows.slice(0, max(1, math.ceil(1.25 * room / self.row_bytes)))
-        data = f.encode(rows)
-        self.row_bytes = len(data) / rows.num_rows
-        while len(data) > room and rows.num_rows > 1:
-            fit = max(1 if not f.records else 0, rows.num_rows * max(room, 0) // len(data))
-            if fit == 0:
-                break
-            rows = rows.slice(0, fit)
-            data = f.encode(rows)
-        if len(data) > room and f.records:
-            return 0
-        f.append(data, rows.num_rows)
-        return rows.num_rows
-
     def _cap_buffers(self) -> None:
         """Keep the task's buffered Parquet rows under two row groups' worth, however many
         partition directories are open: the fullest buffer is written out first."""
-        buffering = [f for f in self.open.values() if isinstance(f, ParquetPartFile)]
-        if sum(f.buffered_bytes for f in buffering) > 2 * self.config.row_group_bytes:
-            max(buffering, key=lambda f: f.buffered_bytes).flush()
-
-    def _reached_limit(self, f: PartFile) -> bool:
-        policy = self.config.rotation
-        size = f.estimated_size() if isinstance(f, ParquetPartFile) else f.end
-        return bool((policy.max_records and f.records >= policy.max_records)
-                    or (policy.max_bytes and size >= policy.max_bytes))
+        if sum(f.buffered_bytes for f in self.open.values()) > 2 * self.config.row_group_bytes:
+            max(self.open.values(), key=lambda f: f.buffered_bytes).flush()
 
     def _file_for(self, directory: str) -> PartFile:
         f = self.open.get(directory)
@@ -214,9 +171,10 @@ class TaskWriter:
         if committed is None or self._seen(directory):
             return None
         temp, fenced_from = self._fence(committed)
-        f = RowPartFile(self.storage, self.config, partition=self.partition, directory=directory,
-                        name=committed.name, temp=temp, start=committed.size,
-                        records=committed.records, fenced_from=fenced_from)
+        f = RowPartFile(self.storage, self.config, estimate=self.row_size,
+                        partition=self.partition, directory=directory, name=committed.name,
+                        temp=temp, start=committed.size, records=committed.records,
+                        fenced_from=fenced_from)
         self.touched.append(f)
         failpoints.hit("task.after_resume")
         return f
@@ -253,9 +211,14 @@ class TaskWriter:
         name = final_name(directory=directory, prefix=self.config.file_prefix,
                           partition=self.partition, batch=self.batch_id, roll=roll,
                           suffix=self.config.file_suffix)
-        common = dict(partition=self.partition, directory=directory, name=name,
-                      temp=temp_name(name), start=0, records=0)
-        cls = ParquetPartFile if self.config.is_bulk else RowPartFile
-        f: PartFile = cls(self.storage, self.config, **common)
+        f: PartFile
+        if self.config.is_bulk:
+            f = ParquetPartFile(self.storage, self.config, partition=self.partition,
+                                directory=directory, name=name, temp=temp_name(name), start=0,
+                                records=0)
+        else:
+            f = RowPartFile(self.storage, self.config, estimate=self.row_size,
+                            partition=self.partition, directory=directory, name=name,
+                            temp=temp_name(name), start=0, records=0)
         self.touched.append(f)
         return f

@@ -17,12 +17,24 @@ import pyarrow as pa
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CorruptLogError, RotsinkError
+from commit_protocol.formats import FORMATS
 from commit_protocol.housekeeping import orphans
-from commit_protocol.log import (MetadataLog, batch_id_of, last_compaction_at_or_before,
-                                 log_file_name)
+from commit_protocol.log import MetadataLog
+from commit_protocol.log_files import (
+    batch_files,
+    batch_id_of,
+    last_compaction_at_or_before,
+    log_file_name,
+    log_file_names,
+)
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri
-from commit_protocol.reading import (CommittedFile, open_committed, read_committed,
-                                     read_parquet_file, row_plaintext)
+from commit_protocol.reading import (
+    CommittedFile,
+    open_committed,
+    read_committed,
+    read_parquet_file,
+    row_plaintext,
+)
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
@@ -124,12 +136,8 @@ def _committed_state(storage: Storage) -> SinkState:
 
 def _log_names(storage: Storage) -> dict[int, list[str]]:
     """Names of the log files on storage by batch id (two for one id is damage)."""
-    names: dict[int, list[str]] = {}
-    for info in storage.list(LOG_DIR):
-        name = info.path.rsplit("/", 1)[-1]
-        if (batch_id := batch_id_of(name)) is not None:
-            names.setdefault(batch_id, []).append(name)
-    return names
+    return {batch_id: [info.path.rsplit("/", 1)[-1] for info in infos]
+            for batch_id, infos in batch_files(storage, LOG_DIR).items()}
 
 
 def _duplicate_log_files(names: dict[int, list[str]]) -> list[str]:
@@ -143,13 +151,12 @@ def _listed_files(storage: Storage, state: SinkState, latest: int,
     """Logged size of every finalized file in the listing as of ``latest``.
 
     Each log file is read on its own, so that one damaged file is named and the others are
-    still checked. A log with interval 1 makes every batch a compaction, so its
-    ``finalized_entries(b)`` reads exactly batch ``b``'s file, found by its listed name.
+    still checked (of two files for one batch, already reported, the first listed).
     """
     interval = state.compact_interval
     first = last_compaction_at_or_before(latest, interval) or 0
-    single = MetadataLog(storage, compact_interval=1)
-    single.batch_ids()
+    log = MetadataLog(storage, compact_interval=interval,
+                      names={batch_id: found[0] for batch_id, found in names.items()})
     listed: dict[str, int] = {}
     seen_in: dict[str, list[int]] = {}
     for batch_id in range(first, latest + 1):
@@ -158,15 +165,15 @@ def _listed_files(storage: Storage, state: SinkState, latest: int,
                             f"need every log file from batch {first} to {latest}")
             continue
         try:
-            entries = list(single.finalized_entries(batch_id))
+            entries = list(log.entries_of(batch_id))
             paths = [from_uri(storage.root_uri, entry["path"]) for entry in entries]
         except CorruptLogError as e:  # names the file and the line
             problems.append(str(e))
             continue
         except ValueError as e:  # an entry outside the output path
-            problems.append(f"{single.path_of(batch_id)}: {e}")
+            problems.append(f"{log.path_of(batch_id)}: {e}")
             continue
-        for path, entry in zip(paths, entries):
+        for path, entry in zip(paths, entries, strict=True):
             listed[path] = int(entry["size"])
             seen_in.setdefault(path, []).append(batch_id)
     problems += [f"{path} (batches {', '.join(map(str, ids))}): listed twice: Spark's readers "
@@ -196,7 +203,7 @@ def _pending(storage: Storage, latest: int | None,
         except CorruptLogError as e:
             problems.append(str(e))
             continue
-        explained |= {entry[1] for entry in state.extra.get("publish", [])}
+        explained |= {publish.name for publish in state.publish}
     return sorted(pending), explained
 
 
@@ -221,7 +228,7 @@ def _repair(storage: Storage, problems: list[str]) -> list[int]:
                if (batch_id := batch_id_of(name := info.path.rsplit("/", 1)[-1])) is not None}
     if not intents:
         return []
-    before = MetadataLog(storage, compact_interval=1).latest_batch_id()
+    before = max(log_file_names(storage), default=None)
     pending = sorted(b for b in intents if before is None or b > before)
     try:
         state = (_intent_state(storage, intents[pending[0]], pending[0]) if pending
@@ -309,7 +316,7 @@ def _authenticate(storage: Storage, state: SinkState, files: list[CommittedFile]
     for f in files:
         try:
             data = read_committed(storage, f)
-            if state.format == "parquet":
+            if FORMATS[state.format].bulk:
                 read_parquet_file(data, f, state=state, ring=ring)
             else:
                 row_plaintext(data, f, state=state, ring=ring)

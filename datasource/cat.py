@@ -12,11 +12,17 @@ import json
 import os
 from collections.abc import Iterator
 
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import RotsinkError
-from commit_protocol.keys import KeyRefs
+from commit_protocol.formats import FORMATS
 from commit_protocol.naming import LOG_DIR, from_uri
-from commit_protocol.reading import (CommittedFile, open_committed, read_committed,
-                                     read_parquet_file, row_plaintext)
+from commit_protocol.reading import (
+    CommittedFile,
+    open_committed,
+    read_committed,
+    read_parquet_file,
+    row_plaintext,
+)
 from commit_protocol.storage import LocalStorage
 
 
@@ -33,7 +39,7 @@ def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
     refs = KeyRefs(read_refs=tuple(key_refs)) if key_refs else None
     ring = refs.ring() if refs is not None else None
     data = read_committed(storage, part)
-    if state.format != "parquet":
+    if not FORMATS[state.format].bulk:
         yield row_plaintext(data, part, state=state, ring=ring)
         return
     yield from _parquet_lines(data, part, state, ring)

@@ -54,7 +54,8 @@ def run_demo(workdir: str | None, *, batches: int, rows: int) -> int:
 
 def _print_commits(out: str) -> None:
     for s in batch_summaries(out):
-        rolled = ", ".join(f"{name} ({size} B, {reason})" for name, size, reason in s.finalized) or "-"
+        rolled = ", ".join(f"{name} ({size} B, {reason})"
+                           for name, size, reason in s.finalized) or "-"
         marker = " [compacted log]" if s.compacted else ""
         print(f"batch {s.batch_id:>3} committed{marker}: rolled {rolled}; "
               f"{len(s.in_progress)} file(s) in progress")

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import CorruptLogError, RotsinkError
-from commit_protocol.keys import KeyRefs
-from commit_protocol.log import MetadataLog
 from commit_protocol.reading import open_committed
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.verification import Verification, verify_output
@@ -22,23 +21,16 @@ class BatchSummary:
     compacted: bool
 
 
-def _log_and_latest(path: str,
-                    fs_options: dict[str, str] | None = None) -> tuple[MetadataLog, int | None]:
-    storage = open_storage(path, fs_options)
-    committed = open_committed(storage)
-    if committed is None:
-        return MetadataLog(storage, compact_interval=1), None
-    log, latest, _ = committed
-    return log, latest
-
-
 def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list[BatchSummary]:
     """One summary per log file still on storage (deltas list what their batch finalized)."""
-    log, _ = _log_and_latest(path, fs_options)
+    committed = open_committed(open_storage(path, fs_options))
+    if committed is None:
+        return []
+    log = committed[0]
     summaries = []
     for batch_id in log.batch_ids():
         state = log.read_state(batch_id)
-        published = [(name, size, reason) for _, name, size, reason in state.extra.get("publish", [])]
+        published = [(p.name, p.size, p.reason) for p in state.publish]
         in_progress = [(f.name, f.size, f.records) for f in state.in_progress]
         compacted = log.path_of(batch_id).endswith(".compact")
         summaries.append(BatchSummary(batch_id, published, in_progress, compacted))

@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from commit_protocol.errors import RotsinkError
+from commit_protocol.errors import KmsJarBuildError
 
 __all__ = ["JAR_NAME", "KMS_CLIENT_CLASS", "KmsJarBuildError", "build_kms_jar"]
 
@@ -25,9 +25,6 @@ JAR_NAME = "rotsink-kms.jar"
 JAVA_SOURCE = Path(__file__).parent / "jvm" / "RotsinkKeyRingKms.java"
 JAVA_RELEASE = "17"  # Spark 4 runs on Java 17+
 
-
-class KmsJarBuildError(RotsinkError, RuntimeError):
-    """The JVM KMS client could not be compiled or packaged."""
 
 
 def build_kms_jar(dest_dir: str) -> str:

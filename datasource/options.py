@@ -10,28 +10,31 @@ import difflib
 import re
 from collections.abc import Mapping
 
-from commit_protocol.codecs import ROW_CODEC_SUFFIX, RowCodec
-from commit_protocol.config import BULK_FORMATS, ROW_FORMATS, RotationPolicy, SinkConfig
+from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import OptionError
-from commit_protocol.keys import KeyRefs
+from commit_protocol.formats import FORMATS, format_named
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec
 
 PATH = "path"
 FORMAT = "format"
 COMPRESSION = "compression"
 COMPRESSION_LEVEL = "compression.level"
-MAX_BYTES, MAX_RECORDS, MAX_BATCHES = "rotation.maxBytes", "rotation.maxRecords", "rotation.maxBatches"
+MAX_BYTES, MAX_RECORDS = "rotation.maxBytes", "rotation.maxRecords"
+MAX_BATCHES = "rotation.maxBatches"
 INTERVAL, INACTIVITY = "rotation.interval", "rotation.inactivity"
 PARTITION_BY = "partitionBy"
 FILE_PREFIX, FILE_SUFFIX = "file.prefix", "file.suffix"
 MAX_OPEN_FILES = "maxOpenFiles"
 ROW_GROUP_BYTES = "parquet.rowGroupBytes"
-COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY = "log.compactInterval", "log.retention", "log.cleanupDelay"
-ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS = "encryption.key", "encryption.keyId", "encryption.keys"
+COMPACT_INTERVAL, RETENTION = "log.compactInterval", "log.retention"
+CLEANUP_DELAY = "log.cleanupDelay"
+ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
+ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
 
 # Spark's Parquet reader ships no brotli codec, so it is not offered.
 PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "none")
-FORMAT_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "text": ".txt", "parquet": ".parquet"}
 # Encrypted row files get their own suffix: no Spark reader can decode them, and the name
 # should say so rather than let a ".gz" reader fail on it.
 ENCRYPTED_SUFFIX = ".enc"
@@ -93,17 +96,19 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     """Validate the writer's options (case-insensitive keys, as Spark passes them)."""
     opts = {k.lower(): v for k, v in options.items()}
     reject_unknown(opts, reading=False)
-    get = lambda key, default=None: opts.get(key.lower(), default)  # noqa: E731
+    def get(key: str, default: str = "") -> str:
+        return opts.get(key.lower(), default)
+
+    def given(key: str) -> str | None:
+        return opts.get(key.lower())
+
     path = get(PATH)
     if not path:
         raise OptionError("option path is required: .option('path', '/data/out') or .start(path)")
-    fmt = get(FORMAT, "jsonl").lower()
-    if fmt not in ROW_FORMATS + BULK_FORMATS:
-        raise OptionError(f"option format={fmt!r}: expected one of "
-                          f"{', '.join(ROW_FORMATS + BULK_FORMATS)}")
-    level_text = get(COMPRESSION_LEVEL)
+    fmt = format_named(get(FORMAT, "jsonl").lower()).name
+    level_text = given(COMPRESSION_LEVEL)
     level = None if level_text is None else parse_int(COMPRESSION_LEVEL, level_text, minimum=0)
-    compression = _compression(fmt, get(COMPRESSION), level)
+    compression = _compression(fmt, given(COMPRESSION), level)
     keys = _write_keys(opts)
     return SinkConfig(
         path=path, format=fmt, compression=compression, compression_level=level, keys=keys,
@@ -120,8 +125,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),
         row_group_bytes=_row_group_bytes(get(ROW_GROUP_BYTES, "128m")),
         compact_interval=parse_int(COMPACT_INTERVAL, get(COMPACT_INTERVAL, "10"), minimum=1),
-        compact_interval_explicit=get(COMPACT_INTERVAL) is not None,
-        retention_ms=None if get(RETENTION) in (None, "", "off")
+        compact_interval_explicit=given(COMPACT_INTERVAL) is not None,
+        retention_ms=None if get(RETENTION) in ("", "off")
         else parse_duration_ms(RETENTION, get(RETENTION)),
         cleanup_delay_ms=parse_duration_ms(CLEANUP_DELAY, get(CLEANUP_DELAY, "10m")),
         fs_options=fs_options(options),
@@ -146,10 +151,10 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
     closest known name when it looks misspelt, and where an option of the other side
     belongs; ``fs.*`` options go to the filesystem unchecked.
 
-    >>> reject_unknown({"rotation.maxbyte": "1"}, reading=False)
+    >>> reject_unknown({"rotation.maxbyte": "1"}, reading=False)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    commit_protocol.errors.OptionError: unknown option rotation.maxbyte='1'; did you mean rotation.maxBytes? See the README's option table
+    commit_protocol.errors.OptionError: unknown option rotation.maxbyte='1'; did you mean ...
     """
     own, other = (READ_OPTIONS, SINK_OPTIONS) if reading else (SINK_OPTIONS, READ_OPTIONS)
     names = {name.lower(): name for name in own}
@@ -170,8 +175,8 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
 
 def _compression(fmt: str, value: str | None, level: int | None) -> str:
     """The codec, checked together with its level (a bad pair fails here, not in a task)."""
-    if fmt in BULK_FORMATS:
-        from commit_protocol.codecs import parquet_codec
+    if FORMATS[fmt].bulk:
+        from commit_protocol.formats.codecs import parquet_codec
 
         codec = (value or "snappy").lower()
         if codec not in PARQUET_CODECS:
@@ -211,6 +216,7 @@ def _prefix(text: str) -> str:
 
 
 def _default_suffix(fmt: str, compression: str, encrypted: bool) -> str:
-    if fmt in BULK_FORMATS:
-        return FORMAT_SUFFIX[fmt]
-    return FORMAT_SUFFIX[fmt] + ROW_CODEC_SUFFIX[compression] + (ENCRYPTED_SUFFIX if encrypted else "")
+    suffix = FORMATS[fmt].suffix
+    if FORMATS[fmt].bulk:
+        return suffix
+    return suffix + ROW_CODEC_SUFFIX[compression] + (ENCRYPTED_SUFFIX if encrypted else "")

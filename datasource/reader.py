@@ -15,15 +15,20 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import EncryptionKeyError, OptionError, RotsinkError
-from commit_protocol.keys import KeyRefs
 from commit_protocol.log import MetadataLog
 from commit_protocol.naming import from_uri
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
-from datasource.options import (INCLUDE_IN_PROGRESS, NUM_PARTITIONS, fs_options, parse_int,
-                                reject_unknown)
+from datasource.options import (
+    INCLUDE_IN_PROGRESS,
+    NUM_PARTITIONS,
+    fs_options,
+    parse_int,
+    reject_unknown,
+)
 
 # Spark's own file sources aim at 128 MB per partition (spark.sql.files.maxPartitionBytes).
 PARTITION_BYTES = 128 << 20
@@ -93,7 +98,7 @@ class RotSinkReader(DataSourceReader):
             sizes[i] += f.length
         return [FilesPartition(tuple(b)) for b in buckets if b]
 
-    def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: decode each file's committed bytes into Arrow batches."""
         storage = open_storage(self.path, self.fs_options)
         ring = self.keys.ring() if self.state.encrypted and self.keys else None

@@ -7,14 +7,31 @@ import, out of both. Executors then encode Arrow batches of a schema known to fi
 
 from __future__ import annotations
 
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType,
-                               DecimalType, DoubleType, FloatType, IntegerType, LongType, MapType,
-                               NullType, ShortType, StringType, StructType, TimestampNTZType,
-                               TimestampType, UserDefinedType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    UserDefinedType,
+)
 
 from commit_protocol.errors import OptionError
 
-# The types whose Arrow form every format round-trips (commit_protocol.formats_* encode them).
+# The types whose Arrow form every format round-trips (commit_protocol.formats encodes them).
 LEAVES = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType,
           StringType, BinaryType, DateType, TimestampType, TimestampNTZType, DecimalType,
           NullType)

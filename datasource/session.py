@@ -7,12 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from commit_protocol.errors import RotsinkError
-
-
-class JavaMissingError(RotsinkError):
-    """Spark needs a Java 17+ runtime and none was found."""
-
+from commit_protocol.errors import JavaMissingError
 
 JAVA_HINT = (
     "Spark needs Java 17 or newer and none was found on PATH or in JAVA_HOME. "

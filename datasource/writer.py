@@ -11,9 +11,15 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from commit_protocol.committer import Committer, CommitResult
+from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
-from commit_protocol.errors import OptionError, SchemaMismatchError
+from commit_protocol.errors import (
+    CommitError,
+    OptionError,
+    SchemaMismatchError,
+    UnsupportedQueryError,
+)
+from commit_protocol.formats import FORMATS
 from commit_protocol.messages import TaskReport
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import SinkState
@@ -61,29 +67,27 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
 
         freeze_task_modules(self.config.format)
         context = TaskContext.get()
+        if context is None:
+            raise RuntimeError("write() runs in a Spark task; no TaskContext found")
+        batch_id = context.getLocalProperty("streaming.sql.batchId")
+        if batch_id is None:
+            raise UnsupportedQueryError("rotsink is a streaming sink: write with writeStream "
+                                        "(no micro-batch id in this task)")
         writer = TaskWriter(
-            self._storage(), self.config, self.plan,
-            batch_id=int(context.getLocalProperty("streaming.sql.batchId")),
+            self._storage(), self.config, self.plan, batch_id=int(batch_id),
             partition=context.partitionId(), attempt=context.attemptNumber(),
             query_id=context.getLocalProperty("sql.streaming.queryId") or "")
         return TaskCommitMessage(writer.write(iterator))
 
-    def commit(self, messages: list[TaskCommitMessage | None], batchId: int) -> CommitResult:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver once every task of the batch succeeded."""
-        return self._committer().commit(batchId, [_report(m) for m in messages])
+        self._committer().commit(batchId, [_report(m) for m in messages])
 
-    def abort(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver when a task failed: nothing of the batch becomes visible."""
         self._committer().abort(batchId, [_report(m) for m in messages])
 
 
-# Modules a task of each format loads, beyond commit_protocol.task_writer (pyarrow and ours).
-FORMAT_MODULES = {
-    "jsonl": ("commit_protocol.formats_json", "polars"),
-    "csv": ("commit_protocol.formats_csv",),
-    "text": ("commit_protocol.formats_text",),
-    "parquet": ("pyarrow.parquet",),
-}
 _frozen = False
 
 
@@ -101,14 +105,19 @@ def freeze_task_modules(fmt: str) -> None:
     global _frozen
     if _frozen:
         return
-    for module in ("commit_protocol.task_writer", *FORMAT_MODULES.get(fmt, ())):
+    entry = FORMATS[fmt]
+    for module in ("commit_protocol.task_writer", entry.module, *entry.preload):
         importlib.import_module(module)
     gc.freeze()
     _frozen = True
 
 
-def _report(message: TaskCommitMessage | None) -> TaskReport | None:
-    return None if message is None else message.report
+def _report(message: WriterCommitMessage | None) -> TaskReport | None:
+    """The task's report; None for a task that failed (``abort`` gets those)."""
+    if message is None or isinstance(message, TaskCommitMessage):
+        return None if message is None else message.report
+    raise CommitError(f"expected a rotsink task's commit message, found "
+                      f"{type(message).__name__}: another writer's task?")
 
 
 def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> None:

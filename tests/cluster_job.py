@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from tests.streams import SCHEMA, write_numbered_source
+from tests.support.streams import SCHEMA, write_numbered_source
 
 
 def main(endpoint: str, bucket: str, workdir: str) -> None:

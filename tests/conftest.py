@@ -54,7 +54,7 @@ def failpoints():
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """URL of a moto S3 server on 127.0.0.1 shared by the session (dummy credentials above)."""
-    from tests.s3server import start_moto_server
+    from tests.support.s3server import start_moto_server
 
     endpoint, stop = start_moto_server()
     yield endpoint
@@ -64,7 +64,7 @@ def s3_endpoint() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def s3_bucket(s3_endpoint) -> str:
     """One bucket on the local S3 server for the session; each test uses its own prefix."""
-    from commit_protocol.object_storage import open_object_storage
+    from commit_protocol.storage.object_store import open_object_storage
 
     storage = open_object_storage("s3://rotsink-contract/x", {"endpoint_url": s3_endpoint})
     storage.fs.call_s3("create_bucket", Bucket="rotsink-contract")

@@ -16,7 +16,7 @@ import os
 import sys
 
 from commit_protocol.failpoints import KILL_PGID_ENV_VAR
-from tests.streams import SCHEMA
+from tests.support.streams import SCHEMA
 
 
 def main(source: str, out: str, checkpoint: str, options_json: str) -> int:

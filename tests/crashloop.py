@@ -15,8 +15,8 @@ its own and ends in one of these ways:
 
 After every life ``verify_output(..., repair=True)`` must find nothing wrong (a commit cut
 short between its renames and its log file is rolled forward and counted). During every life
-and its repair a reader reads the output in a loop (:mod:`tests.crash_reader`): its reads may
-fail while a driver dies, but never return a wrong row. A final clean life
+and its repair a reader reads the output in a loop (:mod:`tests.support.crash_reader`): its
+reads may fail while a driver dies, but never return a wrong row. A final clean life
 consumes the rest; then rotsink's reader must return every input row exactly once and Spark's
 reader exactly the rows of the finalized files.
 """
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
-from tests.crash_reader import BesideReader, ReaderTally
-from tests.streams import write_numbered_source
+from tests.support.crash_reader import BesideReader, ReaderTally
+from tests.support.streams import write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SINK_OPTIONS = {
@@ -149,8 +149,8 @@ class CrashLoop:
 
     @functools.cached_property
     def reader(self) -> BesideReader:
-        """Reads the output while each life runs (see :mod:`tests.crash_reader`)."""
-        from commit_protocol.keys import KeyRefs
+        """Reads the output while each life runs (see :mod:`tests.support.crash_reader`)."""
+        from commit_protocol.crypto.keys import KeyRefs
 
         keys = KeyRefs.from_options(self.options)
         return BesideReader(self.storage, keys.ring() if keys else None, self.reads)
@@ -286,7 +286,7 @@ class CrashLoop:
     def _verify(self, index: int, life: Life) -> None:
         """What ``rotsink verify --repair`` does after every run (authenticating, when the
         output is encrypted)."""
-        from commit_protocol.keys import KeyRefs
+        from commit_protocol.crypto.keys import KeyRefs
         from commit_protocol.verification import verify_output
 
         keys = KeyRefs.from_options(self.options)
@@ -300,9 +300,11 @@ class CrashLoop:
 def _line_queue(child: subprocess.Popen) -> queue.Queue:
     """The child's stdout lines (``None`` at its end), read by a thread so waits can time out."""
     lines: queue.Queue = queue.Queue()
+    stdout = child.stdout
+    assert stdout is not None  # started with stdout=PIPE
 
     def pump() -> None:
-        for line in child.stdout:
+        for line in stdout:
             lines.put(line.strip())
         lines.put(None)
 
@@ -366,10 +368,13 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
     if "://" not in loop.out_url and "encryption.key" not in loop.options:
         spark_seen = Counter(r.id for r in spark.read.json(loop.out_url).select("id").collect())
     expected = set(range(loop.rows_in))
-    _, latest, _ = open_committed(loop.storage())
+    committed = open_committed(loop.storage())
+    assert committed is not None  # the loop committed at least one batch
+    _, latest, _ = committed
     return Outcome(rows_in=loop.rows_in, rotsink_rows=sum(seen.values()),
                    lost=len(expected - set(seen)),
-                   duplicated=sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - expected),
+                   duplicated=(sum(n - 1 for n in seen.values() if n > 1)
+                               + len(set(seen) - expected)),
                    finalized_rows=sum(finalized.values()),
                    spark_rows=None if spark_seen is None else sum(spark_seen.values()),
                    spark_matches_finalized=None if spark_seen is None else spark_seen == finalized,
@@ -394,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_server = None
     loop = CrashLoop(workdir, seed=args.seed)
     if args.s3:
-        from tests.s3server import start_moto_server
+        from tests.support.s3server import start_moto_server
 
         # Dummy credentials for the loopback server only; inherited by every child driver.
         os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -429,7 +434,8 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
         f"finalized rows {outcome.finalized_rows}, Spark's JSON reader "
         + ("not run (encrypted or object-store output)" if outcome.spark_rows is None else
-           f"{outcome.spark_rows} ({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
+           f"{outcome.spark_rows} "
+           f"({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
         loop.reads.line(),
         f"problems {len(t.problems)}" + "".join(f"\n  {p}" for p in t.problems[:20]),
         f"wall time {wall_s:.0f}s",

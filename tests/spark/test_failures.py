@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
+from tests.support.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
 
 
 @pytest.mark.parametrize("filters", ["plain", "zstd+encrypted"])
@@ -53,7 +53,8 @@ def test_complete_mode_is_refused(spark, tmp_path):
     query = (counts.writeStream.format("rotsink").outputMode("complete")
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
              .start(str(tmp_path / "out")))
-    with pytest.raises(StreamingQueryException, match="outputMode\\('complete'\\) is not supported"):
+    with pytest.raises(StreamingQueryException,
+                       match="outputMode\\('complete'\\) is not supported"):
         query.awaitTermination()
 
 
@@ -112,8 +113,8 @@ def test_schema_change_between_restarts_is_refused(spark, tmp_path):
     ({"maxFilesPerTrigger": "1"}, "unknown option maxfilespertrigger='1'; See the README"),
 ], ids=["misspelt", "sink-option", "unknown"])
 def test_reader_refuses_options_it_does_not_take(spark, tmp_path, options, message):
-    from pyspark.errors import AnalysisException
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import AnalysisException
 
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=3)
     run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck")

@@ -13,7 +13,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import StreamingQueryException
 
 from tests.spark.test_sink_e2e import spark_ids, to_text
-from tests.streams import run_to_completion, write_numbered_source
+from tests.support.streams import run_to_completion, write_numbered_source
 
 ROW_CASES = [(fmt, codec) for fmt in ("jsonl", "csv", "text")
              for codec in ("none", "gzip", "bz2", "zstd")]

@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from commit_protocol.formats import encode_rows, write_parquet
+from commit_protocol.formats import encode_rows
+from commit_protocol.formats.parquet import write_parquet
 from tests.unit.test_formats import normalized
 
 NAN, INF = float("nan"), float("inf")

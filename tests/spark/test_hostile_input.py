@@ -20,9 +20,14 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 
-from tests.damage import append, truncate
-from tests.streams import (SCHEMA, assert_round_trip, rotsink_ids, run_to_completion,
-                           write_numbered_source)
+from tests.support.damage import append, truncate
+from tests.support.streams import (
+    SCHEMA,
+    assert_round_trip,
+    rotsink_ids,
+    run_to_completion,
+    write_numbered_source,
+)
 
 OPTIONS = {"rotation.maxBatches": "2"}
 # After the run (one input file of two rows per batch, in mtime order, so which ids land
@@ -90,7 +95,7 @@ def read_rotsink(spark, out: Path) -> list:
 
 
 # -- log files damaged by hand ---------------------------------------------------------------
-Damage = Callable[[Path], None]
+Damage = Callable[[Path], object]
 
 LOG_DAMAGE: list[tuple[str, Damage, str, bool]] = [
     # id, damage, the message a user sees, whether a restart fails too (it reads only the

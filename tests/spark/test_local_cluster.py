@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 
-
 @pytest.mark.slow
 def test_two_executor_jvms_write_to_s3_exactly_once(tmp_path, s3_endpoint):
     import s3fs

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from commit_protocol.parquet_crypto import decryption_properties, encryption_properties
+from commit_protocol.crypto.parquet import decryption_properties, encryption_properties
 from datasource.kms_jar import KMS_CLIENT_CLASS, build_kms_jar
 
 OLD, NEW, OTHER = bytes(range(32)), bytes(range(100, 132)), bytes(range(200, 232))
@@ -139,7 +139,7 @@ def test_rotsink_reads_what_spark_wrote_with_the_kms(spark, kms_jar, tmp_path):
 def test_spark_reads_what_the_sink_encrypted_with_the_kms(spark, kms_jar, tmp_path):
     """The whole path: rotsink's streaming sink writes encrypted Parquet, Spark's own reader
     returns exactly its finalized rows given the KMS client and the key ring."""
-    from tests.streams import run_to_completion, write_numbered_source
+    from tests.support.streams import run_to_completion, write_numbered_source
 
     key = bytes(range(32, 64))
     (tmp_path / "key").write_text(base64.b64encode(key).decode())

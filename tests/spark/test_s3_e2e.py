@@ -14,9 +14,9 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.s3faults import FailingProxy
 from tests.spark.test_sink_e2e import to_text
-from tests.streams import rotsink_ids, run_to_completion, write_numbered_source
+from tests.support.s3faults import FailingProxy
+from tests.support.streams import rotsink_ids, run_to_completion, write_numbered_source
 
 
 @pytest.fixture
@@ -41,7 +41,9 @@ def logged_files(url: str, options: dict[str, str]) -> list[str]:
     from commit_protocol.reading import open_committed
     from commit_protocol.storage import open_storage
 
-    log, latest, _ = open_committed(open_storage(url, {"endpoint_url": options["fs.endpoint_url"]}))
+    committed = open_committed(open_storage(url, {"endpoint_url": options["fs.endpoint_url"]}))
+    assert committed is not None
+    log, latest, _ = committed
     return [e["path"] for e in log.finalized_entries(latest)]
 
 

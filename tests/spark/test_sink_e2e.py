@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.streams import rotsink_ids, run_to_completion, write_numbered_source
+from tests.support.streams import rotsink_ids, run_to_completion, write_numbered_source
 
 READERS = {
     "jsonl": lambda spark, out: spark.read.json(out),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.streams import assert_round_trip
+from tests.support.streams import assert_round_trip
 
 ALL_TYPES = """
 select id, cast(id as int) i, id / 3 d, cast(id as decimal(12,3)) dec,

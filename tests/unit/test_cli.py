@@ -38,7 +38,7 @@ def test_cat_prints_committed_content_decrypted_and_decompressed(tmp_path, capsy
     import base64
     import os
 
-    from commit_protocol.keys import KeyRefs
+    from commit_protocol.crypto.keys import KeyRefs
     from tests.unit.test_task_writer import commit, config, rows, run_task
 
     monkeypatch.setenv("CAT_KEY", base64.b64encode(os.urandom(32)).decode())
@@ -88,7 +88,7 @@ def test_inspect_and_verify_on_s3_take_fs_options(tmp_path, s3_endpoint, capsys)
 def test_cat_prints_encrypted_parquet_rows_as_json_lines(tmp_path, capsysbinary, monkeypatch):
     import json
 
-    from commit_protocol.keys import KeyRefs
+    from commit_protocol.crypto.keys import KeyRefs
     from tests.unit.test_task_writer import commit, config, rows, run_task
 
     monkeypatch.setenv("CAT_PQ_KEY", "ab" * 32)

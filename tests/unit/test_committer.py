@@ -11,8 +11,12 @@ import pytest
 from commit_protocol import failpoints
 from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import (CommitError, ConcurrentWriterError, TruncatedFileError,
-                                    UnsupportedQueryError)
+from commit_protocol.errors import (
+    CommitError,
+    ConcurrentWriterError,
+    TruncatedFileError,
+    UnsupportedQueryError,
+)
 from commit_protocol.log import MetadataLog
 from commit_protocol.messages import FileReport, TaskReport
 from commit_protocol.storage import LocalStorage
@@ -46,7 +50,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def finalized(committer: Committer) -> list[str]:
     log = MetadataLog(committer.storage, compact_interval=10)
-    return [e["path"].rsplit("/", 1)[-1] for e in log.finalized_entries(log.latest_batch_id())]
+    latest = log.latest_batch_id()
+    assert latest is not None
+    return [e["path"].rsplit("/", 1)[-1] for e in log.finalized_entries(latest)]
 
 
 def test_replayed_batch_changes_nothing(tmp_path):
@@ -118,7 +124,8 @@ def test_report_not_starting_at_committed_offset_is_refused(tmp_path):
     c = make(tmp_path)
     c.commit(0, [report(0, task_file(tmp_path, "_rotsink/inprogress/.a", b"1\n"))], now_ms=0)
     stale = task_file(tmp_path, "_rotsink/inprogress/.a", b"2\n", start=0)
-    with pytest.raises(CommitError, match="expected the task to start at committed offset 2, found 0"):
+    with pytest.raises(CommitError,
+                       match="expected the task to start at committed offset 2, found 0"):
         c.commit(1, [report(1, stale)], now_ms=1)
 
 

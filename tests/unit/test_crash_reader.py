@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from tests.crash_reader import BesideReader, ReaderTally
+from commit_protocol.storage import Storage
+from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.unit.test_committer import make, report, task_file
+
+
+def no_storage() -> Storage:
+    raise AssertionError("checking ids read must not touch storage")
 
 
 def test_wrong_reads_are_recorded_not_hidden():
     tally = ReaderTally()
-    reader = BesideReader(lambda: None, None, tally)
+    reader = BesideReader(no_storage, None, tally)
     reader.rows_in = 3
     reader._check([0, 1, 2])
     reader._check([0, 0, 1, 5])

@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from commit_protocol.encryption import FLAG_DATA, Sealer, open_sealed
+from commit_protocol.crypto.keys import KeyRefs, derive_key_id, resolve_key
+from commit_protocol.crypto.sealed import FLAG_DATA, Sealer, open_sealed
 from commit_protocol.errors import EncryptionKeyError, IntegrityError
-from commit_protocol.keys import KeyRefs, derive_key_id, resolve_key
 
 KEY, OTHER = bytes(range(32)), bytes(range(1, 33))
 RING = {"k1": KEY}
@@ -144,6 +144,7 @@ def test_ring_holds_old_keys_for_reading_after_rotation(monkeypatch):
     monkeypatch.setenv("OLD_K", old.hex())
     refs = KeyRefs.from_options({"encryption.key": "env:NEW_K",
                                  "encryption.keys": "legacy=env:OLD_K, env:OLD_K"})
+    assert refs is not None
     ring = refs.ring()
     assert ring == {derive_key_id(new): new, "legacy": old, derive_key_id(old): old}
     assert "NEW_K" in repr(refs) and new.hex() not in repr(refs)  # references only

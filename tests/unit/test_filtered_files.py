@@ -10,11 +10,10 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from commit_protocol.codecs import ROW_CODEC_SUFFIX
+from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
-from commit_protocol.keys import KeyRefs
-from tests.unit.test_task_writer import (commit, committed_ids, config, rows, run_task,
-                                         storage_of)
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX
+from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task, storage_of
 
 CODECS = list(ROW_CODEC_SUFFIX)
 
@@ -74,7 +73,7 @@ def test_rolled_files_by_task_and_by_driver_decode_exactly(tmp_path, key_env, co
 
 
 def test_driver_rolled_encrypted_file_ends_with_final(tmp_path, key_env):
-    from commit_protocol.encryption import open_sealed
+    from commit_protocol.crypto.sealed import open_sealed
 
     cfg = filtered(tmp_path, "none", True, key_env, rotation={"max_batches": 1})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
@@ -153,7 +152,7 @@ def test_encrypted_parquet_is_encrypted_and_reads_back(tmp_path, key_env):
     (published,) = tmp_path.glob("part-*.parquet")
     import pyarrow.parquet as pq
 
-    with pytest.raises(Exception):  # no plaintext footer, no keys: unreadable
+    with pytest.raises(OSError, match="no decryption found"):  # no keys: unreadable
         pq.read_table(published)
     assert committed_ids(tmp_path, cfg) == list(range(50))
 

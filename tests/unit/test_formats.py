@@ -12,12 +12,11 @@ import sys
 import pyarrow as pa
 import pytest
 
-import commit_protocol.formats_arrow as formats_arrow
-import commit_protocol.formats_json as formats_json
-from commit_protocol.errors import OptionError, SchemaMismatchError
-from commit_protocol.formats import (
-    UnencodableValueError, decode_rows, encode_rows, read_parquet, write_parquet,
-)
+import commit_protocol.formats.arrow as formats_arrow
+import commit_protocol.formats.jsonl as formats_json
+from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
+from commit_protocol.formats import decode_rows, encode_rows
+from commit_protocol.formats.parquet import read_parquet, write_parquet
 
 NAN, INF = float("nan"), float("inf")
 UTC = dt.timezone.utc
@@ -251,9 +250,13 @@ def test_rows_longer_than_a_reader_block_decode(monkeypatch, fmt):
     assert_same_rows(decode_rows(fmt, data, table.schema), table)
 
 
-def test_unknown_row_format_is_refused():
-    with pytest.raises(OptionError, match=r"format 'parquet': encode_rows handles jsonl"):
+def test_bulk_or_unknown_formats_are_no_row_formats():
+    with pytest.raises(OptionError, match=r"format 'parquet' is a bulk format: .* \(jsonl, csv, "
+                                          r"text are\)"):
         encode_rows("parquet", FLAT, with_header=False)
+    with pytest.raises(OptionError, match=r"option format='xml': expected one of jsonl, csv, "
+                                          r"text, parquet"):
+        decode_rows("xml", b"", FLAT.schema)
 
 
 # --- parquet --------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Hostile input without Spark: a log or part file damaged by hand, seen by both sides.
 
-Each case is named by the reader (``open_committed`` / ``committed_files`` / ``read_file``, what
+Each case is named by the reader (``open_committed`` / ``committed_files`` / ``read_batches``, what
 ``spark.read.format("rotsink")`` runs) and by a restarted writer (``Committer.latest_state``,
 what every micro-batch's ``streamWriter`` runs, or the next task or compaction), or it reads
 back exactly. ``tests/unit/test_log.py`` pins ``read_state`` on empty, ``v2`` and torn files;
@@ -22,9 +22,16 @@ from commit_protocol.committer import Committer
 from commit_protocol.errors import CommitError, CorruptLogError, RotsinkError
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage
-from tests.damage import append, truncate
-from tests.unit.test_task_writer import (SCHEMA_JSON, commit, committed_ids, config, plan_for,
-                                         rows, run_task)
+from tests.support.damage import append, truncate
+from tests.unit.test_task_writer import (
+    SCHEMA_JSON,
+    commit,
+    committed_ids,
+    config,
+    plan_for,
+    rows,
+    run_task,
+)
 
 INTERVAL = 4  # batch 3 is the first compaction: the next commit after `build` compacts
 
@@ -56,6 +63,11 @@ def with_state(root: Path, name: str, change: Callable[[dict], None]) -> None:
 
 
 
+def delete_logs(root: Path, *names: str) -> None:
+    for name in names:
+        log(root, name).unlink()
+
+
 def reader(root: Path) -> list:
     """What the rotsink reader plans on the driver: the latest state, then the listing."""
     opened = open_committed(LocalStorage(str(root)))
@@ -71,7 +83,7 @@ def restart(root: Path, cfg) -> None:
 # -- a log file unreadable -------------------------------------------------------------------
 GARBAGE = random.Random(7).randbytes(300)
 
-UNREADABLE: list[tuple[str, Callable[[Path], None], str]] = [
+UNREADABLE: list[tuple[str, Callable[[Path], object], str]] = [
     ("truncated-in-state", lambda r: truncate(log(r, "2"), 40),
      r"metadata log file _spark_metadata/2 line 2 is not JSON"),
     ("empty", lambda r: log(r, "2").write_bytes(b""),
@@ -101,11 +113,11 @@ UNREADABLE: list[tuple[str, Callable[[Path], None], str]] = [
 ]
 
 
-EARLIER: list[tuple[str, Callable[[Path], None], str]] = [
+EARLIER: list[tuple[str, Callable[[Path], object], str]] = [
     ("delta-deleted", lambda r: log(r, "1").unlink(),
      r"metadata log file _spark_metadata/1 is missing: the output as of batch 2 is listed by "
      r"every log file from batch 0 to 2; deleted by hand\? Restore from a backup"),
-    ("two-deltas-deleted", lambda r: [log(r, n).unlink() for n in ("0", "1")],
+    ("two-deltas-deleted", lambda r: delete_logs(r, "0", "1"),
      r"metadata log files _spark_metadata/0, _spark_metadata/1 are missing"),
     ("delta-garbage", lambda r: log(r, "1").write_bytes(GARBAGE),
      r"metadata log file _spark_metadata/1: expected version line 'v1'"),
@@ -160,7 +172,7 @@ def test_newest_log_file_deleted_the_restarted_task_names_it(tmp_path, deleted, 
 
 
 # -- a log file duplicated by hand -----------------------------------------------------------
-DUPLICATED: list[tuple[str, Callable[[Path], None], str]] = [
+DUPLICATED: list[tuple[str, Callable[[Path], object], str]] = [
     ("copied-beyond-latest", lambda r: shutil.copy(log(r, "1"), log(r, "9")),
      r"metadata log file _spark_metadata/9 holds the state of batch 1: expected batch 9; "
      r"copied or renamed by hand\?"),
@@ -204,11 +216,13 @@ FINALIZED = "part-00000-000001-000.jsonl"  # ids 4, 5 (in _spark_metadata/2)
 
 
 def in_progress(root: Path) -> Path:
-    (f,) = open_committed(LocalStorage(str(root)))[2].in_progress
+    committed = open_committed(LocalStorage(str(root)))
+    assert committed is not None
+    (f,) = committed[2].in_progress
     return root / f.temp
 
 
-PART_DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
+PART_DAMAGE: list[tuple[str, Callable[[Path], object], str]] = [
     ("finalized-deleted", lambda r: (r / FINALIZED).unlink(),
      rf"finalized file {FINALIZED} is missing: the log lists it with 18 committed bytes; "
      r"deleted by hand\? Restore it from a backup"),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 import pytest
 
 from commit_protocol.errors import CorruptLogError
-from commit_protocol.log import MetadataLog, log_file_name
+from commit_protocol.log import MetadataLog
+from commit_protocol.log_files import log_file_name
 from commit_protocol.log_lines import OWN_ENTRY, dumps, file_entry
 from commit_protocol.state import SinkState
 from commit_protocol.storage import LocalStorage
@@ -102,7 +104,9 @@ def test_readers_take_the_interval_the_path_was_written_with(log):
     for b in range(8):
         commit(log, b, [f"f{b}"], now_ms=0)
     log.delete_expired(latest=7, now_ms=10, delay_ms=0)  # keeps 2.compact onwards
-    opened, latest, state = open_committed(log.storage)
+    committed = open_committed(log.storage)
+    assert committed is not None
+    opened, latest, state = committed
     files = committed_files(opened, latest, state, include_in_progress=False)
     assert (latest, opened.interval) == (7, 3)
     assert sorted(f.path for f in files) == [f"f{b}" for b in range(8)]
@@ -166,9 +170,14 @@ def test_compaction_still_refuses_a_bad_line_that_looks_like_its_own(log, tmp_pa
 def test_large_compaction_is_written_in_chunks_with_retention(log, tmp_path, monkeypatch):
     writes: list[int] = []
     original = log.storage.write_exclusive
+
+    def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for c in chunks:
+            writes.append(len(c))
+            yield c
+
     monkeypatch.setattr(log.storage, "write_exclusive",
-                        lambda path, chunks: original(path, (writes.append(len(c)) or c
-                                                             for c in chunks)))
+                        lambda path, chunks: original(path, counted(chunks)))
     commit(log, 0, [f"old{i:05d}" for i in range(3000)], now_ms=1_000)
     commit(log, 1, [f"new{i:05d}" for i in range(3000)], now_ms=9_000)
     writes.clear()

@@ -12,7 +12,8 @@ def test_defaults_match_the_design():
     config = parse_sink_options({"path": "/out"})
     assert (config.format, config.compression, config.file_suffix) == ("jsonl", "none", ".jsonl")
     assert config.rotation.max_bytes == 134217728 and config.rotation.interval_ms == 60_000
-    assert (config.compact_interval, config.cleanup_delay_ms, config.max_open_files) == (10, 600_000, 100)
+    assert (config.compact_interval, config.cleanup_delay_ms, config.max_open_files) == \
+        (10, 600_000, 100)
     assert parse_sink_options({"path": "/o", "format": "parquet"}).compression == "snappy"
     assert config.row_group_bytes == 128 << 20
     assert parse_sink_options({"path": "/o", "parquet.rowGroupBytes": "8mb"}).row_group_bytes \
@@ -64,6 +65,7 @@ def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch
     config = parse_sink_options({"path": "/o", "format": "csv", "compression": "gzip",
                                  "encryption.key": "env:OPT_KEY"})
     assert config.file_suffix == ".csv.gz.enc" and config.encrypted
+    assert config.keys is not None and config.keys.write_id is not None
     assert config.keys.write_id.startswith("k") and "ab" * 32 not in repr(config)
 
 

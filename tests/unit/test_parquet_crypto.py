@@ -13,11 +13,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from commit_protocol.parquet_crypto import (
-    KeyRingError, UnknownKeyIdError, WrongKeyError, _crypto_factory, _KeyRing,
-    _kms_client_class, _unwrap_data_key, _wrap_data_key, decryption_properties,
+from commit_protocol.crypto.parquet import (
+    _crypto_factory,
+    _KeyRing,
+    _kms_client_class,
+    _unwrap_data_key,
+    _wrap_data_key,
+    decryption_properties,
     encryption_properties,
 )
+from commit_protocol.errors import KeyRingError, UnknownKeyIdError, WrongKeyError
 
 UTC = dt.timezone.utc
 

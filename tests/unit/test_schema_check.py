@@ -6,11 +6,28 @@ import subprocess
 import sys
 
 import pytest
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DateType,
-                               DayTimeIntervalType, DecimalType, DoubleType, FloatType,
-                               IntegerType, LongType, MapType, NullType, ShortType, StringType,
-                               StructField, StructType, TimestampNTZType, TimestampType,
-                               VariantType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DayTimeIntervalType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    VariantType,
+)
 
 from commit_protocol.errors import OptionError
 from datasource.schema_check import check_schema

@@ -11,8 +11,7 @@ import pytest
 
 from commit_protocol.errors import TruncatedFileError
 from commit_protocol.housekeeping import delete_orphans
-from commit_protocol.reading import (CommittedFile, committed_files, open_committed,
-                                     read_batches)
+from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches
 from tests.unit.test_task_writer import commit, config, plan_for, rows, run_task, storage_of
 
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -41,7 +40,9 @@ def cfg_for(request, tmp_path):
 
 def plan_read(cfg) -> tuple[list[CommittedFile], object]:
     """What the reader's driver does: one committed state, its files and prefixes."""
-    log, latest, state = open_committed(storage_of(cfg))
+    committed = open_committed(storage_of(cfg))
+    assert committed is not None
+    log, latest, state = committed
     return committed_files(log, latest, state, include_in_progress=True), state
 
 
@@ -74,7 +75,9 @@ def test_a_file_fenced_after_planning_is_read_from_its_newest_temp(tmp_path, cfg
     run_task(tmp_path, cfg, 1, [rows(100, 3)], plan=plan)  # a zombie holds the claim
     retry = run_task(tmp_path, cfg, 1, [rows(3, 3)], attempt=1, plan=plan)
     commit(tmp_path, cfg, 1, retry)
-    _, _, newest = open_committed(storage_of(cfg))
+    committed = open_committed(storage_of(cfg))
+    assert committed is not None
+    _, _, newest = committed
     assert delete_orphans(storage_of(cfg), newest, expired_before=2**62) == [planned[0].path]
     assert run_read(cfg, planned, state) == [0, 1, 2]
 
@@ -97,5 +100,6 @@ def test_a_file_deleted_by_hand_stays_a_loud_error(tmp_path, cfg_for):
     storage_of(cfg).delete(planned[0].path)
     with pytest.raises(TruncatedFileError, match=(
             rf"in-progress file {planned[0].path} is missing \(and no later commit published it "
-            rf"as {planned[0].final}\): the log lists it with \d+ committed bytes; deleted by hand")):
+            rf"as {planned[0].final}\): the log lists it with \d+ committed bytes; deleted by "
+            r"hand")):
         run_read(cfg, planned, state)

@@ -19,13 +19,16 @@ import pytest
 
 from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.errors import SegmentError, UnsafeStorageError
 from commit_protocol.naming import INPROGRESS_DIR
-from commit_protocol.object_storage import (ObjectStorage, UnsafeStorageError,
-                                            open_object_storage, parse_fs_options)
 from commit_protocol.plan import WritePlan
-from commit_protocol.reading import committed_files, open_committed, read_file
-from commit_protocol.segments import SegmentError
+from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.storage import LocalStorage
+from commit_protocol.storage.object_store import (
+    ObjectStorage,
+    open_object_storage,
+    parse_fs_options,
+)
 from commit_protocol.task_writer import TaskWriter
 
 MiB = 1 << 20
@@ -104,7 +107,8 @@ def test_racing_creators_exactly_one_wins(storage, operation):
         for i in range(8):
             storage.write_exclusive(f"src/{round_}-{i}", [f"writer {i}".encode()])
 
-        def create(i: int) -> bool:
+        def create(i: int, target: str = target, barrier: threading.Barrier = barrier,
+                   round_: int = round_) -> bool:
             barrier.wait()
             if operation == "create_marker":
                 return storage.create_marker(target)
@@ -392,10 +396,13 @@ def test_commit_protocol_runs_unchanged(storage, fmt):
     if fmt == "jsonl":
         assert retry.files[0].fenced_from == zombie.files[0].temp
         append(storage, zombie.files[0].temp, b'{"id":999}\n')  # the zombie writes on
-    log, latest, state = open_committed(storage)
+    committed = open_committed(storage)
+    assert committed is not None
+    log, latest, state = committed
     schema = pa.schema([("id", pa.int64())])
     ids = [i for f in committed_files(log, latest, state, include_in_progress=True)
-           for i in read_file(storage, f, state=state, schema=schema).column("id").to_pylist()]
+           for batch in read_batches(storage, f, state=state, schema=schema)
+           for i in batch.column("id").to_pylist()]
     assert sorted(ids) == list(range(30))
     assert not [i for i in storage.list(INPROGRESS_DIR) if i.path.endswith(".exact")]
 
@@ -470,7 +477,7 @@ def test_a_failing_part_aborts_the_upload_and_creates_nothing(s3_storage, monkey
 def test_a_412_answering_our_own_create_is_success(s3_storage, monkeypatch):
     """A conditional PUT retried after its first attempt succeeded gets 412; the object then
     carries this create's token, which tells it apart from another writer's object."""
-    import commit_protocol.object_stores as module
+    import commit_protocol.storage.clients as module
 
     monkeypatch.setattr(module.uuid, "uuid4", lambda: uuid.UUID(int=7))
     s3_storage.write_exclusive("log/0", [b"v1"])

@@ -5,20 +5,20 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from commit_protocol import failpoints
-from commit_protocol.encryption import RECORD_OVERHEAD
-from commit_protocol.keys import KeyRefs, derive_key_id
+from commit_protocol.crypto.keys import KeyRefs, derive_key_id
+from commit_protocol.crypto.sealed import RECORD_OVERHEAD
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.verification import Verification, verify_output
 from datasource.cli import main
-from tests.damage import append, flip_byte, truncate
+from tests.support.damage import append, flip_byte, truncate
 from tests.unit.test_committer import make, report, task_file
 from tests.unit.test_task_writer import commit, config, rows, run_task, storage_of
 
@@ -46,12 +46,16 @@ def build(tmp_path: Path, **kw) -> Output:
 
 
 def describe(root: Path) -> Output:
-    (f,) = open_committed(LocalStorage(str(root)))[2].in_progress
+    committed = open_committed(LocalStorage(str(root)))
+    assert committed is not None
+    (f,) = committed[2].in_progress
     return Output(root, finalized_paths(root), f.temp, f.name, f.size)
 
 
 def finalized_paths(root: Path) -> list[str]:
-    log, latest, state = open_committed(LocalStorage(str(root)))
+    committed = open_committed(LocalStorage(str(root)))
+    assert committed is not None
+    log, latest, state = committed
     return [f.path for f in committed_files(log, latest, state, include_in_progress=False)]
 
 
@@ -84,7 +88,7 @@ def test_healthy_output_is_ok_with_its_counts(tmp_path):
     assert result.authenticated == 0  # nothing decoded unless asked
 
 
-Damage = Callable[[Output], None]
+Damage = Callable[[Output], object]
 
 DAMAGE: list[tuple[str, Damage, Callable[[Output], str], str]] = [
     ("finalized-deleted", lambda o: o.file(o.finalized[0]).unlink(),

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 
-import pyspark
 from datasource import worker_path
 from datasource.worker_path import KEEP_ZIP_ENV, prefer_installed_pyspark
 

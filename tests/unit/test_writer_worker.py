@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from datasource.writer import FORMAT_MODULES
+from commit_protocol.formats import FORMATS
 
 # Runs in a fresh interpreter: gc.freeze() is process-wide, and pytest's own process must keep
 # its collector as it is.
@@ -27,9 +27,9 @@ print(frozen)
 """
 
 
-@pytest.mark.parametrize("fmt", sorted(FORMAT_MODULES))
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_first_task_loads_its_modules_and_freezes_them_once(fmt):
-    modules = ["commit_protocol.task_writer", *FORMAT_MODULES[fmt]]
+    modules = ["commit_protocol.task_writer", FORMATS[fmt].module, *FORMATS[fmt].preload]
     done = subprocess.run([sys.executable, "-c", CHECK.format(fmt=fmt, modules=modules)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -11,8 +11,16 @@ from commit_protocol import failpoints, task_writer
 from commit_protocol.committer import Committer
 from commit_protocol.errors import ConcurrentWriterError
 from commit_protocol.task_writer import TaskWriter
-from tests.unit.test_task_writer import (SCHEMA_JSON, commit, committed_ids, config, plan_for,
-                                         rows, run_task, storage_of)
+from tests.unit.test_task_writer import (
+    SCHEMA_JSON,
+    commit,
+    committed_ids,
+    config,
+    plan_for,
+    rows,
+    run_task,
+    storage_of,
+)
 
 
 class _PausingHandle:
@@ -145,10 +153,12 @@ def test_two_queries_committing_the_same_path_at_once(tmp_path, monkeypatch, poi
             errors[query] = str(e)
 
     real_hit = failpoints.hit
+    raced = False
 
     def hit(name: str) -> None:
-        if name == point and "q2" not in errors and not hasattr(hit, "raced"):
-            hit.raced = True
+        nonlocal raced
+        if name == point and "q2" not in errors and not raced:
+            raced = True
             commit_as("q2")
         real_hit(name)
 

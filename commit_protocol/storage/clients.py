@@ -1,4 +1,4 @@
-"""The object stores under :class:`~commit_protocol.object_storage.ObjectStorage`: S3 through
+"""The object stores under :class:`~commit_protocol.storage.object_store.ObjectStorage`: S3 through
 the botocore client s3fs holds, and fsspec's single-process ``memory://`` for tests.
 
 Both offer the same small set of operations: list, head, ranged read, exclusive put,
@@ -8,6 +8,7 @@ exclusive compose of byte ranges into one object, delete, and aborting stale upl
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import errno
 import threading
@@ -15,8 +16,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from commit_protocol.segments import (MAX_PARTS, MIN_PART_BYTES, Blob, Part, Piece,
-                                      SegmentError, plan_parts, source_digest)
+from commit_protocol.errors import SegmentError
+from commit_protocol.storage.segments import (
+    MAX_PARTS,
+    MIN_PART_BYTES,
+    Blob,
+    Part,
+    Piece,
+    plan_parts,
+    source_digest,
+)
 
 _TOKEN = "rotsink-token"  # S3 user metadata: which create made the object
 _SOURCE = "rotsink-source"  # S3 user metadata: source_digest() of a composed object's bytes
@@ -47,7 +56,7 @@ def _already_exists(error: BaseException) -> bool:
     return getattr(error, "errno", None) == errno.EINVAL and "pre-condition" in str(error)
 
 
-async def _bounded(coroutines: list[Any], limit: int) -> list[Any]:
+async def _bounded(coroutines: builtins.list[Any], limit: int) -> builtins.list[Any]:
     """Await ``coroutines``, at most ``limit`` at once, results in order; on a failure the
     others are cancelled (none keeps running behind an aborted upload) and it is raised."""
     semaphore = asyncio.Semaphore(limit)
@@ -81,9 +90,9 @@ class S3Objects:
 
         return sync(self.fs.loop, coroutine_function, *args)
 
-    async def _list(self, prefix: str) -> list[Blob]:
+    async def _list(self, prefix: str) -> builtins.list[Blob]:
         bucket, key = _split(prefix)
-        blobs: list[Blob] = []
+        blobs: builtins.list[Blob] = []
         page: dict[str, str] = {}
         while True:
             out = await self.fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=key, **page)
@@ -93,7 +102,7 @@ class S3Objects:
                 return blobs
             page = {"ContinuationToken": out["NextContinuationToken"]}
 
-    def list(self, prefix: str) -> list[Blob]:
+    def list(self, prefix: str) -> builtins.list[Blob]:
         return self._run(self._list, prefix)
 
     def head(self, path: str) -> tuple[Blob, dict[str, str]]:
@@ -116,11 +125,11 @@ class S3Objects:
                                f"{piece.start}, found {len(data)}")
         return data
 
-    async def _read(self, pieces: list[Piece]) -> bytes:
+    async def _read(self, pieces: builtins.list[Piece]) -> bytes:
         gets = [self._get(p) for p in pieces if p.length]
         return b"".join(await _bounded(gets, self.fs.max_concurrency))
 
-    def read(self, pieces: list[Piece]) -> bytes:
+    def read(self, pieces: builtins.list[Piece]) -> bytes:
         return self._run(self._read, pieces)
 
     def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
@@ -143,7 +152,7 @@ class S3Objects:
                 return
         raise FileExistsError(errno.EEXIST, "object exists", path) from error
 
-    def compose(self, dst: str, pieces: list[Piece]) -> None:
+    def compose(self, dst: str, pieces: builtins.list[Piece]) -> None:
         """One new object from ``pieces``, exclusively (see :meth:`ObjectStorage.link`)."""
         metadata = {_SOURCE: source_digest(pieces)}
         if sum(p.length for p in pieces) < MIN_PART_BYTES:  # GETs and one PUT
@@ -158,7 +167,8 @@ class S3Objects:
         except OSError as e:
             self._settle(e, dst, token)
 
-    async def _multipart(self, dst: str, parts: list[Part], metadata: dict[str, str]) -> None:
+    async def _multipart(self, dst: str, parts: builtins.list[Part],
+                         metadata: dict[str, str]) -> None:
         bucket, key = _split(dst)
         created = await self.fs._call_s3("create_multipart_upload", Bucket=bucket, Key=key,
                                          Metadata=metadata)
@@ -187,14 +197,14 @@ class S3Objects:
         return (await self.fs._call_s3("upload_part", **upload, PartNumber=number,
                                        Body=body))["ETag"]
 
-    def made_from(self, dst: str, pieces: list[Piece]) -> bool:
+    def made_from(self, dst: str, pieces: builtins.list[Piece]) -> bool:
         """Whether ``dst`` records that it was composed from exactly ``pieces``."""
         try:
             return self.head(dst)[1].get(_SOURCE) == source_digest(pieces)
         except FileNotFoundError:
             return False
 
-    def delete(self, paths: list[str]) -> None:
+    def delete(self, paths: builtins.list[str]) -> None:
         for start in range(0, len(paths), 1000):
             bucket = _split(paths[start])[0]
             keys = [{"Key": _split(p)[1]} for p in paths[start:start + 1000]]
@@ -203,9 +213,9 @@ class S3Objects:
             if out.get("Errors"):
                 raise OSError(errno.EIO, f"delete failed: {out['Errors'][:3]}", paths[start])
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> list[str]:
+    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
         bucket, key = _split(prefix)
-        aborted: list[str] = []
+        aborted: builtins.list[str] = []
         page: dict[str, str] = {}
         while True:
             out = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key, **page)
@@ -227,7 +237,7 @@ class MemoryObjects:
     def __init__(self, fs: Any) -> None:
         self.fs = fs
 
-    def list(self, prefix: str) -> list[Blob]:
+    def list(self, prefix: str) -> builtins.list[Blob]:
         with _MEMORY_LOCK:
             return [Blob(p, f.size, _ms(f.created)) for p, f in list(self.fs.store.items())
                     if p.startswith(prefix)]
@@ -239,7 +249,7 @@ class MemoryObjects:
                 raise FileNotFoundError(errno.ENOENT, "no such object", path)
             return Blob(path, f.size, _ms(f.created)), {}
 
-    def read(self, pieces: list[Piece]) -> bytes:
+    def read(self, pieces: builtins.list[Piece]) -> bytes:
         return b"".join(self.fs.cat_file(p.blob.path, p.start, p.start + p.length)
                         for p in pieces if p.length)
 
@@ -249,20 +259,20 @@ class MemoryObjects:
                 raise FileExistsError(errno.EEXIST, "object exists", path)
             self.fs.pipe_file(path, data)
 
-    def compose(self, dst: str, pieces: list[Piece]) -> None:
+    def compose(self, dst: str, pieces: builtins.list[Piece]) -> None:
         with _MEMORY_LOCK:
             self.put(dst, self.read(pieces))
 
-    def made_from(self, dst: str, pieces: list[Piece]) -> bool:
+    def made_from(self, dst: str, pieces: builtins.list[Piece]) -> bool:
         """Whether ``dst`` holds exactly these bytes (memory is cheap to compare)."""
         with _MEMORY_LOCK:
             f = self.fs.store.get(dst)
             return f is not None and bytes(f.getbuffer()) == self.read(pieces)
 
-    def delete(self, paths: list[str]) -> None:
+    def delete(self, paths: builtins.list[str]) -> None:
         with _MEMORY_LOCK:
             for p in paths:
                 self.fs.store.pop(p, None)
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> list[str]:
+    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
         return []  # memory has no multipart uploads

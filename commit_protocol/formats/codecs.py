@@ -76,7 +76,9 @@ class RowCodec:
                 from isal import isal_zlib
 
                 return isal_zlib.compress(data, ISAL_LEVEL, wbits=31)
-            return zlib.compress(data, self.level, wbits=31)
+            # zlib.compress takes wbits only from Python 3.11; a compressobj does on 3.10 too
+            gzip = zlib.compressobj(self.level, zlib.DEFLATED, 31)
+            return gzip.compress(data) + gzip.flush()
         if self.name == "bz2":
             return bz2.compress(data, self._level())
         import zstandard
@@ -96,7 +98,7 @@ class RowCodec:
 
             try:
                 return igzip.decompress(data)  # ISA-L inflates any gzip 1.5x faster
-            except isal_zlib.error as e:  # a bad deflate block: not an OSError
+            except isal_zlib.error as e:  # type: ignore[misc]  # isal's stub: a bad deflate block, not an OSError
                 raise ValueError(f"gzip: {e}") from e
         if self.name == "bz2":
             return bz2.decompress(data)

@@ -1,18 +1,8 @@
-"""Arrow record batches <-> the bytes of part files, in formats Spark's own readers take.
+"""Parquet, the bulk format: one complete file written by one task, read batch by batch.
 
-Row formats (``jsonl``, ``csv``, ``text``) encode chunk by chunk: a part file stays open
-across micro-batches, and the concatenation of the chunks is one valid file that
-:func:`decode_rows` (and ``spark.read.<format>``) reads back row for row. Parquet is a bulk
-format: :func:`write_parquet` writes one complete file.
-
-Where Spark's readers need a non-default option or cannot restore a value exactly, the
-format modules say so (:mod:`commit_protocol.formats_json`, ``formats_csv``,
-``formats_text``); ``tests/spark/test_format_spark_compat.py`` pins each case.
-
-The encoders run on executors and assume a schema the driver checked when the query
-started (:mod:`datasource.schema_check`); the decoders run wherever committed files are
-read. This module imports no polars (heavy) until a JSON or base64 encode needs it, and no
-pyspark at all.
+Timestamps are INT64 microseconds with their UTC flag (never INT96), so Spark reads zoned ones
+as ``timestamp`` and zone-less ones as ``timestamp_ntz``. Runs on executors (writing) and
+wherever committed files are read.
 """
 
 from __future__ import annotations
@@ -22,88 +12,10 @@ from typing import IO
 
 import pyarrow as pa
 
-from commit_protocol.codecs import parquet_codec
-from commit_protocol.errors import OptionError, SchemaMismatchError
-from commit_protocol.formats_types import UnencodableValueError, is_nested
-
-__all__ = [
-    "BULK_FORMATS", "ROW_FORMATS", "UnencodableValueError", "decode_rows",
-    "encode_rows", "iter_parquet", "read_parquet", "write_parquet",
-]
-
-ROW_FORMATS = ("jsonl", "csv", "text")
-BULK_FORMATS = ("parquet",)
-
-
-
-def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool) -> bytes:
-    """Encode one chunk of a row-format part file. Runs on executors.
-
-    Parameters
-    ----------
-    fmt : str
-        ``jsonl``, ``csv`` or ``text``; the schema must have passed
-        :func:`datasource.schema_check.check_schema`.
-    batch : pyarrow.RecordBatch or pyarrow.Table
-        The rows of this chunk.
-    with_header : bool
-        ``csv`` only: start with the header line. Pass True for the first chunk of a
-        file and only then; with zero rows the chunk is then just the header, so the
-        caller's rule stays "the first chunk has the header".
-
-    Returns
-    -------
-    bytes
-        The chunk; ``b""`` for zero rows (except the csv header). Chunks concatenate.
-
-    Raises
-    ------
-    UnencodableValueError
-        ``text`` only: a value contains a line break.
-    """
-    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-    if fmt == "jsonl":
-        from commit_protocol.formats_json import encode_jsonl
-
-        return encode_jsonl(table)
-    if fmt == "csv":
-        from commit_protocol.formats_csv import encode_csv
-
-        return encode_csv(table, with_header=with_header)
-    if fmt == "text":
-        from commit_protocol.formats_text import encode_text
-
-        return encode_text(table)
-    raise OptionError(f"format {fmt!r}: encode_rows handles {', '.join(ROW_FORMATS)}")
-
-
-def decode_rows(fmt: str, data: bytes, schema: pa.Schema) -> pa.Table:
-    """Decode a whole row-format file (concatenated chunks) into exactly ``schema``.
-
-    The result has ``schema``'s types and column order and equals the encoded rows,
-    except that ``text`` reads a null back as ``""``.
-
-    Raises
-    ------
-    SchemaMismatchError
-        ``csv`` only: the header names other columns.
-    pyarrow.ArrowInvalid
-        If ``data`` is not a file this module wrote for ``schema``.
-    """
-    if fmt == "jsonl":
-        from commit_protocol.formats_json import decode_jsonl
-
-        return decode_jsonl(data, schema)
-    if fmt == "csv":
-        from commit_protocol.formats_csv import decode_csv
-
-        return decode_csv(data, schema)
-    if fmt == "text":
-        from commit_protocol.formats_text import decode_text
-
-        return decode_text(data, schema)
-    raise OptionError(f"format {fmt!r}: decode_rows handles {', '.join(ROW_FORMATS)}")
-
+from commit_protocol.errors import SchemaMismatchError
+from commit_protocol.formats import READ_BATCH_ROWS
+from commit_protocol.formats.codecs import parquet_codec
+from commit_protocol.formats.types import is_nested
 
 # Dictionary encoding pays for columns that repeat values. On columns of mostly distinct
 # values (ids, free text, measurements) pyarrow's default dictionary fills its 1 MB page and
@@ -163,7 +75,7 @@ def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
     Raises
     ------
     OptionError
-        For a codec outside :data:`~commit_protocol.codecs.PARQUET_COMPRESSIONS` or a level
+        For a codec outside :data:`~commit_protocol.formats.codecs.PARQUET_COMPRESSIONS` or a level
         the codec refuses.
     SchemaMismatchError
         If the data's schema differs from ``schema``.
@@ -209,12 +121,6 @@ def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
     """
     table = _open_parquet(data_or_file, schema, decryption_properties).read()
     return table if schema is None else table.select(schema.names).cast(schema)
-
-
-# Rows per batch a reader hands on: small enough that Spark converts one batch while the
-# next decodes (measured: 500,000-row batches read 30% slower), large enough that per-batch
-# costs vanish (pyarrow's own default for Parquet).
-READ_BATCH_ROWS = 65_536
 
 
 def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: pa.Schema, *,

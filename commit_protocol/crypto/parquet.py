@@ -33,7 +33,11 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.errors import EncryptionKeyError
+from commit_protocol.errors import (
+    KeyRingError,
+    UnknownKeyIdError,
+    WrongKeyError,
+)
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -54,16 +58,7 @@ _FORBIDDEN_ID_CHARS = frozenset(":, \t\r\n")
 _MAX_CACHED_FACTORIES = 8
 
 
-class KeyRingError(EncryptionKeyError):
-    """The key ring is malformed: a bad key id or a key of the wrong length."""
 
-
-class UnknownKeyIdError(KeyRingError):
-    """A key id (the footer key to write with, or a file's master key) is not in the ring."""
-
-
-class WrongKeyError(EncryptionKeyError):
-    """The ring's key for a file's key id does not decrypt the file's data key."""
 
 
 class _KeyRing:
@@ -110,7 +105,7 @@ def _check_key_ring(keys: Mapping[str, bytes]) -> None:
     >>> _check_key_ring({"k1": b"short"})
     Traceback (most recent call last):
     ...
-    commit_protocol.parquet_crypto.KeyRingError: master key 'k1' is 5 bytes; expected 32 (AES-256)
+    commit_protocol.errors.KeyRingError: master key 'k1' is 5 bytes; expected 32 (AES-256)
     """
     if not keys:
         raise KeyRingError("the key ring is empty; expected at least one key id -> 32-byte key")

@@ -18,16 +18,14 @@ import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from commit_protocol.errors import SegmentError
+
 SEGMENT_BYTES = 8 << 20  # a writer's buffer becomes a segment at this size, and on close
 MIN_PART_BYTES = 5 << 20  # S3: every multipart part but the last has at least this size
 MAX_PART_BYTES = 5 << 30  # S3: the largest part (and the largest single PUT)
 MAX_PARTS = 10_000  # S3: parts per multipart upload
 _DIGITS = 16
 
-
-class SegmentError(OSError):
-    """A segmented file is damaged (a gap or overlap between segments, or the remains of a
-    cut-short delete that a writer tries to append to); the message names path and offsets."""
 
 
 @dataclass(frozen=True)

@@ -1,49 +1,15 @@
-"""The storage seam: what the commit protocol needs from a filesystem, and the local backend.
-
-Paths passed to a ``Storage`` are relative to its root (the output path) and use ``/``.
-Each operation's docstring says where it is atomic. Missing files raise ``FileNotFoundError``,
-an existing target of an exclusive operation ``FileExistsError``.
-"""
+"""Storage on a local (or mounted POSIX) directory tree."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
-
-@dataclass(frozen=True)
-class FileInfo:
-    """One listed file: ``path`` relative to the storage root."""
-
-    path: str
-    size: int
-    mtime_ms: int
-
-
-class Storage(Protocol):
-    """Operations the protocol uses; one implementation per backend."""
-
-    root_uri: str
-
-    def size(self, path: str) -> int: ...
-    def mtime_ms(self, path: str) -> int: ...
-    def exists(self, path: str) -> bool: ...
-    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes: ...
-    def open_read(self, path: str) -> BinaryIO: ...
-    def open_append(self, path: str) -> BinaryIO: ...
-    def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None: ...
-    def create_marker(self, path: str) -> bool: ...
-    def link(self, src: str, dst: str) -> None: ...
-    def publish(self, src: str, dst: str) -> None: ...
-    def copy_prefix(self, src: str, dst: str, length: int) -> None: ...
-    def list(self, directory: str) -> list[FileInfo]: ...
-    def walk(self, directory: str = "") -> Iterator[FileInfo]: ...
-    def delete(self, path: str) -> None: ...
-    def abort_stale_uploads(self, older_than_ms: int) -> list[str]: ...
+from commit_protocol.storage.base import FileInfo
 
 
 class LocalStorage:
@@ -153,7 +119,7 @@ class LocalStorage:
         with open(self._abs(src), "rb") as fin:
             self.write_exclusive(dst, _prefix_chunks(fin, src, length))
 
-    def list(self, directory: str) -> list[FileInfo]:
+    def list(self, directory: str) -> builtins.list[FileInfo]:
         """Files directly in ``directory`` (empty if it does not exist)."""
         try:
             entries = list(os.scandir(self._abs(directory)))
@@ -183,7 +149,7 @@ class LocalStorage:
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(self._abs(path), ignore_errors=True)
 
-    def abort_stale_uploads(self, older_than_ms: int) -> list[str]:
+    def abort_stale_uploads(self, older_than_ms: int) -> builtins.list[str]:
         """Nothing to do: local files have no multipart uploads."""
         return []
 
@@ -203,20 +169,3 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def open_storage(url: str, fs_options: dict[str, str] | None = None) -> Storage:
-    """The backend for an output URL.
-
-    Local paths and ``file://`` URLs get :class:`LocalStorage` (POSIX append and
-    ``link(2)``); every other URL (``s3://``, ``s3a://``, ``memory://``) gets the object-store
-    backend, which emulates appends with immutable segments and publishes with conditional
-    creates. ``fs_options`` (the ``fs.*`` options without the prefix) go to fsspec.
-    """
-    if url.startswith("file://"):
-        url = url[len("file://"):]
-    if "://" not in url:
-        return LocalStorage(url)
-    from commit_protocol.object_storage import open_object_storage
-
-    return open_object_storage(url, dict(fs_options or {}))

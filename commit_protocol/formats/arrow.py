@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.formats_types import is_binarylike, is_list, is_stringlike
+from commit_protocol.formats.types import is_binarylike, is_list, is_stringlike
 
 ArrayFn = Callable[[pa.Array], pa.Array]
 
@@ -40,8 +40,8 @@ def concat_bytes(lines: pa.Array) -> bytes:
     if len(lines) == 0:
         return b""
     _, offsets, data = lines.buffers()
-    code = "q" if pa.types.is_large_string(lines.type) else "i"
-    view = memoryview(offsets).cast("B").cast(code)
+    view = memoryview(offsets).cast("B")
+    view = view.cast("q") if pa.types.is_large_string(lines.type) else view.cast("i")
     start, end = view[lines.offset], view[lines.offset + len(lines)]
     return data[start:end].to_pybytes() if data is not None else b""
 
@@ -137,7 +137,7 @@ def rebuild_struct(arr: pa.Array, child_fn: Callable[[int, pa.Array], pa.Array],
     ``flatten()`` honours slicing and marks children null where the struct is null.
     """
     children = [child_fn(i, child) for i, child in enumerate(arr.flatten())]
-    fields = [pa.field(name, child.type) for name, child in zip(names, children)]
+    fields = [pa.field(name, child.type) for name, child in zip(names, children, strict=True)]
     return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(arr))
 
 

@@ -25,8 +25,8 @@ import os
 import struct
 from collections.abc import Iterator, Mapping
 
+from commit_protocol.crypto.keys import ring_ids
 from commit_protocol.errors import EncryptionKeyError, IntegrityError
-from commit_protocol.keys import ring_ids
 
 MAGIC = b"RSE1"
 VERSION = 1
@@ -78,7 +78,8 @@ class Sealer:
 
     def seal(self, data: bytes, offset: int) -> bytes:
         """``data`` as records starting at file offset ``offset`` (``b""`` for no data)."""
-        view, parts = memoryview(data), []  # slices of a view, one join: no extra copies
+        view = memoryview(data)  # slices of a view, one join: no extra copies
+        parts: list[bytes | memoryview] = []
         for start in range(0, len(data), MAX_RECORD_PLAINTEXT):
             head, sealed = self._record(view[start:start + MAX_RECORD_PLAINTEXT], offset,
                                         FLAG_DATA)
@@ -160,7 +161,8 @@ def open_sealed(data: bytes, ring: Mapping[str, bytes], *, path: str,
     return b"".join(out)
 
 
-def _records(data: bytes, start: int, path: str) -> Iterator[tuple[int, int, bytes, bytes]]:
+def _records(data: bytes, start: int, path: str
+             ) -> Iterator[tuple[int, int, bytes, memoryview]]:
     view, offset = memoryview(data), start
     while offset < len(data):
         if offset + _RECORD_HEAD.size + _NONCE > len(data):

@@ -23,7 +23,7 @@ def write_numbered_source(directory: Path, *, files: int, rows_per_file: int,
 
 
 def run_to_completion(spark, source: Path, out: Path, checkpoint: Path, *,
-                      files_per_batch: int = 1, transform=None, **options: str):
+                      files_per_batch: int | str = 1, transform=None, **options: str):
     """Run a rotsink query over ``source`` with ``availableNow`` until it has read it all."""
     df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch)
           .json(str(source)))

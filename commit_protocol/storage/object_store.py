@@ -2,7 +2,8 @@
 
 Same guarantees as :class:`~commit_protocol.storage.LocalStorage`, by other means:
 
-* appends become immutable segments ``<path>/<offset>`` (see :mod:`commit_protocol.segments`);
+* appends become immutable segments ``<path>/<offset>`` (see
+  :mod:`commit_protocol.storage.segments`);
 * every create is exclusive: on S3 a conditional write (``If-None-Match: *`` on PutObject and
   CompleteMultipartUpload), on ``memory://`` a check and create under a process-wide lock;
 * "rename" composes the source into one new object with an exclusive create, then deletes
@@ -14,25 +15,30 @@ Request counts below are S3 requests; a LIST returns up to 1,000 objects.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import io
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
-from commit_protocol.errors import OptionError, RotsinkError
-from commit_protocol.object_stores import MemoryObjects, S3Objects
-from commit_protocol.segments import (SEGMENT_BYTES, Blob, Piece, SegmentError, SegmentWriter,
-                                      group_files, segment_path, segment_pieces, segments_of,
-                                      slice_pieces)
+from commit_protocol.errors import OptionError, SegmentError, UnsafeStorageError
 from commit_protocol.storage import FileInfo
+from commit_protocol.storage.clients import MemoryObjects, S3Objects
+from commit_protocol.storage.segments import (
+    SEGMENT_BYTES,
+    Blob,
+    Piece,
+    SegmentWriter,
+    group_files,
+    segment_path,
+    segment_pieces,
+    segments_of,
+    slice_pieces,
+)
 
 SUPPORTED_PROTOCOLS = ("s3", "s3a", "memory")
 _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
-
-class UnsafeStorageError(RotsinkError):
-    """The URL's filesystem offers no exclusive create rotsink can use, so a commit could
-    replace another writer's file; the message names the URL."""
 
 
 def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
@@ -103,11 +109,11 @@ class ObjectStorage:
     def _abs(self, path: str) -> str:
         return f"{self.root}/{path}" if path else self.root
 
-    def _segments(self, path: str) -> list[tuple[int, Blob]]:
+    def _segments(self, path: str) -> builtins.list[tuple[int, Blob]]:
         abs_path = self._abs(path)
         return segments_of(abs_path, self._objects.list(abs_path + "/"))
 
-    def _pieces(self, path: str) -> list[Piece]:
+    def _pieces(self, path: str) -> builtins.list[Piece]:
         """The file's bytes as object ranges: 1 LIST, plus 1 HEAD when it is a plain object."""
         pieces = segment_pieces(path, self._segments(path))
         if pieces:
@@ -233,7 +239,7 @@ class ObjectStorage:
             self._objects.compose(segment_path(self._abs(dst), 0),
                                   slice_pieces(pieces, 0, length))
 
-    def list(self, directory: str) -> list[FileInfo]:
+    def list(self, directory: str) -> builtins.list[FileInfo]:
         """Files directly in ``directory``, a segmented file as one entry (one LIST per
         1,000 objects below ``directory``, subdirectories included)."""
         return list(self._files(directory, recursive=False))
@@ -265,7 +271,7 @@ class ObjectStorage:
         prefix = self._abs(path) + "/"
         self._objects.delete([b.path for b in self._objects.list(prefix)])
 
-    def abort_stale_uploads(self, older_than_ms: int) -> list[str]:
+    def abort_stale_uploads(self, older_than_ms: int) -> builtins.list[str]:
         """Abort multipart uploads under the root initiated before ``older_than_ms`` (epoch
         ms): the remains of a compose whose process died. Returns their paths."""
         aborted = self._objects.abort_uploads(self.root + "/", older_than_ms)

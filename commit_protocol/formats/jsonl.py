@@ -1,7 +1,7 @@
 """JSON lines: one object per row, written by polars, read by pyarrow.
 
 Representation (chosen so that ``spark.read.json`` with an explicit schema and
-:func:`decode_jsonl` both read back the exact values):
+:func:`decode` both read back the exact values):
 
 ===============  ===========================================  ==============================
 Arrow type       written as                                   why
@@ -29,11 +29,19 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from commit_protocol.formats_arrow import (
-    base64_encode, float_text, from_wire_chunked, has_non_finite, line_block_size,
-    rebuild_list, rebuild_map, rebuild_struct, wrap,
+from commit_protocol.errors import UnencodableValueError
+from commit_protocol.formats.arrow import (
+    base64_encode,
+    float_text,
+    from_wire_chunked,
+    has_non_finite,
+    line_block_size,
+    rebuild_list,
+    rebuild_map,
+    rebuild_struct,
+    wrap,
 )
-from commit_protocol.formats_types import UnencodableValueError, is_binarylike, is_list, utc
+from commit_protocol.formats.types import is_binarylike, is_list, utc
 
 _MARKER_ATTEMPTS = 4
 
@@ -68,8 +76,9 @@ class _FloatMarker:
         return without_both if opened == closed == self.used else None
 
 
-def encode_jsonl(table: pa.Table) -> bytes:
-    """One JSON object per row, ``\\n``-terminated; ``b""`` for no rows."""
+def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
+    """One JSON object per row, ``\\n``-terminated; ``b""`` for no rows (JSON lines
+    have no header: ``with_header`` is ignored)."""
     if table.num_rows == 0:
         return b""
     for _ in range(_MARKER_ATTEMPTS):
@@ -88,7 +97,9 @@ def _polars_ndjson(table: pa.Table) -> bytes:
     import polars as pl  # lazy: polars costs ~100 ms to import
 
     buffer = io.BytesIO()
-    pl.from_arrow(table).write_ndjson(buffer)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)  # a table converts to a frame, never a series
+    frame.write_ndjson(buffer)
     return buffer.getvalue()
 
 
@@ -118,8 +129,8 @@ def _key_text(keys: pa.Array) -> pa.Array:
     return keys.cast(utc(keys.type)).cast(pa.large_string())
 
 
-def decode_jsonl(data: bytes, schema: pa.Schema) -> pa.Table:
-    """Parse :func:`encode_jsonl` output (chunks concatenated) into exactly ``schema``.
+def decode(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Parse :func:`encode` output (chunks concatenated) into exactly ``schema``.
 
     Columns holding a map are parsed with Python's ``json`` (pyarrow cannot read JSON
     objects as maps, polars cannot read ``NaN``): about 10 MB/s instead of hundreds.
@@ -132,7 +143,7 @@ def decode_jsonl(data: bytes, schema: pa.Schema) -> pa.Table:
     arrow_fields = [f for f in wire if f.name not in by_python]
     if arrow_fields or not by_python:
         table = _read_with_arrow(data, pa.schema(arrow_fields), ignore_others=bool(by_python))
-        columns.update(zip(table.column_names, table.columns))
+        columns.update(zip(table.column_names, table.columns, strict=True))
     rows = {len(c) for c in columns.values()}
     if len(rows) > 1:
         raise pa.ArrowInvalid(f"jsonl: columns parsed to different row counts {sorted(rows)}")

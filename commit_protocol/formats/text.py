@@ -11,11 +11,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.formats_arrow import concat_bytes, join
-from commit_protocol.formats_types import UnencodableValueError
+from commit_protocol.errors import UnencodableValueError
+from commit_protocol.formats.arrow import concat_bytes, join
 
 
-def encode_text(table: pa.Table) -> bytes:
+def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
     """The lines of ``table``'s single string column.
 
     Raises
@@ -35,8 +35,8 @@ def encode_text(table: pa.Table) -> bytes:
     return concat_bytes(join(values, "\n"))
 
 
-def decode_text(data: bytes, schema: pa.Schema) -> pa.Table:
-    """Split :func:`encode_text` output into rows of ``schema``'s single string column.
+def decode(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Split :func:`encode` output into rows of ``schema``'s single string column.
 
     A last line without ``\\n`` still counts as a row, as in Spark's reader.
     """

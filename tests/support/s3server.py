@@ -25,6 +25,7 @@ def start_moto_server() -> tuple[str, Callable[[], None]]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     wsgi_server = server._server  # werkzeug's server: its handlers call ``.app`` per request
+    assert wsgi_server is not None  # set by start()
     app, lock = wsgi_server.app, threading.Lock()
 
     def one_at_a_time(environ, start_response):

@@ -6,12 +6,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from commit_protocol.errors import RotsinkError
-
-
-class UnencodableValueError(RotsinkError, ValueError):
-    """A value cannot be written in the chosen format (e.g. a line break in format text)."""
-
 
 def is_list(t: pa.DataType) -> bool:
     """True for variable-length list types (``list`` and ``large_list``)."""

@@ -36,11 +36,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from commit_protocol.errors import SchemaMismatchError
-from commit_protocol.formats_arrow import (
-    MAX_BLOCK, base64_encode, concat_bytes, float_text, from_wire_chunked, has_non_finite, join,
+from commit_protocol.formats.arrow import (
+    MAX_BLOCK,
+    base64_encode,
+    concat_bytes,
+    float_text,
+    from_wire_chunked,
+    has_non_finite,
+    join,
     wrap,
 )
-from commit_protocol.formats_types import is_binarylike, is_stringlike, utc
+from commit_protocol.formats.types import is_binarylike, is_stringlike, utc
 
 
 def csv_header(names: list[str]) -> bytes:
@@ -48,7 +54,7 @@ def csv_header(names: list[str]) -> bytes:
     return (",".join(_quote_text(name) for name in names) + "\n").encode()
 
 
-def encode_csv(table: pa.Table, *, with_header: bool) -> bytes:
+def encode(table: pa.Table, *, with_header: bool) -> bytes:
     """CSV lines for ``table``, after the header when ``with_header`` (even with no rows).
 
     One element-wise join builds every line: separators, line ends and, for string columns
@@ -121,8 +127,8 @@ def _quote_text(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def decode_csv(data: bytes, schema: pa.Schema) -> pa.Table:
-    """Parse :func:`encode_csv` output (one header, then chunks) into exactly ``schema``.
+def decode(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Parse :func:`encode` output (one header, then chunks) into exactly ``schema``.
 
     Raises
     ------
@@ -135,7 +141,8 @@ def decode_csv(data: bytes, schema: pa.Schema) -> pa.Table:
     if table.column_names != schema.names:
         raise SchemaMismatchError(f"csv header names columns {table.column_names}; "
                                   f"expected {schema.names}")
-    arrays = [from_wire_chunked(column, f.type) for column, f in zip(table.columns, schema)]
+    arrays = [from_wire_chunked(column, f.type)
+              for column, f in zip(table.columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -1,0 +1,136 @@
+"""Arrow record batches <-> the bytes of part files, in formats Spark's own readers take.
+
+One registry entry per format (:data:`FORMATS`) says everything the rest of rotsink needs to
+know about it: its name (the ``format`` option), the suffix of its files, whether it is a
+*row* format or a *bulk* one, the module that implements it, and the modules a task loads
+once per Python worker. Options, file names, the task writer, the readers, ``rotsink cat``
+and ``rotsink verify`` all read the registry; nothing else branches on a format's name.
+
+* A **row** format (``jsonl``, ``csv``, ``text``) encodes chunk by chunk: a part file stays
+  open across micro-batches, and the concatenation of its chunks is one valid file that
+  :func:`decode_rows` (and ``spark.read.<format>``) reads back row for row. Its module
+  defines ``encode(table, *, with_header) -> bytes`` and ``decode(data, schema) -> Table``.
+* A **bulk** format (``parquet``) is written whole by one task (a ``ParquetPartFile``) and
+  read with its module's ``iter_batches(data, schema, ...)``.
+
+Adding a row format is one module with ``encode``/``decode`` and one ``Format`` line below;
+a bulk format also needs its part-file writer in :mod:`commit_protocol.part_files`.
+
+Where Spark's readers need a non-default option or cannot restore a value exactly, the
+format modules say so; ``tests/spark/test_format_spark_compat.py`` pins each case. The
+encoders assume a schema the driver checked when the query started
+(:mod:`datasource.schema_check`). This package imports nothing heavy: the driver plans a
+batch without pyarrow, and a format's module is imported when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from commit_protocol.errors import OptionError, UnencodableValueError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["BULK_FORMATS", "FORMATS", "Format", "READ_BATCH_ROWS", "ROW_FORMATS",
+           "UnencodableValueError", "decode_rows", "encode_rows", "format_named"]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One output format: see the package docstring."""
+
+    name: str
+    suffix: str
+    bulk: bool
+    module: str
+    preload: tuple[str, ...] = ()
+
+    def implementation(self) -> ModuleType:
+        """The module that encodes and decodes this format (imported on first use)."""
+        return importlib.import_module(self.module)
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("jsonl", ".jsonl", bulk=False, module="commit_protocol.formats.jsonl",
+           preload=("polars",)),
+    Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv"),
+    Format("text", ".txt", bulk=False, module="commit_protocol.formats.text"),
+    Format("parquet", ".parquet", bulk=True, module="commit_protocol.formats.parquet",
+           preload=("pyarrow.parquet",)),
+)}
+ROW_FORMATS = tuple(name for name, f in FORMATS.items() if not f.bulk)
+BULK_FORMATS = tuple(name for name, f in FORMATS.items() if f.bulk)
+
+# Rows per batch a reader hands on: small enough that Spark converts one batch while the
+# next decodes (measured: 500,000-row batches read 30% slower), large enough that per-batch
+# costs vanish (pyarrow's own default for Parquet).
+READ_BATCH_ROWS = 65_536
+
+
+
+def format_named(name: str) -> Format:
+    """The registry entry of ``name``; an ``OptionError`` naming the formats otherwise."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise OptionError(f"option format={name!r}: expected one of "
+                          f"{', '.join(FORMATS)}") from None
+
+
+def _row_format(name: str) -> ModuleType:
+    entry = format_named(name)
+    if entry.bulk:
+        raise OptionError(f"format {name!r} is a bulk format: its files are written whole, "
+                          f"not chunk by chunk ({', '.join(ROW_FORMATS)} are)")
+    return entry.implementation()
+
+
+def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool) -> bytes:
+    """Encode one chunk of a row-format part file. Runs on executors.
+
+    Parameters
+    ----------
+    fmt : str
+        A row format; the schema must have passed
+        :func:`datasource.schema_check.check_schema`.
+    batch : pyarrow.RecordBatch or pyarrow.Table
+        The rows of this chunk.
+    with_header : bool
+        ``csv`` only: start with the header line. Pass True for the first chunk of a
+        file and only then; with zero rows the chunk is then just the header, so the
+        caller's rule stays "the first chunk has the header".
+
+    Returns
+    -------
+    bytes
+        The chunk; ``b""`` for zero rows (except the csv header). Chunks concatenate.
+
+    Raises
+    ------
+    UnencodableValueError
+        ``text`` only: a value contains a line break.
+    """
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    return _row_format(fmt).encode(table, with_header=with_header)
+
+
+def decode_rows(fmt: str, data: bytes, schema: pa.Schema) -> pa.Table:
+    """Decode a whole row-format file (concatenated chunks) into exactly ``schema``.
+
+    The result has ``schema``'s types and column order and equals the encoded rows,
+    except that ``text`` reads a null back as ``""``.
+
+    Raises
+    ------
+    SchemaMismatchError
+        ``csv`` only: the header names other columns.
+    pyarrow.ArrowInvalid
+        If ``data`` is not a file this module wrote for ``schema``.
+    """
+    return _row_format(fmt).decode(data, schema)
