@@ -1,20 +1,21 @@
-"""Parquet, the bulk format: one complete file written by one task, read batch by batch.
+"""Parquet, the bulk format: files a task writes whole (``ParquetPartFile`` in
+:mod:`commit_protocol.part_files`, with the dictionary columns chosen here), read back batch
+by batch wherever committed files are read.
 
-Timestamps are INT64 microseconds with their UTC flag (never INT96), so Spark reads zoned ones
-as ``timestamp`` and zone-less ones as ``timestamp_ntz``. Runs on executors (writing) and
-wherever committed files are read.
+pyarrow's writer stores timestamps as INT64 microseconds with their UTC flag (never INT96),
+so Spark reads zoned ones as ``timestamp`` and zone-less ones as ``timestamp_ntz``
+(``tests/spark/test_format_spark_compat.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import IO
 
 import pyarrow as pa
 
 from commit_protocol.errors import SchemaMismatchError
 from commit_protocol.formats import READ_BATCH_ROWS
-from commit_protocol.formats.codecs import parquet_codec
 from commit_protocol.formats.types import is_nested
 
 # Dictionary encoding pays for columns that repeat values. On columns of mostly distinct
@@ -60,53 +61,6 @@ def _distinct(values: pa.ChunkedArray) -> int:
         return pc.count_distinct(values).as_py()
     except pa.ArrowNotImplementedError:  # no hash kernel for the type: keep the dictionary
         return 0
-
-
-def write_parquet(sink: str | IO[bytes] | pa.NativeFile,
-                  table_or_batches: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], *,
-                  schema: pa.Schema, compression: str = "snappy",
-                  compression_level: int | None = None) -> None:
-    """Write one complete Parquet file (footer included) to ``sink``. Runs on executors.
-
-    Timestamps are stored as INT64 microseconds (never INT96) with their UTC flag, so
-    Spark reads zoned ones as ``timestamp`` and zone-less ones as ``timestamp_ntz``.
-    ``sink`` is left open when it is a file object: the caller owns it.
-
-    Raises
-    ------
-    OptionError
-        For a codec outside :data:`~commit_protocol.formats.codecs.PARQUET_COMPRESSIONS` or a level
-        the codec refuses.
-    SchemaMismatchError
-        If the data's schema differs from ``schema``.
-    """
-    import pyarrow.parquet as pq
-
-    codec = parquet_codec(compression, compression_level)
-    writer = pq.ParquetWriter(sink, schema, compression=codec,
-                              compression_level=compression_level,
-                              use_deprecated_int96_timestamps=False)
-    with writer:
-        for part in _parts(table_or_batches):
-            writer.write(_conform(part, schema))
-
-
-def _conform(part: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
-    """``part`` as ``schema``: equal, or differing only where an exact cast bridges it
-    (nullability flags, which Spark's batches and schemas do not always agree on)."""
-    if part.schema.equals(schema):
-        return part
-    try:
-        if part.schema.names != schema.names:
-            raise ValueError("column names differ")
-        return part.cast(schema)
-    except (pa.ArrowException, ValueError) as e:
-        raise SchemaMismatchError(f"parquet: expected data schema {schema}, found "
-                                  f"{part.schema}: {e}") from e
-
-
-def _parts(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> Iterable:
-    return [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
 
 
 def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,

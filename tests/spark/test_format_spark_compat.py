@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import io
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from commit_protocol.formats import encode_rows
-from commit_protocol.formats.parquet import write_parquet
+from tests.support.parquet import parquet_bytes
 from tests.unit.test_formats import normalized
 
 NAN, INF = float("nan"), float("inf")
@@ -207,8 +206,7 @@ def test_parquet_every_type(spark, tmp_path, compression):
     batch = batch_of({**FLAT, **NESTED})
     directory = tmp_path / "parquet"
     directory.mkdir()
-    with open(directory / "part-00000.parquet", "wb") as sink:
-        write_parquet(sink, batch, schema=batch.schema, compression=compression)
+    (directory / "part-00000.parquet").write_bytes(parquet_bytes(batch, compression=compression))
     df = spark.read.parquet(str(directory))
     assert df.schema == spark_schema(batch.schema)
     assert spark_rows(df) == rows(pa.Table.from_batches([batch]))
@@ -216,8 +214,6 @@ def test_parquet_every_type(spark, tmp_path, compression):
 
 def test_parquet_void_column(spark, tmp_path):
     batch = batch_of({"i8": FLAT["i8"], "void": (pa.null(), [None])})
-    sink = io.BytesIO()
-    write_parquet(sink, batch, schema=batch.schema)
-    (tmp_path / "part-00000.parquet").write_bytes(sink.getvalue())
+    (tmp_path / "part-00000.parquet").write_bytes(parquet_bytes(batch))
     df = spark.read.parquet(str(tmp_path))
     assert [r.void for r in df.collect()] == [None] * ROWS
