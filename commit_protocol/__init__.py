@@ -1,0 +1,8 @@
+"""rotsink's commit protocol, without Spark: what tasks write, what the driver commits, the
+metadata log, reading committed output, verification and clean-up.
+
+The protocol modules are flat (``task_writer``, ``part_files``, ``merge``, ``rotation``,
+``committer``, ``log``, ``state``, ``naming``, ``reading``, ``verification``,
+``housekeeping``, ``failpoints``, ``errors``); ``storage/``, ``formats/`` and ``crypto/``
+group the domains they rely on.
+"""
