@@ -2,7 +2,8 @@
 metadata log, reading committed output, verification and clean-up.
 
 The protocol modules are flat (``task_writer``, ``part_files``, ``merge``, ``rotation``,
-``committer``, ``log``, ``state``, ``naming``, ``reading``, ``verification``,
+``committer``, ``log``, ``state``, ``naming``, ``reading``, ``verification`` (with
+``file_checks``),
 ``housekeeping``, ``failpoints``, ``errors``); ``storage/``, ``formats/`` and ``crypto/``
 group the domains they rely on.
 """

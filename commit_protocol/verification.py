@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CorruptLogError, RotsinkError
-from commit_protocol.formats import FORMATS
+from commit_protocol.file_checks import (
+    InProgressCheck,
+    authenticate,
+    check_finalized,
+    check_in_progress,
+    unlisted_visible,
+)
 from commit_protocol.housekeeping import orphans
 from commit_protocol.log import MetadataLog
 from commit_protocol.log_files import (
@@ -29,30 +33,10 @@ from commit_protocol.log_files import (
 )
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri
 from commit_protocol.reading import (
-    CommittedFile,
     open_committed,
-    read_committed,
-    read_parquet_file,
-    row_plaintext,
 )
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-
-
-@dataclass(frozen=True)
-class InProgressCheck:
-    """An in-progress file of the latest state: ``committed`` bytes of ``temp`` are committed,
-    ``stored`` bytes are on storage (None: the file is missing)."""
-
-    name: str
-    temp: str
-    committed: int
-    stored: int | None
-
-    @property
-    def uncommitted(self) -> int:
-        """Bytes past the committed offset: a failed or zombie attempt's, never read."""
-        return max(0, (self.stored or 0) - self.committed)
 
 
 @dataclass(frozen=True)
@@ -114,12 +98,12 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
         problems.append(str(e))  # without the latest state nothing else can be checked
         return Verification(latest, problems, 0, 0, [], [], pending, repaired, 0)
     listed = _listed_files(storage, state, latest, names, problems)
-    finalized = _check_finalized(storage, listed, problems)
-    in_progress, prefixes = _check_in_progress(storage, state, problems)
-    problems += _unlisted_visible(storage, set(listed) | explained)
+    finalized = check_finalized(storage, listed, problems)
+    in_progress, prefixes = check_in_progress(storage, state, problems)
+    problems += unlisted_visible(storage, set(listed) | explained)
     authenticated = 0
     if deep or ring is not None:
-        authenticated = _authenticate(storage, state, finalized + prefixes, ring, problems)
+        authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)
     return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
                         [i.path for i in orphans(storage, state)], pending, repaired,
                         authenticated)
@@ -239,90 +223,3 @@ def _repair(storage: Storage, problems: list[str]) -> list[int]:
         problems.append(f"{storage.root_uri}: cannot repair ({type(e).__name__}: {e})")
         return []
     return [b for b in pending if after is not None and b <= after]
-
-
-# -- the files -------------------------------------------------------------------------------
-def _check_finalized(storage: Storage, listed: dict[str, int],
-                     problems: list[str]) -> list[CommittedFile]:
-    """Each listed file exists with exactly its logged size; returns the intact ones."""
-    intact = []
-    for path, size in listed.items():
-        stored = _stored_size(storage, path, problems)
-        if stored is None:
-            problems.append(f"{path}: listed in the log ({size} bytes) but missing")
-        elif stored != size:
-            why = "modified after its commit" if stored > size else "committed bytes were lost"
-            problems.append(f"{path}: the log commits {size} bytes, storage holds {stored} "
-                            f"({why})")
-        else:
-            intact.append(CommittedFile(path, size, "", False))
-    return intact
-
-
-def _check_in_progress(storage: Storage, state: SinkState, problems: list[str]
-                       ) -> tuple[list[InProgressCheck], list[CommittedFile]]:
-    """Each in-progress file holds at least its committed bytes (more is a failed or zombie
-    attempt's tail, which no reader reads); returns the checks and the intact prefixes."""
-    checks, intact = [], []
-    for f in state.in_progress:
-        stored = _stored_size(storage, f.temp, problems)
-        checks.append(InProgressCheck(f.name, f.temp, f.size, stored))
-        where = f"{f.temp} (in progress, to be {f.name})"
-        if stored is None and f.size:
-            problems.append(f"{where}: missing; the log commits {f.size} bytes")
-        elif stored is not None and stored < f.size:
-            problems.append(f"{where}: holds {stored} bytes; the log commits {f.size}")
-        elif f.size:
-            intact.append(CommittedFile(f.temp, f.size, f.directory, True))
-    return checks, intact
-
-
-def _stored_size(storage: Storage, path: str, problems: list[str]) -> int | None:
-    """Size on storage; None when missing (a damaged segmented file is a problem too)."""
-    try:
-        return storage.size(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        problems.append(f"{path}: cannot read its size ({e})")
-        return None
-
-
-def _unlisted_visible(storage: Storage, known: set[str]) -> list[str]:
-    return [f"{info.path}: visible but not committed: readers that list the directory see it"
-            for info in sorted(storage.walk(""), key=lambda i: i.path)
-            if _visible(info.path) and info.path not in known]
-
-
-def _visible(path: str) -> bool:
-    """Whether a directory listing shows ``path``: Spark's ``shouldFilterOutPathName`` hides
-    names starting with ``.``, and with ``_`` unless they hold ``=`` (a partition directory).
-
-    >>> _visible("day=1/part-0.jsonl"), _visible("_p=1/a"), _visible("_rotsink/a")
-    (True, True, False)
-    """
-    return not any(part.startswith(".") or (part.startswith("_") and "=" not in part)
-                   for part in path.split("/"))
-
-
-def _authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
-                  ring: Mapping[str, bytes] | None, problems: list[str]) -> int:
-    """Decode (decrypt, decompress) the committed bytes of ``files``; how many passed."""
-    if state.encrypted and not ring:
-        problems.append(f"{storage.root_uri} is encrypted: authenticating its files needs "
-                        "its keys (ring)")
-        return 0
-    passed = 0
-    for f in files:
-        try:
-            data = read_committed(storage, f)
-            if FORMATS[state.format].bulk:
-                read_parquet_file(data, f, state=state, ring=ring)
-            else:
-                row_plaintext(data, f, state=state, ring=ring)
-        except (RotsinkError, OSError, ValueError, pa.ArrowException) as e:
-            # rotsink's errors name the file and byte; pyarrow's name neither
-            problems.append(str(e) if f.path in str(e) else f"{f.path}: {type(e).__name__}: {e}")
-        else:
-            passed += 1
-    return passed
