@@ -2,8 +2,7 @@
 metadata log, reading committed output, verification and clean-up.
 
 The protocol modules are flat (``task_writer``, ``part_files``, ``merge``, ``rotation``,
-``committer``, ``log``, ``state``, ``naming``, ``reading``, ``verification`` (with
-``file_checks``),
-``housekeeping``, ``failpoints``, ``errors``); ``storage/``, ``formats/`` and ``crypto/``
-group the domains they rely on.
+``committer``, ``log``, ``state``, ``naming``, ``reading``, ``verification`` and
+``file_checks``, ``housekeeping``, ``failpoints``, ``errors``); ``storage/``, ``formats/``
+and ``crypto/`` group the domains they rely on.
 """
