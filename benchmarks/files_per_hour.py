@@ -55,20 +55,21 @@ def feed(directory: Path, rows: int, stop: threading.Event) -> None:
         stop.wait(max(0.0, next_at - time.monotonic()))
 
 
-def start(spark, source: Path, out: Path, options: dict[str, str] | None, *, warm_up=False):
+def start(spark, source: Path, out: Path, options: dict[str, str] | None, *, fmt: str,
+          warm_up=False):
     # One file per batch: a batch that catches up after a slow one must not merge files into
     # several tasks (slots), which would change both sinks' counts.
     df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     writer = df.writeStream.option("checkpointLocation", f"{out}-ck")
     if options is None:
-        writer = writer.format("json")
+        writer = writer.format("json" if fmt == "jsonl" else fmt)
     else:
-        writer = writer.format("rotsink").options(format="jsonl", **options)
+        writer = writer.format("rotsink").options(format=fmt, **options)
     trigger = {"availableNow": True} if warm_up else {"processingTime": "1 second"}
     return writer.trigger(**trigger).start(str(out))
 
 
-def warm_up(spark, root: Path, sides: dict[str, dict[str, str] | None]) -> None:
+def warm_up(spark, root: Path, sides: dict[str, dict[str, str] | None], fmt: str) -> None:
     """A few batches per sink first, so that no measured run starts with a cold batch."""
     source = root / "warm-src"
     source.mkdir()
@@ -76,13 +77,14 @@ def warm_up(spark, root: Path, sides: dict[str, dict[str, str] | None]) -> None:
         (source / f"in-{n}.json").write_text(json.dumps({"id": n, "name": "w", "score": 0.5,
                                                          "grp": "0"}) + "\n")
     for name, options in sides.items():
-        start(spark, source, root / f"warm-{name}", options, warm_up=True).awaitTermination()
+        start(spark, source, root / f"warm-{name}", options, fmt=fmt,
+              warm_up=True).awaitTermination()
 
 
 def run(spark, directory: Path, options: dict[str, str] | None, args) -> float:
     """Feed one file per second for ``args.seconds`` into a fresh query; seconds it ran."""
     (directory / "src").mkdir(parents=True)
-    query = start(spark, directory / "src", directory / "out", options)
+    query = start(spark, directory / "src", directory / "out", options, fmt=args.format)
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(directory / "src", args.rows, stop), daemon=True)
     started = time.monotonic()
@@ -172,6 +174,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=120, help="how long to feed input")
     parser.add_argument("--rows", type=int, default=10, help="rows per input file (batch)")
+    parser.add_argument("--format", default="jsonl", choices=["jsonl", "parquet"],
+                        help="the output format of both sinks")
     parser.add_argument("--scaled-interval", type=int, default=10,
                         help="seconds for the scaled rotsink run's interval/inactivity; 0 = off")
     args = parser.parse_args()
@@ -184,7 +188,8 @@ def main() -> None:
     if args.scaled_interval:
         scaled = f"{args.scaled_interval}s"
         sides["rotsink-scaled"] = {"rotation.interval": scaled, "rotation.inactivity": scaled}
-    warm_up(spark, root, sides)
+    print(f"format {args.format}, {args.seconds} s of one batch per second, {args.rows} rows each")
+    warm_up(spark, root, sides, args.format)
     elapsed = {name: run(spark, root / name, opts, args) for name, opts in sides.items()}
     report(root, elapsed, args.seconds, args.rows, args.scaled_interval, default_s,
            RotationPolicy().max_bytes)

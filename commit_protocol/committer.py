@@ -98,7 +98,9 @@ class Committer:
         slots = self._fence_unclaimed(state.slots(), reports, batch_id)
         merged = merge_reports(slots, reports, self.storage, self.config.rotation,
                                is_bulk=self.config.is_bulk, now_ms=now_ms)
-        if state.encrypted:
+        if self.config.is_bulk:
+            merged = replace(merged, finalized=[self._convert(f) for f in merged.finalized])
+        elif state.encrypted:
             merged = replace(merged, finalized=[self._seal_final(f, batch_id)
                                                 for f in merged.finalized])
         new_state = self._next_state(state, batch_id, merged)
@@ -194,6 +196,23 @@ class Committer:
             handle.write(final)
         return replace(f, temp=temp, size=f.size + len(final))
 
+    def _convert(self, f: Finalized) -> Finalized:
+        """Encode a staged file that a commit rule rolled (tasks encode what they roll).
+
+        Reads only its committed bytes, so a zombie's appends cannot reach the finished file;
+        the finished file goes to a fresh temp name that the intent records, so a roll-forward
+        publishes exactly it, and a retried commit encodes again into another temp.
+        """
+        if not f.rolled_by_driver:
+            return f
+        from commit_protocol.conversion import convert_staged
+
+        failpoints.hit("driver.before_convert")
+        temp, size, _ = convert_staged(self.storage, f.temp, f.size, self.config, name=f.name,
+                                       partition=0, directory="")
+        failpoints.hit("driver.after_convert")
+        return replace(f, temp=temp, size=size)
+
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
         publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish)
@@ -259,5 +278,7 @@ class Committer:
         failpoints.hit("driver.during_abort")
         for message in messages:
             for f in message.files if message is not None else ():
+                if f.final_temp is not None:
+                    self.storage.delete(f.final_temp)
                 if f.start == 0 and f.fenced_from is None:
                     self.storage.delete(f.temp)

@@ -42,6 +42,8 @@ TASK_POINTS = (
     "task.after_fence_copy",    # executor: committed prefix copied to a fresh temp file
     "task.after_resume",        # executor: a committed in-progress file reopened to append
     "task.before_report",       # executor: every file released, report not yet returned
+    "task.before_convert",      # executor: a staged (bulk) file rolled, not yet encoded
+    "task.after_convert",       # executor: its finished file written at a fresh temp name
 )
 DRIVER_POINTS = (
     "driver.after_recover",     # driver (plan or commit): pending intents finished
@@ -52,6 +54,8 @@ DRIVER_POINTS = (
     "driver.before_log_write",  # driver: every rename done
     "driver.after_log_write",   # driver: the batch is committed, housekeeping not yet run
     "driver.during_abort",      # driver: abort started, fresh temp files not yet deleted
+    "driver.before_convert",    # driver: a staged file rolled by a commit rule, not encoded
+    "driver.after_convert",     # driver: its finished file written, intent not yet staged
 )
 LOG_POINTS = (
     "log.during_compaction",    # driver: half-way through streaming a .compact intent

@@ -11,7 +11,13 @@ import pyarrow as pa
 
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
-from commit_protocol.reading import CommittedFile, read_committed, read_parquet_file, row_plaintext
+from commit_protocol.reading import (
+    CommittedFile,
+    read_committed,
+    read_parquet_file,
+    row_plaintext,
+    staged_batches,
+)
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
@@ -63,7 +69,8 @@ def check_in_progress(storage: Storage, state: SinkState, problems: list[str]
         elif stored is not None and stored < f.size:
             problems.append(f"{where}: holds {stored} bytes; the log commits {f.size}")
         elif f.size:
-            intact.append(CommittedFile(f.temp, f.size, f.directory, True))
+            intact.append(CommittedFile(f.temp, f.size, f.directory, True,
+                                        staged=FORMATS[state.format].bulk))
     return checks, intact
 
 
@@ -106,7 +113,11 @@ def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
     for f in files:
         try:
             data = read_committed(storage, f)
-            if FORMATS[state.format].bulk:
+            if f.staged:
+                plain = row_plaintext(data, f, state=state, ring=ring)
+                schema = pa.ipc.open_stream(pa.BufferReader(plain)).schema
+                list(staged_batches(data, f, state=state, schema=schema, ring=ring))
+            elif FORMATS[state.format].bulk:
                 read_parquet_file(data, f, state=state, ring=ring)
             else:
                 row_plaintext(data, f, state=state, ring=ring)

@@ -46,13 +46,23 @@ def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskRepor
             _check_storage(storage, report)
             previous = slots.pop(slot, None)
             if report.closed:
-                reason = "bulk" if is_bulk else _task_roll_reason(report, policy)
-                finalized.append(Finalized(report.name, report.temp, report.end,
-                                           report.records, reason))
+                reason = report.reason or _task_roll_reason(report, policy)
+                if report.final_temp is not None:  # a staged file, encoded by the task
+                    finalized.append(Finalized(report.name, report.final_temp,
+                                               report.final_size, report.records, reason))
+                elif is_bulk:
+                    raise CommitError(f"{report.name}: a rolled staged file without its "
+                                      "finished file: expected the task to report it")
+                else:
+                    finalized.append(Finalized(report.name, report.temp, report.end,
+                                               report.records, reason))
             else:
                 slots[slot] = _advance(previous, report, now_ms)
+    # A staged (bulk) file's committed size counts staged bytes, not the finished file's:
+    # its size limit is applied by the task, on its estimate of the finished size.
+    rules = replace(policy, max_bytes=0) if is_bulk else policy
     for slot, f in list(slots.items()):
-        due = roll_reason(f, policy, now_ms)
+        due = roll_reason(f, rules, now_ms)
         if due:
             del slots[slot]
             finalized.append(Finalized(f.name, f.temp, f.size, f.records, due,
@@ -100,6 +110,15 @@ def _check_storage(storage: Storage, f: FileReport) -> None:
     if size < f.end:
         raise TruncatedFileError(f"{f.temp} ({f.name}) holds {size} bytes; the task reported "
                                  f"{f.end}: bytes were lost")
+    if f.final_temp is not None:
+        try:
+            finished = storage.size(f.final_temp)
+        except FileNotFoundError as e:
+            raise CommitError(f"{f.name}: finished file {f.final_temp} reported by the task "
+                              "is missing") from e
+        if finished != f.final_size:
+            raise CommitError(f"{f.final_temp} ({f.name}): expected the {f.final_size} bytes "
+                              f"the task reported, found {finished}")
 
 
 def _task_roll_reason(f: FileReport, policy: RotationPolicy) -> str:

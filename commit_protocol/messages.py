@@ -11,8 +11,10 @@ class FileReport:
 
     Bytes ``[start, end)`` of ``temp`` are this task's; ``[0, start)`` were committed before
     (copied from ``fenced_from`` when the task could not prove it was the file's only writer).
-    ``records`` counts the whole file; ``closed`` says the task rolled it (size, record limit,
-    or a bulk format's end of task).
+    ``records`` counts the whole file; ``closed`` says the task rolled it, for ``reason``
+    (None: a size or record limit, told apart by the records). A rolled staged file of a bulk
+    format was encoded into the finished file ``final_temp`` of ``final_size`` bytes, which
+    the commit publishes instead of ``temp``.
     """
 
     partition: int
@@ -25,6 +27,9 @@ class FileReport:
     new_records: int
     closed: bool
     fenced_from: str | None = None
+    reason: str | None = None
+    final_temp: str | None = None
+    final_size: int = 0
 
     @property
     def slot(self) -> tuple[int, str]:

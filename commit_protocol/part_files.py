@@ -18,7 +18,7 @@ import pyarrow as pa
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
-from commit_protocol.formats import encode_rows
+from commit_protocol.formats import FORMATS, encode_rows
 from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
@@ -39,14 +39,14 @@ class RowSize:
 class PartFile:
     """Common bookkeeping and limits; subclasses write the bytes."""
 
-    rolls_at_task_end = False  # bulk files cannot be reopened by a later task
-    buffered_bytes = 0  # rows taken but not yet written (Parquet row groups)
 
     def __init__(self, storage: Storage, config: SinkConfig, *, partition: int, directory: str,
                  name: str, temp: str, start: int, records: int,
-                 fenced_from: str | None = None) -> None:
+                 fenced_from: str | None = None, limited: bool = True) -> None:
         self.storage = storage
         self.policy = config.rotation
+        self.limited = limited  # False: take every row given (a staged file's conversion)
+        self.reason: str | None = None  # why the task rolled it, when not a size or count
         self.partition = partition
         self.directory = directory
         self.name = name
@@ -62,7 +62,7 @@ class PartFile:
         return FileReport(partition=self.partition, directory=self.directory, name=self.name,
                           temp=self.temp, start=self.start, end=self.end, records=self.records,
                           new_records=self.new_records, closed=self.closed,
-                          fenced_from=self.fenced_from)
+                          fenced_from=self.fenced_from, reason=self.reason)
 
     def add(self, rows: pa.RecordBatch) -> int:
         """Take as many of ``rows`` (from the first) as fit the file's limits; return how
@@ -71,21 +71,22 @@ class PartFile:
 
     def room(self, rows: int) -> int:
         """How many of ``rows`` more records ``rotation.maxRecords`` lets this file take."""
-        limit = self.policy.max_records
+        limit = self.policy.max_records if self.limited else 0
         return rows if not limit else max(0, min(rows, limit - self.records))
 
     def size(self) -> int:
         """Bytes that count against ``rotation.maxBytes``."""
         return self.end
 
+    def byte_limit(self) -> int:
+        """``rotation.maxBytes`` in this file's own bytes (0: no limit)."""
+        return self.policy.max_bytes if self.limited else 0
+
     def full(self) -> bool:
         """Whether a record or size limit is reached: the task rolls the file now."""
         limit_records, limit_bytes = self.policy.max_records, self.policy.max_bytes
         return bool((limit_records and self.records >= limit_records)
                     or (limit_bytes and self.size() >= limit_bytes))
-
-    def flush(self) -> None:
-        """Write what is buffered (nothing, for row files)."""
 
     def release(self) -> None:
         """Give back the file handle (the least recently used file when over the cap)."""
@@ -106,12 +107,15 @@ class RowPartFile(PartFile):
     def __init__(self, storage: Storage, config: SinkConfig, *, estimate: RowSize,
                  **kwargs: Any) -> None:
         super().__init__(storage, config, **kwargs)
-        self.format = config.format
-        self.codec = RowCodec(config.compression, config.compression_level)
+        self.format, self.codec = self._encoding(config)
         self.keys = config.keys if config.encrypted else None
         self.estimate = estimate
         self._sealer: Sealer | None = None
         self._handle: BinaryIO | None = None
+
+    def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
+        """The row format and codec of the file's bytes."""
+        return config.format, RowCodec(config.compression, config.compression_level)
 
     def add(self, rows: pa.RecordBatch) -> int:
         """Append as many of ``rows`` as fit under ``maxRecords`` and ``maxBytes``.
@@ -120,7 +124,7 @@ class RowPartFile(PartFile):
         ``maxBytes`` only when its first row alone does.
         """
         rows = rows.slice(0, self.room(rows.num_rows))
-        max_bytes = self.policy.max_bytes
+        max_bytes = self.byte_limit()
         if not rows.num_rows or not max_bytes:
             if rows.num_rows:
                 self.append(self.encode(rows), rows.num_rows)
@@ -192,8 +196,98 @@ class RowPartFile(PartFile):
             self._handle = None
 
 
+# Rows a task encodes to Parquet in memory to learn the finished/staged size ratio: enough
+# that a file's fixed costs (schema, footer) do not dominate, a few ms of work.
+RATIO_SAMPLE_ROWS = 100_000
+
+
+@dataclass
+class FinishedRatio:
+    """Bytes of a finished bulk file per staged byte, shared by a task's staged files.
+
+    ``rotation.maxBytes`` is the size of the finished (Parquet) file, unknown until the rows
+    are encoded: a staged file rolls once its staged bytes times this ratio reach the limit.
+    The ratio is measured on the task's first chunk (encoded to Parquet in memory) and
+    replaced by the exact ratio of each file the task converts.
+    """
+
+    value: float = 0.0
+
+    def measure(self, rows: pa.RecordBatch, staged: int, config: SinkConfig) -> None:
+        import io
+
+        import pyarrow.parquet as pq
+
+        from commit_protocol.formats.parquet import parquet_dictionary_columns
+
+        table = pa.Table.from_batches([rows])
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression=config.compression,
+                       compression_level=config.compression_level,
+                       use_dictionary=parquet_dictionary_columns(table))
+        self.value = max(sink.tell() / max(staged, 1), 1e-3)
+
+
+class StagedPartFile(RowPartFile):
+    """A bulk format's in-progress file: rows staged as Arrow IPC streams (a row format
+    without codec, sealed when encrypted), spanning micro-batches like any row file; when
+    it rolls, the task encodes it into the finished file (:mod:`commit_protocol.conversion`).
+    """
+
+    def __init__(self, storage: Storage, config: SinkConfig, *, estimate: RowSize,
+                 ratio: FinishedRatio, **kwargs: Any) -> None:
+        super().__init__(storage, config, estimate=estimate, **kwargs)
+        self.config = config
+        self.ratio = ratio
+        self.final_temp: str | None = None
+        self.final_size = 0
+
+    def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
+        staging = FORMATS[config.format].staging
+        assert staging is not None, f"{config.format} has no staged form"
+        return staging, RowCodec("none")  # the finished file compresses, at the roll
+
+    def add(self, rows: pa.RecordBatch) -> int:
+        if not self.ratio.value and rows.num_rows:  # the limit needs it before the first add
+            from commit_protocol.formats.ipc import encode
+
+            sample = rows.slice(0, RATIO_SAMPLE_ROWS)
+            self.ratio.measure(sample, len(encode(pa.Table.from_batches([sample]))),
+                               self.config)
+        return super().add(rows)
+
+    def byte_limit(self) -> int:
+        """``maxBytes`` of finished file as staged bytes (none until the ratio is known)."""
+        max_bytes = self.policy.max_bytes
+        return int(max_bytes / self.ratio.value) if max_bytes and self.ratio.value else 0
+
+    def size(self) -> int:
+        """The finished file's estimated size."""
+        return int(self.end * self.ratio.value)
+
+    def roll(self) -> None:
+        """Close the staged file and write its finished file (no FINAL record: the staged
+        bytes are never published)."""
+        from commit_protocol.conversion import convert_staged
+
+        self.release()
+        self.closed = True
+        failpoints.hit("task.before_convert")
+        self.final_temp, self.final_size, _ = convert_staged(
+            self.storage, self.temp, self.end, self.config, name=self.name,
+            partition=self.partition, directory=self.directory)
+        if self.end:
+            self.ratio.value = max(self.final_size / self.end, 1e-3)
+        failpoints.hit("task.after_convert")
+
+    def report(self) -> FileReport:
+        from dataclasses import replace
+
+        return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size)
+
+
 class ParquetPartFile(PartFile):
-    """Parquet: written by one task and closed at its end (a bulk format cannot be appended).
+    """Parquet written whole: the finished file a staged file is converted into.
 
     Arrow batches arrive 10,000 rows at a time; each ``write_batch`` of pyarrow's writer would
     make a row group of its own (small row groups compress worse, dictionaries restart, readers
@@ -201,12 +295,12 @@ class ParquetPartFile(PartFile):
     ``flush_bytes`` of Arrow data, when the task caps its buffers, or when the file finishes.
     """
 
-    rolls_at_task_end = True
-
     def __init__(self, storage: Storage, config: SinkConfig, **kwargs: Any) -> None:
         super().__init__(storage, config, **kwargs)
         self.config = config
-        self.flush_bytes = min(config.row_group_bytes, config.rotation.max_bytes or 1 << 62)
+        # a converted file is already within its size limit: row groups of rowGroupBytes
+        self.flush_bytes = config.row_group_bytes if not self.limited else min(
+            config.row_group_bytes, config.rotation.max_bytes or 1 << 62)
         self.buffered: list[pa.RecordBatch] = []
         self.buffered_bytes = 0
         self._handle: BinaryIO | None = None
@@ -244,7 +338,9 @@ class ParquetPartFile(PartFile):
                                             compression_level=self.config.compression_level,
                                             use_dictionary=parquet_dictionary_columns(table),
                                             **self._encryption())
-        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        # a batch larger than a row group (a staged chunk) is cut into row groups by bytes
+        rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
+        self._writer.write_table(table, row_group_size=rows_per_group)
         self.buffered, self.buffered_bytes = [], 0
 
     def _encryption(self) -> dict:

@@ -14,6 +14,7 @@ from commit_protocol.errors import (
     SegmentError,
     TruncatedFileError,
 )
+from commit_protocol.formats import FORMATS
 from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.log import MetadataLog, open_committed
 from commit_protocol.naming import from_uri, parse_partition_dir
@@ -35,6 +36,8 @@ class CommittedFile:
     directory: str
     in_progress: bool
     final: str | None = None
+    staged: bool = False  # a bulk format's staged rows: encoded, never renamed, at a roll
+    records: int = 0  # of an in-progress file: the committed rows
 
 
 def committed_files(log: MetadataLog, latest: int, state: SinkState, *,
@@ -59,7 +62,9 @@ def committed_files(log: MetadataLog, latest: int, state: SinkState, *,
         listed_in[path] = log_file
         files.append(CommittedFile(path, int(entry["size"]), _directory(path), False))
     if include_in_progress:
-        files += [CommittedFile(f.temp, f.size, f.directory, True, final=f.name)
+        staged = FORMATS[state.format].bulk
+        files += [CommittedFile(f.temp, f.size, f.directory, True, final=f.name, staged=staged,
+                                records=f.records)
                   for f in state.in_progress if f.size]
     return files
 
@@ -77,15 +82,18 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
     a row file is decoded whole, then handed on in slices).
     Timestamp partition values are read in ``time_zone``, as Spark's readers read them in
     the session time zone."""
-    from commit_protocol.formats import FORMATS, READ_BATCH_ROWS
+    from commit_protocol.formats import READ_BATCH_ROWS
 
-    data = read_committed(storage, f)
     data_schema = pa.schema([field for field in schema if field.name not in state.partition_by])
-    if FORMATS[state.format].bulk:
+    if f.staged:
+        batches = _staged_rows(storage, f, state=state, schema=data_schema, ring=ring)
+    elif FORMATS[state.format].bulk:
+        data = read_committed(storage, f)
         batches = FORMATS[state.format].implementation().iter_parquet(
             data, data_schema, **_parquet_options(data, f, state, ring))
     else:
-        table = decode_row_file(data, f, state=state, schema=data_schema, ring=ring)
+        table = decode_row_file(read_committed(storage, f), f, state=state, schema=data_schema,
+                                ring=ring)
         batches = table.to_batches(max_chunksize=READ_BATCH_ROWS)
     if not state.partition_by:
         yield from batches
@@ -185,13 +193,15 @@ def _locations(storage: Storage, f: CommittedFile) -> Iterator[str]:
     yield f.path
     if f.final is None:
         return
-    yield f.final
+    if not f.staged:  # a staged file is encoded at its roll, not renamed: never its final name
+        yield f.final
     committed = open_committed(storage)
     if committed is not None:
         current = {g.name: g.temp for g in committed[2].in_progress}.get(f.final)
         if current is not None and current != f.path:
             yield current
-    yield f.final
+    if not f.staged:
+        yield f.final
 
 
 def decode_row_file(data: bytes, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
@@ -207,14 +217,61 @@ def decode_row_file(data: bytes, f: CommittedFile, *, state: SinkState, schema: 
                              f"({type(e).__name__}: {e})") from e
 
 
+def _staged_rows(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
+                 ring: Mapping[str, bytes] | None) -> Iterator[pa.RecordBatch]:
+    """The committed rows of a staged file; once a later commit rolled it (and clean-up
+    deleted the staged bytes), the first ``records`` rows of its finished file, which the
+    encoding wrote in the same order."""
+    try:
+        data = read_committed(storage, f)
+    except TruncatedFileError:
+        if f.final is None or not storage.exists(f.final):
+            raise
+        yield from _first_rows(storage, f, state=state, schema=schema, ring=ring)
+        return
+    yield from staged_batches(data, f, state=state, schema=schema, ring=ring)
+
+
+def _first_rows(storage: Storage, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
+                ring: Mapping[str, bytes] | None) -> Iterator[pa.RecordBatch]:
+    assert f.final is not None
+    finished = CommittedFile(f.final, storage.size(f.final), f.directory, False)
+    data = read_committed(storage, finished)
+    left = f.records
+    reader = FORMATS[state.format].implementation()
+    for batch in reader.iter_parquet(data, schema, **_parquet_options(data, finished, state,
+                                                                      ring)):
+        if left <= 0:
+            return
+        yield batch.slice(0, left)
+        left -= batch.num_rows
+
+
+def staged_batches(data: bytes, f: CommittedFile, *, state: SinkState, schema: pa.Schema,
+                   ring: Mapping[str, bytes] | None) -> Iterator[pa.RecordBatch]:
+    """The rows of a bulk format's staged file (Arrow IPC streams, no codec, sealed when
+    the path is encrypted)."""
+    from commit_protocol.formats.ipc import iter_batches
+
+    plain = row_plaintext(data, f, state=state, ring=ring)
+    try:
+        yield from iter_batches(plain, schema)
+    except (ValueError, pa.ArrowException) as e:
+        raise IntegrityError(f"{f.path}: cannot decode staged rows "
+                             f"({type(e).__name__}: {e})") from e
+
+
 def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
                   ring: Mapping[str, bytes] | None) -> bytes:
-    """A row file's committed bytes decrypted (authenticated) and decompressed."""
+    """A row file's committed bytes decrypted (authenticated) and decompressed (a staged
+    file has no codec of its own: Parquet's applies at its roll)."""
     from commit_protocol.crypto.sealed import open_sealed
 
     if state.encrypted:
         data = open_sealed(data, _require_ring(ring, f.path), path=f.path,
                            require_final=not f.in_progress)
+    if f.staged:
+        return data
     try:
         return RowCodec(state.compression).decompress(data)
     except (OSError, EOFError, ValueError) as e:

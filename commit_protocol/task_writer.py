@@ -11,8 +11,10 @@ at commit (see ``Committer``), so a zombie arriving after the commit loses it to
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -21,9 +23,10 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.messages import TaskReport
 from commit_protocol.naming import final_name, partition_claim, temp_name
-from commit_protocol.part_files import ParquetPartFile, PartFile, RowPartFile, RowSize
+from commit_protocol.part_files import FinishedRatio, PartFile, RowPartFile, RowSize, StagedPartFile
 from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
+from commit_protocol.rotation import roll_reason
 from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
 
@@ -71,6 +74,7 @@ class TaskWriter:
         self.rolls: dict[str, int] = {}
         self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
         self.row_size = RowSize()
+        self.ratio = FinishedRatio()
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -78,20 +82,41 @@ class TaskWriter:
             for _ in batches:  # a replay of a committed batch: its output exists already
                 pass
             return self._report(skipped=True)
-        if not self.config.is_bulk:  # Parquet buffers whole row groups on its own
-            batches = coalesce(batches, ROW_CHUNK_BYTES)
-        for batch in batches:
+        for batch in coalesce(batches, ROW_CHUNK_BYTES):
             for directory, rows in split_by_partition(batch, self.config.partition_by):
                 if rows.num_rows:
                     self._write_rows(directory, rows)
         for f in list(self.open.values()):
-            if f.rolls_at_task_end:
-                failpoints.hit("task.before_roll")
-                f.roll()
-                failpoints.hit("task.after_roll")
             f.release()
+        self._roll_due_staged_files()
         failpoints.hit("task.before_report")
         return self._report(skipped=False)
+
+    def _roll_due_staged_files(self) -> None:
+        """Roll the staged files the commit would roll by a rule it checks (batch count,
+        age, inactivity), so that their encoding runs here, in the task, not on the driver.
+
+        Judged on this executor's clock against the committed open and append times; the
+        commit still checks every slot, and rolls (on the driver) what is due by its clock.
+        """
+        now_ms = int(time.time() * 1000)
+        for f in self.touched:
+            if f.closed or not isinstance(f, StagedPartFile):
+                continue
+            committed = self.plan.in_progress.get((self.partition, f.directory))
+            resumed = committed is not None and committed.name == f.name
+            batches = (committed.batches if resumed and committed else 0) + 1
+            opened_ms = committed.opened_ms if resumed and committed else now_ms
+            probe = InProgressFile(partition=self.partition, directory=f.directory,
+                                   name=f.name, temp=f.temp, size=f.size(), records=f.records,
+                                   batches=batches, opened_ms=opened_ms,
+                                   last_append_ms=now_ms)
+            reason = roll_reason(probe, self.config.rotation, now_ms)
+            if reason:
+                failpoints.hit("task.before_roll")
+                f.reason = reason
+                f.roll()
+                failpoints.hit("task.after_roll")
 
     def _already_committed(self) -> bool:
         latest = self.plan.latest_batch_id
@@ -130,7 +155,6 @@ class TaskWriter:
             f = self._file_for(directory)
             failpoints.hit("task.before_append")
             took = f.add(rows)
-            self._cap_buffers()
             rows = rows.slice(took)
             if took:
                 failpoints.hit("task.after_append")
@@ -139,12 +163,6 @@ class TaskWriter:
                 f.roll()
                 del self.open[directory]
                 failpoints.hit("task.after_roll")
-
-    def _cap_buffers(self) -> None:
-        """Keep the task's buffered Parquet rows under two row groups' worth, however many
-        partition directories are open: the fullest buffer is written out first."""
-        if sum(f.buffered_bytes for f in self.open.values()) > 2 * self.config.row_group_bytes:
-            max(self.open.values(), key=lambda f: f.buffered_bytes).flush()
 
     def _file_for(self, directory: str) -> PartFile:
         f = self.open.get(directory)
@@ -171,10 +189,9 @@ class TaskWriter:
         if committed is None or self._seen(directory):
             return None
         temp, fenced_from = self._fence(committed)
-        f = RowPartFile(self.storage, self.config, estimate=self.row_size,
-                        partition=self.partition, directory=directory, name=committed.name,
-                        temp=temp, start=committed.size, records=committed.records,
-                        fenced_from=fenced_from)
+        f = self._new_file(directory=directory, name=committed.name, temp=temp,
+                           start=committed.size, records=committed.records,
+                           fenced_from=fenced_from)
         self.touched.append(f)
         failpoints.hit("task.after_resume")
         return f
@@ -211,14 +228,15 @@ class TaskWriter:
         name = final_name(directory=directory, prefix=self.config.file_prefix,
                           partition=self.partition, batch=self.batch_id, roll=roll,
                           suffix=self.config.file_suffix)
-        f: PartFile
-        if self.config.is_bulk:
-            f = ParquetPartFile(self.storage, self.config, partition=self.partition,
-                                directory=directory, name=name, temp=temp_name(name), start=0,
-                                records=0)
-        else:
-            f = RowPartFile(self.storage, self.config, estimate=self.row_size,
-                            partition=self.partition, directory=directory, name=name,
-                            temp=temp_name(name), start=0, records=0)
+        f = self._new_file(directory=directory, name=name, temp=temp_name(name), start=0,
+                           records=0)
         self.touched.append(f)
         return f
+
+    def _new_file(self, **kwargs: Any) -> RowPartFile:
+        """A row file, or for a bulk format its staged file."""
+        if self.config.is_bulk:
+            return StagedPartFile(self.storage, self.config, estimate=self.row_size,
+                                  ratio=self.ratio, partition=self.partition, **kwargs)
+        return RowPartFile(self.storage, self.config, estimate=self.row_size,
+                           partition=self.partition, **kwargs)

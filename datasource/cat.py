@@ -12,6 +12,8 @@ import json
 import os
 from collections.abc import Iterator
 
+import pyarrow as pa
+
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
@@ -22,6 +24,7 @@ from commit_protocol.reading import (
     read_committed,
     read_parquet_file,
     row_plaintext,
+    staged_batches,
 )
 from commit_protocol.storage import LocalStorage
 
@@ -39,10 +42,12 @@ def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
     refs = KeyRefs(read_refs=tuple(key_refs)) if key_refs else None
     ring = refs.ring() if refs is not None else None
     data = read_committed(storage, part)
-    if not FORMATS[state.format].bulk:
+    if part.staged:
+        yield from _json_lines(_staged_table(data, part, state, ring))
+    elif FORMATS[state.format].bulk:
+        yield from _json_lines(read_parquet_file(data, part, state=state, ring=ring))
+    else:
         yield row_plaintext(data, part, state=state, ring=ring)
-        return
-    yield from _parquet_lines(data, part, state, ring)
 
 
 def _split_root(path: str) -> tuple[str, str]:
@@ -60,7 +65,8 @@ def _split_root(path: str) -> tuple[str, str]:
 def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedFile:
     for f in state.in_progress:
         if relative in (f.temp, f.name):
-            return CommittedFile(f.temp, f.size, f.directory, True, final=f.name)
+            return CommittedFile(f.temp, f.size, f.directory, True, final=f.name,
+                                 staged=FORMATS[state.format].bulk)
     for entry in log.finalized_entries(latest):
         if from_uri(log.storage.root_uri, entry["path"]) == relative:
             return CommittedFile(relative, int(entry["size"]), "", False)
@@ -68,7 +74,14 @@ def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedF
                        "finalized file nor as an in-progress file (an orphan or a foreign file)")
 
 
-def _parquet_lines(data: bytes, committed: CommittedFile, state, ring) -> Iterator[bytes]:
-    table = read_parquet_file(data, committed, state=state, ring=ring)
+def _staged_table(data: bytes, part: CommittedFile, state, ring) -> pa.Table:
+    """A staged file's rows as written (the schema of its first stream)."""
+    plain = row_plaintext(data, part, state=state, ring=ring)
+    schema = pa.ipc.open_stream(pa.BufferReader(plain)).schema
+    return pa.Table.from_batches(list(staged_batches(data, part, state=state, schema=schema,
+                                                     ring=ring)), schema=schema)
+
+
+def _json_lines(table: pa.Table) -> Iterator[bytes]:
     for batch in table.to_batches():
         yield "".join(json.dumps(row, default=str) + "\n" for row in batch.to_pylist()).encode()

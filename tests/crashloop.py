@@ -130,6 +130,7 @@ class CrashLoop:
     window_s: float = 12.0      # random kills land in [0, window] after READY
     points: tuple[str, ...] = ALL_POINTS  # the failpoints of the last run
     reads: ReaderTally = field(default_factory=ReaderTally)
+    group_by_file: bool = False  # each input file in one directory: untouched slots too
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -153,7 +154,8 @@ class CrashLoop:
         from commit_protocol.crypto.keys import KeyRefs
 
         keys = KeyRefs.from_options(self.options)
-        return BesideReader(self.storage, keys.ring() if keys else None, self.reads)
+        return BesideReader(self.storage, keys.ring() if keys else None, self.reads,
+                            rows_per_group=self.rows_per_file if self.group_by_file else 0)
 
     def storage(self):
         from commit_protocol.storage import open_storage
@@ -189,7 +191,8 @@ class CrashLoop:
         self.tally.lives += 1
         if add_input:
             write_numbered_source(self.source, files=self.files_per_life,
-                                  rows_per_file=self.rows_per_file, start_file=self.files_written)
+                                  rows_per_file=self.rows_per_file, start_file=self.files_written,
+                                  group_by_file=self.group_by_file)
             self.files_written += self.files_per_life
         armed = self.logs / f"life-{index:04d}.failpoints"
         armed.write_text(life.spec)
@@ -319,6 +322,19 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+# Parquet: rows staged across micro-batches and encoded at the roll, by tasks (record and
+# batch-count limits) and by the driver (inactivity of a directory no task touched: each
+# input file holds one group, so each batch touches one of the three directories).
+PARQUET_OPTIONS = {**SINK_OPTIONS, "format": "parquet", "compression": "zstd",
+                   "rotation.maxRecords": "70",  # of a file's 100 rows, 30 stay staged
+                   "rotation.inactivity": "2s"}
+CONVERT_POINTS = tuple(p for p in ALL_POINTS if p.endswith("_convert"))
+
+
+def parquet_loop(workdir: Path, *, seed: int = 7) -> CrashLoop:
+    return CrashLoop(workdir, seed=seed, options=dict(PARQUET_OPTIONS), group_by_file=True)
+
+
 def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:
     """A fresh bucket on the local S3 server and options for zstd, encrypted output to it."""
     import uuid
@@ -366,7 +382,8 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
     seen, finalized = ids(), ids(includeInProgress="false")
     spark_seen = None
     if "://" not in loop.out_url and "encryption.key" not in loop.options:
-        spark_seen = Counter(r.id for r in spark.read.json(loop.out_url).select("id").collect())
+        read = spark.read.parquet if loop.options.get("format") == "parquet" else spark.read.json
+        spark_seen = Counter(r.id for r in read(loop.out_url).select("id").collect())
     expected = set(range(loop.rows_in))
     committed = open_committed(loop.storage())
     assert committed is not None  # the loop committed at least one batch
@@ -389,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--s3", action="store_true",
                         help="write zstd, encrypted output to a local S3 server (127.0.0.1)")
+    parser.add_argument("--parquet", action="store_true",
+                        help="write staged Parquet (encoded at every roll) instead of JSON lines")
     args = parser.parse_args(argv)
     import tempfile
 
@@ -407,7 +426,11 @@ def main(argv: list[str] | None = None) -> int:
         endpoint, stop_server = start_moto_server()
         url, options = encrypted_s3_output(workdir, endpoint)
         loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
-    loop.run(random_kills=args.random_kills)
+    if args.parquet:
+        loop = parquet_loop(workdir, seed=args.seed)
+    points = ALL_POINTS if args.parquet else tuple(p for p in ALL_POINTS
+                                                   if p not in CONVERT_POINTS)
+    loop.run(random_kills=args.random_kills, points=points)
     spark = local_session(app_name="rotsink-crash-loop-check")
     spark.sparkContext.setLogLevel("ERROR")
     outcome = check_output(spark, loop)
@@ -432,7 +455,7 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"commits rolled forward by verify --repair: {t.repaired}",
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
-        f"finalized rows {outcome.finalized_rows}, Spark's JSON reader "
+        f"finalized rows {outcome.finalized_rows}, Spark's reader "
         + ("not run (encrypted or object-store output)" if outcome.spark_rows is None else
            f"{outcome.spark_rows} "
            f"({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
@@ -447,4 +470,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["CrashLoop", "Outcome", "TASK_POINTS", "check_output", "failpoint_lives", "summary"]
+__all__ = ["CONVERT_POINTS", "CrashLoop", "Outcome", "TASK_POINTS", "check_output",
+           "failpoint_lives", "parquet_loop", "summary"]

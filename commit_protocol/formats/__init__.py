@@ -10,8 +10,11 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
   open across micro-batches, and the concatenation of its chunks is one valid file that
   :func:`decode_rows` (and ``spark.read.<format>``) reads back row for row. Its module
   defines ``encode(table, *, with_header) -> bytes`` and ``decode(data, schema) -> Table``.
-* A **bulk** format (``parquet``) is written whole by one task (a ``ParquetPartFile``) and
-  read with its module's ``iter_batches(data, schema, ...)``.
+* A **bulk** format (``parquet``) cannot be appended to: a slot's in-progress rows are
+  *staged* in its ``staging`` format (Arrow IPC streams, :mod:`commit_protocol.formats.ipc`),
+  an appendable row format, and encoded into the finished file when the slot rolls
+  (:mod:`commit_protocol.conversion`); its module reads finished files
+  (``iter_parquet(data, schema, ...)``).
 
 Adding a row format is one module with ``encode``/``decode`` and one ``Format`` line below;
 a bulk format also needs its part-file writer in :mod:`commit_protocol.part_files`.
@@ -35,7 +38,7 @@ from commit_protocol.errors import OptionError, UnencodableValueError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BULK_FORMATS", "FORMATS", "Format", "READ_BATCH_ROWS", "ROW_FORMATS",
+__all__ = ["BULK_FORMATS", "FORMATS", "Format", "OUTPUT_FORMATS", "READ_BATCH_ROWS", "ROW_FORMATS",
            "UnencodableValueError", "decode_rows", "encode_rows", "format_named"]
 
 
@@ -48,6 +51,7 @@ class Format:
     bulk: bool
     module: str
     preload: tuple[str, ...] = ()
+    staging: str | None = None  # bulk formats: the row format their in-progress rows use
 
     def implementation(self) -> ModuleType:
         """The module that encodes and decodes this format (imported on first use)."""
@@ -60,9 +64,12 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv"),
     Format("text", ".txt", bulk=False, module="commit_protocol.formats.text"),
     Format("parquet", ".parquet", bulk=True, module="commit_protocol.formats.parquet",
-           preload=("pyarrow.parquet",)),
+           preload=("pyarrow.parquet",), staging="ipc"),
+    # Not an output format: the staged form of bulk formats' in-progress rows.
+    Format("ipc", ".arrows", bulk=False, module="commit_protocol.formats.ipc"),
 )}
-ROW_FORMATS = tuple(name for name, f in FORMATS.items() if not f.bulk)
+OUTPUT_FORMATS = tuple(name for name in FORMATS if name != "ipc")
+ROW_FORMATS = tuple(name for name in OUTPUT_FORMATS if not FORMATS[name].bulk)
 BULK_FORMATS = tuple(name for name, f in FORMATS.items() if f.bulk)
 
 # Rows per batch a reader hands on: small enough that Spark converts one batch while the
@@ -73,16 +80,16 @@ READ_BATCH_ROWS = 65_536
 
 
 def format_named(name: str) -> Format:
-    """The registry entry of ``name``; an ``OptionError`` naming the formats otherwise."""
-    try:
-        return FORMATS[name]
-    except KeyError:
+    """The output format ``name`` (the ``format`` option); an ``OptionError`` naming the
+    formats otherwise."""
+    if name not in OUTPUT_FORMATS:
         raise OptionError(f"option format={name!r}: expected one of "
-                          f"{', '.join(FORMATS)}") from None
+                          f"{', '.join(OUTPUT_FORMATS)}")
+    return FORMATS[name]
 
 
 def _row_format(name: str) -> ModuleType:
-    entry = format_named(name)
+    entry = FORMATS[name] if name in FORMATS else format_named(name)
     if entry.bulk:
         raise OptionError(f"format {name!r} is a bulk format: its files are written whole, "
                           f"not chunk by chunk ({', '.join(ROW_FORMATS)} are)")

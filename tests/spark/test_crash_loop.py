@@ -1,6 +1,7 @@
 """The crash loop (``tests/crashloop.py``) at CI size: at least 6 random SIGKILLs of the whole
-driver plus one kill at every failpoint, then every input row exactly once; and a smaller
-loop on the local S3 server with zstd and encryption.
+driver plus one kill at every failpoint, then every input row exactly once; a loop in
+Parquet that kills at every step of encoding staged rows (in tasks and on the driver); and a
+smaller loop on the local S3 server with zstd and encryption.
 
 The size is a parameter: ``ROTSINK_CRASH_KILLS=200 pytest tests/spark/test_crash_loop.py``
 (or ``python -m tests.crashloop --random-kills 200 [--s3]``) runs the long version on demand.
@@ -14,7 +15,15 @@ import time
 import pytest
 
 from commit_protocol.failpoints import ALL_POINTS
-from tests.crashloop import CrashLoop, Outcome, check_output, encrypted_s3_output, summary
+from tests.crashloop import (
+    CONVERT_POINTS,
+    CrashLoop,
+    Outcome,
+    check_output,
+    encrypted_s3_output,
+    parquet_loop,
+    summary,
+)
 
 KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "6"))
 SEED = int(os.environ.get("ROTSINK_CRASH_SEED", "7"))
@@ -45,7 +54,18 @@ def run_loop(spark, loop: CrashLoop, capsys, *, random_kills: int, points) -> Ou
 @pytest.mark.slow
 def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
     loop = CrashLoop(tmp_path, seed=SEED)
-    outcome = run_loop(spark, loop, capsys, random_kills=KILLS, points=ALL_POINTS)
+    row_points = tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)  # Parquet's: below
+    outcome = run_loop(spark, loop, capsys, random_kills=KILLS, points=row_points)
+    assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
+
+
+@pytest.mark.slow
+def test_crash_loop_in_parquet(spark, tmp_path, capsys):
+    """Staged Parquet encoded at the roll: kills at every conversion step, in a task and on
+    the driver, beside random kills."""
+    loop = parquet_loop(tmp_path, seed=SEED)
+    outcome = run_loop(spark, loop, capsys, random_kills=max(2, KILLS // 3),
+                       points=CONVERT_POINTS + ("driver.after_rename", "task.after_append"))
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
 

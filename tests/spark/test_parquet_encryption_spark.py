@@ -147,9 +147,13 @@ def test_spark_reads_what_the_sink_encrypted_with_the_kms(spark, kms_jar, tmp_pa
     out = tmp_path / "out"
     run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", format="parquet",
                       **{"encryption.key": f"file:{tmp_path / 'key'}",
-                         "encryption.keyId": "lake-2026"})
+                         "encryption.keyId": "lake-2026", "rotation.maxBatches": "2"})
     df = spark.read.options(**kms_options({"lake-2026": key})).parquet(str(out))
     rows = sorted((r.id, r.name, r.grp, r.score) for r in df.collect())
-    assert rows == [(i, f"row \"{i}\", ü\\", f"g{i % 3}", i / 4) for i in range(total)]
+    # the first two batches' rows were encoded into one file; the third's are still staged
+    assert rows == [(i, f"row \"{i}\", ü\\", f"g{i % 3}", i / 4) for i in range(40)]
+    staged = spark.read.format("rotsink").option("encryption.keys",
+                                                  f"lake-2026=file:{tmp_path / 'key'}")
+    assert sorted(r.id for r in staged.load(str(out)).collect()) == list(range(total))
     with pytest.raises(Py4JJavaError, match="encrypted footer"):
         spark.read.parquet(str(out)).collect()

@@ -50,7 +50,8 @@ def stream(spark, source: str, schema, out: Path, checkpoint: Path, sink: str) -
     if sink == "builtin":
         writer = writer.format("parquet").partitionBy("p")
     else:
-        writer = writer.format("rotsink").option("format", "parquet").option("partitionBy", "p")
+        writer = (writer.format("rotsink").option("format", "parquet")
+                  .option("partitionBy", "p").option("rotation.maxBatches", "1"))
     writer.start(str(out)).awaitTermination()
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from commit_protocol.log import open_committed
+from commit_protocol.storage import LocalStorage
 from tests.support.streams import rotsink_ids, run_to_completion, write_numbered_source
 
 READERS = {
@@ -76,19 +78,38 @@ def test_max_batches_one_behaves_like_spark_file_sink(spark, tmp_path, fmt):
     assert spark_ids(spark, fmt, out) == list(range(total))
 
 
-def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, capsys):
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, capsys, fmt):
     batches = 50
     write_numbered_source(tmp_path / "in", files=batches, rows_per_file=4)
     out = tmp_path / "out"
-    query = run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck",
+    query = run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", format=fmt,
                               **{"rotation.maxBatches": "25"})
     assert query.lastProgress["batchId"] == batches - 1
     per_slot = Counter(p.name.split("-")[1] for p in finalized(out))
     with capsys.disabled():
-        print(f"\n{batches} micro-batches: rotsink finalized {len(finalized(out))} files "
-              f"({dict(per_slot)} per slot); Spark's file sink would write >= {batches}")
+        print(f"\n{fmt}: {batches} micro-batches: rotsink finalized {len(finalized(out))} "
+              f"files ({dict(per_slot)} per slot); Spark's file sink would write >= {batches}")
     assert per_slot and max(per_slot.values()) <= 2
     assert rotsink_ids(spark, out) == list(range(batches * 4))
+    finished = rotsink_ids(spark, out, includeInProgress="false")
+    assert spark_ids(spark, fmt, out) == finished and len(finished) == len(set(finished))
+
+
+def test_parquet_path_written_finished_per_batch_continues_spanning_batches(spark, tmp_path):
+    """A path whose Parquet files were all finished per batch (the layout of releases that
+    encoded Parquet at the end of every task: no in-progress file) continues with staged
+    files after the upgrade, nothing lost or read twice."""
+    write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    run_to_completion(spark, tmp_path / "in", out, ck, format="parquet",
+                      **{"rotation.maxBatches": "1"})
+    committed = open_committed(LocalStorage(str(out)))
+    assert committed is not None and committed[2].in_progress == ()  # every file finished
+    write_numbered_source(tmp_path / "in", files=3, rows_per_file=10, start_file=3)
+    run_to_completion(spark, tmp_path / "in", out, ck, format="parquet")
+    assert rotsink_ids(spark, out) == list(range(60))
+    assert spark_ids(spark, "parquet", out) == list(range(30))  # the rest is staged
 
 
 def test_compaction_keeps_readers_exact_and_deletes_old_log_files(spark, tmp_path):

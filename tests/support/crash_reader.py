@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.storage import Storage
+from tests.support.streams import group_of
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("grp", pa.string()),
                     ("score", pa.float64())])
@@ -44,10 +45,11 @@ class BesideReader:
     """Reads in a thread between :meth:`start` and :meth:`stop` (one life, its repair)."""
 
     def __init__(self, storage: Callable[[], Storage], ring: Mapping[str, bytes] | None,
-                 tally: ReaderTally) -> None:
+                 tally: ReaderTally, *, rows_per_group: int = 0) -> None:
         self.storage = storage
         self.ring = ring
         self.tally = tally
+        self.rows_per_group = rows_per_group  # see tests.support.streams.group_of
         self.seen: set[int] = set()
         self.rows_in = 0
         self._stop = threading.Event()
@@ -88,7 +90,9 @@ class BesideReader:
         for f in committed_files(log, latest, state, include_in_progress=True):
             for batch in read_batches(storage, f, state=state, schema=SCHEMA, ring=self.ring):
                 for row in batch.to_pylist():
-                    expected = (f'row "{row["id"]}", ü\\', f"g{row['id'] % 3}", row["id"] / 4)
+                    expected = (f'row "{row["id"]}", ü\\',
+                                group_of(row["id"], rows_per_file=self.rows_per_group),
+                                row["id"] / 4)
                     if (row["name"], row["grp"], row["score"]) != expected:
                         self.tally.wrong.append(f"batch {latest}: {f.path}: {row}")
                     ids.append(row["id"])

@@ -8,15 +8,23 @@ from pathlib import Path
 SCHEMA = "id LONG, name STRING, grp STRING, score DOUBLE"
 
 
+def group_of(row_id: int, *, rows_per_file: int = 0) -> str:
+    """A row's ``grp``: by row (``g<id % 3>``), or by file when ``rows_per_file`` is given
+    (every row of a file in one group, so each micro-batch touches one directory)."""
+    return f"g{(row_id // rows_per_file if rows_per_file else row_id) % 3}"
+
+
 def write_numbered_source(directory: Path, *, files: int, rows_per_file: int,
-                          start_file: int = 0) -> int:
+                          start_file: int = 0, group_by_file: bool = False) -> int:
     """``files`` JSON files of uniquely numbered rows; returns the total row count written."""
     directory.mkdir(parents=True, exist_ok=True)
+    per_file = rows_per_file if group_by_file else 0
     for f in range(start_file, start_file + files):
         lines = []
         for r in range(rows_per_file):
             i = f * rows_per_file + r
-            lines.append(json.dumps({"id": i, "name": f"row \"{i}\", ü\\", "grp": f"g{i % 3}",
+            lines.append(json.dumps({"id": i, "name": f"row \"{i}\", ü\\",
+                                     "grp": group_of(i, rows_per_file=per_file),
                                      "score": i / 4}))
         (directory / f"in-{f:05d}.json").write_text("\n".join(lines) + "\n")
     return files * rows_per_file

@@ -23,13 +23,21 @@ def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
 
 def protocol_run(tmp_path: Path) -> None:
     """One small run that passes every failpoint: appends that roll, a commit with renames,
-    a fenced resume, a compaction with cleanup, an abort."""
+    a fenced resume, a compaction with cleanup, an abort, staged Parquet files encoded by a
+    task and by the driver."""
     cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
                  rotation={"max_records": 3})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 4)]))
     storage_of(cfg).create_marker(partition_claim(1, 0))  # a zombie holds batch 1's claim
     commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(4, 1)]))
     Committer(storage_of(cfg), cfg, SCHEMA_JSON).abort(2, [None])
+    # Parquet: a task encodes the file its record limit rolls; the driver the one that
+    # inactivity rolls at the next commit, where no task touched it.
+    bulk = config(tmp_path, path=str(tmp_path / "bulk"), format="parquet",
+                  compression="snappy", file_suffix=".parquet",
+                  rotation={"max_records": 3, "inactivity_ms": 1})
+    commit(tmp_path, bulk, 0, run_task(tmp_path, bulk, 0, [rows(0, 4)]))
+    commit(tmp_path, bulk, 1)
 
 
 def test_the_protocol_run_passes_without_failpoints(tmp_path):

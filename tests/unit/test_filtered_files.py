@@ -147,8 +147,11 @@ def test_no_key_bytes_in_the_log_or_state(tmp_path, key_env):
 
 
 def test_encrypted_parquet_is_encrypted_and_reads_back(tmp_path, key_env):
-    cfg = filtered(tmp_path, "zstd", True, key_env, format="parquet", file_suffix=".parquet")
-    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 50)]))
+    cfg = filtered(tmp_path, "zstd", True, key_env, format="parquet", file_suffix=".parquet",
+                   rotation={"max_batches": 2})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 30)]))
+    assert committed_ids(tmp_path, cfg) == list(range(30))  # the staged rows, sealed
+    commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(30, 20)]))
     (published,) = tmp_path.glob("part-*.parquet")
     import pyarrow.parquet as pq
 
@@ -160,7 +163,8 @@ def test_encrypted_parquet_is_encrypted_and_reads_back(tmp_path, key_env):
 def test_plaintext_parquet_swapped_into_an_encrypted_path_is_refused(tmp_path, key_env):
     import pyarrow.parquet as pq
 
-    cfg = filtered(tmp_path, "zstd", True, key_env, format="parquet", file_suffix=".parquet")
+    cfg = filtered(tmp_path, "zstd", True, key_env, format="parquet", file_suffix=".parquet",
+                   rotation={"max_batches": 1})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 50)]))
     (published,) = tmp_path.glob("part-*.parquet")
     size = published.stat().st_size

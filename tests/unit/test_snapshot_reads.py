@@ -103,3 +103,21 @@ def test_a_file_deleted_by_hand_stays_a_loud_error(tmp_path, cfg_for):
             rf"as {planned[0].final}\): the log lists it with \d+ committed bytes; deleted by "
             r"hand")):
         run_read(cfg, planned, state)
+
+
+def test_a_staged_parquet_file_rolled_and_cleaned_up_is_read_from_its_finished_file(
+        tmp_path, cfg_for):
+    """Parquet's staged rows are encoded (not renamed) at the roll; once clean-up deleted the
+    staged bytes, a read planned before the roll takes the first rows of the finished file."""
+    cfg = cfg_for(format="parquet", compression="snappy", file_suffix=".parquet",
+                  rotation={"max_batches": 2})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 5)]))
+    planned, state = plan_read(cfg)
+    assert [f.staged for f in planned] == [True]
+    commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(5, 5)]))
+    committed = open_committed(storage_of(cfg))
+    assert committed is not None
+    newest = committed[2]
+    assert run_read(cfg, planned, state) == list(range(5))  # the staged bytes are still there
+    assert delete_orphans(storage_of(cfg), newest, expired_before=2**62) == [planned[0].path]
+    assert run_read(cfg, planned, state) == list(range(5))

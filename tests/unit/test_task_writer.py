@@ -11,6 +11,7 @@ from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
 from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
 from commit_protocol.formats import decode_rows
+from commit_protocol.messages import TaskReport
 from commit_protocol.part_files import RowPartFile
 from commit_protocol.plan import WritePlan
 from commit_protocol.storage import open_storage
@@ -216,54 +217,53 @@ def test_max_open_files_releases_least_recently_used(tmp_path):
         assert decode_rows("jsonl", data, pa.schema([("id", pa.int64())])).num_rows == 4
 
 
-def test_parquet_files_finish_at_the_end_of_each_task(tmp_path):
-    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet")
-    report = run_task(tmp_path, cfg, 0, [rows(0, 10)])
-    assert [f.closed for f in report.files] == [True]
-    commit(tmp_path, cfg, 0, report)
-    assert committed_ids(tmp_path, cfg) == list(range(10))
-
-
-def row_groups(tmp_path: Path, report) -> list[int]:
-    """Rows per row group over the report's Parquet files, sorted."""
+def test_parquet_rows_are_staged_across_batches_and_encoded_at_the_roll(tmp_path):
     import pyarrow.parquet as pq
 
-    metadata = [pq.ParquetFile(tmp_path / f.temp).metadata for f in report.files]
-    return sorted(m.row_group(i).num_rows for m in metadata for i in range(m.num_row_groups))
+    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet",
+                 rotation={"max_batches": 2})
+    first = run_task(tmp_path, cfg, 0, [rows(0, 10)])
+    assert [(f.closed, f.final_temp) for f in first.files] == [(False, None)]
+    commit(tmp_path, cfg, 0, first)
+    assert committed_ids(tmp_path, cfg) == list(range(10))  # read from the staged file
+    assert not list(tmp_path.glob("*.parquet"))
+    (second,) = run_task(tmp_path, cfg, 1, [rows(10, 10)]).files
+    assert second.closed and second.reason == "maxBatches" and second.final_temp
+    result = commit(tmp_path, cfg, 1, TaskReport(1, 0, 0, "q", (second,)))
+    assert [(f.name, f.reason) for f in result.finalized] == [(second.name, "maxBatches")]
+    assert pq.read_table(tmp_path / second.name).column("id").to_pylist() == list(range(20))
+    assert committed_ids(tmp_path, cfg) == list(range(20))
 
 
-def test_parquet_buffers_arrow_batches_into_row_groups(tmp_path):
+def finished(tmp_path: Path, report) -> list:
+    """The Parquet metadata of the files the report's task encoded."""
+    import pyarrow.parquet as pq
+
+    return [pq.ParquetFile(tmp_path / f.final_temp).metadata for f in report.files
+            if f.final_temp]
+
+
+def test_parquet_row_groups_of_row_group_bytes(tmp_path):
     # Spark hands a task 10,000-row Arrow batches: one row group each would be small.
     cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet",
-                 row_group_bytes=100 * 8 * 3)  # three 100-row batches of int64
+                 row_group_bytes=100 * 8 * 3, rotation={"max_batches": 1})
     report = run_task(tmp_path, cfg, 0, [rows(i * 100, 100) for i in range(7)])
-    assert row_groups(tmp_path, report) == [100, 300, 300]
+    (metadata,) = finished(tmp_path, report)
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == \
+        [300, 300, 100]
     commit(tmp_path, cfg, 0, report)
     assert committed_ids(tmp_path, cfg) == list(range(700))
-
-
-def test_parquet_buffers_of_many_directories_stay_under_two_row_groups(tmp_path):
-    # Ten open partition directories, each buffer far below a row group: the task writes
-    # the fullest buffer out once all of them together hold more than two row groups' worth.
-    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet",
-                 partition_by=("k",), row_group_bytes=1000 * 8)
-    keys = pa.array([str(i % 10) for i in range(500)])
-    report = run_task(tmp_path, cfg, 0, [rows(b * 500, 500, k=keys) for b in range(12)])
-    groups = row_groups(tmp_path, report)
-    assert sum(groups) == 6000 and len(groups) > 10  # some directories wrote early
-    assert max(groups) <= 2 * 1000 + 50
 
 
 def test_parquet_dictionary_only_for_columns_that_repeat(tmp_path):
     # Spark's writer drops a dictionary that does not pay; pyarrow's default would encode
     # the distinct ids through one (2-3x larger files under zstd, slower to write).
-    import pyarrow.parquet as pq
-
-    cfg = config(tmp_path, format="parquet", compression="zstd", file_suffix=".parquet")
+    cfg = config(tmp_path, format="parquet", compression="zstd", file_suffix=".parquet",
+                 rotation={"max_batches": 1})
     batch = rows(0, 1000, grp=pa.array([str(i % 4) for i in range(1000)]),
                  tags=pa.array([["x", "y"]] * 1000))
-    report = run_task(tmp_path, cfg, 0, [batch])
-    chunk = pq.ParquetFile(tmp_path / report.files[0].temp).metadata.row_group(0)
+    (metadata,) = finished(tmp_path, run_task(tmp_path, cfg, 0, [batch]))
+    chunk = metadata.row_group(0)
     dictionary = {chunk.column(i).path_in_schema: "RLE_DICTIONARY" in chunk.column(i).encodings
                   for i in range(chunk.num_columns)}
     assert dictionary == {"id": False, "grp": True, "tags.list.element": True}

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from commit_protocol.formats import FORMATS
+from commit_protocol.formats import FORMATS, OUTPUT_FORMATS
 
 # Runs in a fresh interpreter: gc.freeze() is process-wide, and pytest's own process must keep
 # its collector as it is.
@@ -27,7 +27,7 @@ print(frozen)
 """
 
 
-@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("fmt", sorted(OUTPUT_FORMATS))
 def test_first_task_loads_its_modules_and_freezes_them_once(fmt):
     modules = ["commit_protocol.task_writer", FORMATS[fmt].module, *FORMATS[fmt].preload]
     done = subprocess.run([sys.executable, "-c", CHECK.format(fmt=fmt, modules=modules)],

@@ -1,0 +1,55 @@
+"""Staged rows of a bulk format into its finished file: the encoding that happens at a roll.
+
+A bulk slot's in-progress file holds Arrow IPC streams (:mod:`commit_protocol.formats.ipc`),
+sealed when the path is encrypted. When the slot rolls (in a task for its size, record or
+batch-count limit, on the driver for age or inactivity of a slot no task touched), its
+committed bytes are decoded and written as one finished file at a fresh temp name, which the
+commit then publishes like any finalized file. Bytes past the committed length (a zombie's)
+are never read, and the staged file itself is left as it is (an orphan once published).
+
+The decoded rows go to :class:`~commit_protocol.part_files.ParquetPartFile`, which writes row
+groups of ``parquet.rowGroupBytes`` with the dictionary choice and Parquet Modular
+Encryption of every Parquet file rotsink writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from commit_protocol.config import SinkConfig
+from commit_protocol.crypto.sealed import open_sealed
+from commit_protocol.errors import TruncatedFileError
+from commit_protocol.naming import temp_name
+from commit_protocol.storage import Storage
+
+
+def staged_batches(storage: Storage, staged: str, length: int,
+                   config: SinkConfig) -> Iterator[pa.RecordBatch]:
+    """The rows of the first ``length`` bytes of ``staged``, batch by batch."""
+    data = storage.read(staged, 0, length)
+    if len(data) < length:
+        raise TruncatedFileError(f"{staged} holds {len(data)} bytes; the log commits {length}")
+    if config.encrypted:
+        assert config.keys is not None
+        data = open_sealed(data, config.keys.ring(), path=staged, require_final=False)
+    source = pa.BufferReader(data)
+    while source.tell() < len(data):
+        with pa.ipc.open_stream(source) as reader:
+            yield from reader
+
+
+def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfig, *,
+                   name: str, partition: int, directory: str) -> tuple[str, int, int]:
+    """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
+    a fresh temp name; return that temp, its size and its record count."""
+    from commit_protocol.part_files import ParquetPartFile
+
+    temp = temp_name(name)
+    finished = ParquetPartFile(storage, config, partition=partition, directory=directory,
+                               name=name, temp=temp, start=0, records=0, limited=False)
+    for batch in staged_batches(storage, staged, length, config):
+        finished.add(batch)
+    finished.roll()
+    return temp, finished.end, finished.records

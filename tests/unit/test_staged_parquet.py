@@ -1,0 +1,47 @@
+"""Parquet spans micro-batches: rows staged as Arrow IPC, encoded into one file at the roll."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
+
+MINUTE = 60_000
+
+
+def parquet(tmp_path, **rotation):
+    return config(tmp_path, format="parquet", compression="zstd", file_suffix=".parquet",
+                  rotation=rotation)
+
+
+def test_a_commit_rule_encodes_only_the_committed_rows(tmp_path):
+    """A slot no task touched rolls by inactivity at the commit; the driver encodes exactly
+    its committed prefix, not what a zombie appended after it."""
+    cfg = parquet(tmp_path, inactivity_ms=MINUTE)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 30)]))
+    committed = committed_ids(tmp_path, cfg)
+    assert committed == list(range(30))
+    (temp,) = (tmp_path / "_rotsink" / "inprogress").glob(".*inprogress")
+    with open(temp, "ab") as f:
+        f.write(b"zombie bytes past the committed offset")
+    from commit_protocol.committer import Committer
+    from tests.unit.test_task_writer import SCHEMA_JSON, storage_of
+
+    result = Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(1, [], now_ms=MINUTE + 10**13)
+    (rolled,) = result.finalized
+    assert rolled.reason == "inactivity" and rolled.rolled_by_driver
+    assert pq.read_table(tmp_path / rolled.name).column("id").to_pylist() == list(range(30))
+    assert committed_ids(tmp_path, cfg) == list(range(30))
+
+
+def test_max_bytes_is_the_finished_files_size(tmp_path):
+    limit = 128 << 10
+    cfg = parquet(tmp_path, max_bytes=limit)
+    text = pa.array([f"value {i % 997} of row {i}" for i in range(200_000)])
+    report = run_task(tmp_path, cfg, 0, [rows(0, 200_000, s=text)])
+    commit(tmp_path, cfg, 0, report)
+    sizes = [f.final_size for f in report.files if f.closed]
+    assert len(sizes) >= 3
+    assert all(0.75 * limit <= size <= 1.25 * limit for size in sizes), sizes
+    assert committed_ids(tmp_path, cfg) == list(range(200_000))
