@@ -7,7 +7,7 @@ committed bytes are decoded and written as one finished file at a fresh temp nam
 commit then publishes like any finalized file. Bytes past the committed length (a zombie's)
 are never read, and the staged file itself is left as it is (an orphan once published).
 
-The decoded rows go to :class:`~commit_protocol.part_files.ParquetPartFile`, which writes row
+The decoded rows go to :class:`~commit_protocol.bulk_files.ParquetPartFile`, which writes row
 groups of ``parquet.rowGroupBytes`` with the dictionary choice and Parquet Modular
 Encryption of every Parquet file rotsink writes.
 """
@@ -44,7 +44,7 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
                    name: str, partition: int, directory: str) -> tuple[str, int, int]:
     """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
     a fresh temp name; return that temp, its size and its record count."""
-    from commit_protocol.part_files import ParquetPartFile
+    from commit_protocol.bulk_files import ParquetPartFile
 
     temp = temp_name(name)
     finished = ParquetPartFile(storage, config, partition=partition, directory=directory,

@@ -19,11 +19,12 @@ from typing import Any
 import pyarrow as pa
 
 from commit_protocol import failpoints
+from commit_protocol.bulk_files import FinishedRatio, StagedPartFile
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.messages import TaskReport
 from commit_protocol.naming import final_name, partition_claim, temp_name
-from commit_protocol.part_files import FinishedRatio, PartFile, RowPartFile, RowSize, StagedPartFile
+from commit_protocol.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
 from commit_protocol.rotation import roll_reason

@@ -17,7 +17,7 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
   (``iter_parquet(data, schema, ...)``).
 
 Adding a row format is one module with ``encode``/``decode`` and one ``Format`` line below;
-a bulk format also needs its part-file writer in :mod:`commit_protocol.part_files`.
+a bulk format also needs its part-file writer in :mod:`commit_protocol.bulk_files`.
 
 Where Spark's readers need a non-default option or cannot restore a value exactly, the
 format modules say so; ``tests/spark/test_format_spark_compat.py`` pins each case. The

@@ -1,5 +1,5 @@
 """Parquet, the bulk format: files a task writes whole (``ParquetPartFile`` in
-:mod:`commit_protocol.part_files`, with the dictionary columns chosen here), read back batch
+:mod:`commit_protocol.bulk_files`, with the dictionary columns chosen here), read back batch
 by batch wherever committed files are read.
 
 pyarrow's writer stores timestamps as INT64 microseconds with their UTC flag (never INT96),

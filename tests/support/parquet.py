@@ -7,8 +7,8 @@ import tempfile
 
 import pyarrow as pa
 
+from commit_protocol.bulk_files import ParquetPartFile
 from commit_protocol.config import SinkConfig
-from commit_protocol.part_files import ParquetPartFile
 from commit_protocol.storage import LocalStorage
 
 

@@ -1,0 +1,194 @@
+"""Part files of bulk formats (Parquet): staged while in progress, written whole when done.
+
+A bulk file cannot be appended to, so a slot's in-progress rows go to a
+:class:`StagedPartFile`, a row file of Arrow IPC streams (:mod:`commit_protocol.formats.ipc`)
+that spans micro-batches like any row file; when it rolls, its rows are encoded into a
+:class:`ParquetPartFile` (:mod:`commit_protocol.conversion`), the finished file the commit
+publishes. ``rotation.maxBytes`` is the finished file's size, estimated before encoding with a
+:class:`FinishedRatio`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from commit_protocol import failpoints
+from commit_protocol.config import SinkConfig
+from commit_protocol.formats import FORMATS
+from commit_protocol.formats.codecs import RowCodec
+from commit_protocol.messages import FileReport
+from commit_protocol.part_files import PartFile, RowPartFile, RowSize
+from commit_protocol.storage import Storage
+
+# Rows a task encodes to Parquet in memory to learn the finished/staged size ratio: enough
+# that a file's fixed costs (schema, footer) do not dominate, a few ms of work.
+RATIO_SAMPLE_ROWS = 100_000
+
+
+@dataclass
+class FinishedRatio:
+    """Bytes of a finished bulk file per staged byte, shared by a task's staged files.
+
+    ``rotation.maxBytes`` is the size of the finished (Parquet) file, unknown until the rows
+    are encoded: a staged file rolls once its staged bytes times this ratio reach the limit.
+    The ratio is measured on the task's first chunk (encoded to Parquet in memory) and
+    replaced by the exact ratio of each file the task converts.
+    """
+
+    value: float = 0.0
+
+    def measure(self, rows: pa.RecordBatch, staged: int, config: SinkConfig) -> None:
+        import io
+
+        import pyarrow.parquet as pq
+
+        from commit_protocol.formats.parquet import parquet_dictionary_columns
+
+        table = pa.Table.from_batches([rows])
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression=config.compression,
+                       compression_level=config.compression_level,
+                       use_dictionary=parquet_dictionary_columns(table))
+        self.value = max(sink.tell() / max(staged, 1), 1e-3)
+
+
+class StagedPartFile(RowPartFile):
+    """A bulk format's in-progress file: rows staged as Arrow IPC streams (a row format
+    without codec, sealed when encrypted), spanning micro-batches like any row file; when
+    it rolls, the task encodes it into the finished file (:mod:`commit_protocol.conversion`).
+    """
+
+    def __init__(self, storage: Storage, config: SinkConfig, *, estimate: RowSize,
+                 ratio: FinishedRatio, **kwargs: Any) -> None:
+        super().__init__(storage, config, estimate=estimate, **kwargs)
+        self.config = config
+        self.ratio = ratio
+        self.final_temp: str | None = None
+        self.final_size = 0
+
+    def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
+        staging = FORMATS[config.format].staging
+        assert staging is not None, f"{config.format} has no staged form"
+        return staging, RowCodec("none")  # the finished file compresses, at the roll
+
+    def add(self, rows: pa.RecordBatch) -> int:
+        if not self.ratio.value and rows.num_rows:  # the limit needs it before the first add
+            from commit_protocol.formats.ipc import encode
+
+            sample = rows.slice(0, RATIO_SAMPLE_ROWS)
+            self.ratio.measure(sample, len(encode(pa.Table.from_batches([sample]))),
+                               self.config)
+        return super().add(rows)
+
+    def byte_limit(self) -> int:
+        """``maxBytes`` of finished file as staged bytes (none until the ratio is known)."""
+        max_bytes = self.policy.max_bytes
+        return int(max_bytes / self.ratio.value) if max_bytes and self.ratio.value else 0
+
+    def size(self) -> int:
+        """The finished file's estimated size."""
+        return int(self.end * self.ratio.value)
+
+    def roll(self) -> None:
+        """Close the staged file and write its finished file (no FINAL record: the staged
+        bytes are never published)."""
+        from commit_protocol.conversion import convert_staged
+
+        self.release()
+        self.closed = True
+        failpoints.hit("task.before_convert")
+        self.final_temp, self.final_size, _ = convert_staged(
+            self.storage, self.temp, self.end, self.config, name=self.name,
+            partition=self.partition, directory=self.directory)
+        if self.end:
+            self.ratio.value = max(self.final_size / self.end, 1e-3)
+        failpoints.hit("task.after_convert")
+
+    def report(self) -> FileReport:
+        return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size)
+
+
+class ParquetPartFile(PartFile):
+    """Parquet written whole: the finished file a staged file is converted into.
+
+    Arrow batches arrive 10,000 rows at a time; each ``write_batch`` of pyarrow's writer would
+    make a row group of its own (small row groups compress worse, dictionaries restart, readers
+    pay per group), so batches are buffered and written as one row group once they hold
+    ``flush_bytes`` of Arrow data, when the task caps its buffers, or when the file finishes.
+    """
+
+    def __init__(self, storage: Storage, config: SinkConfig, **kwargs: Any) -> None:
+        super().__init__(storage, config, **kwargs)
+        self.config = config
+        # a converted file is already within its size limit: row groups of rowGroupBytes
+        self.flush_bytes = config.row_group_bytes if not self.limited else min(
+            config.row_group_bytes, config.rotation.max_bytes or 1 << 62)
+        self.buffered: list[pa.RecordBatch] = []
+        self.buffered_bytes = 0
+        self._handle: BinaryIO | None = None
+        self._writer: Any = None  # a pyarrow.parquet.ParquetWriter once the first group flushes
+
+    def add(self, rows: pa.RecordBatch) -> int:
+        """Buffer as many of ``rows`` as ``maxRecords`` lets this file take (``maxBytes`` is
+        checked after each add: the encoded size is known only once a row group is written)."""
+        batch = rows.slice(0, self.room(rows.num_rows))
+        if batch.num_rows:
+            self._buffer(batch)
+        return batch.num_rows
+
+    def _buffer(self, batch: pa.RecordBatch) -> None:
+        self.buffered.append(batch)
+        self.buffered_bytes += batch.nbytes
+        self.records += batch.num_rows
+        self.new_records += batch.num_rows
+        if self.buffered_bytes >= self.flush_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered batches as one row group."""
+        if not self.buffered:
+            return
+        table = pa.Table.from_batches(self.buffered)
+        if self._writer is None:
+            import pyarrow.parquet as pq
+
+            from commit_protocol.formats.parquet import parquet_dictionary_columns
+
+            self._handle = self.storage.open_append(self.temp)
+            self._writer = pq.ParquetWriter(self._handle, table.schema,
+                                            compression=self.config.compression,
+                                            compression_level=self.config.compression_level,
+                                            use_dictionary=parquet_dictionary_columns(table),
+                                            **self._encryption())
+        # a batch larger than a row group (a staged chunk) is cut into row groups by bytes
+        rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
+        self._writer.write_table(table, row_group_size=rows_per_group)
+        self.buffered, self.buffered_bytes = [], 0
+
+    def _encryption(self) -> dict:
+        """Parquet Modular Encryption with the writing key as footer key, when configured."""
+        if not self.config.encrypted:
+            return {}
+        from commit_protocol.crypto.parquet import encryption_properties
+
+        keys = self.config.keys
+        assert keys is not None  # encrypted implies keys
+        key_id, _ = keys.write_key()
+        return {"encryption_properties": encryption_properties(keys.ring(), key_id)}
+
+    def size(self) -> int:
+        """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""
+        return self._handle.tell() if self._handle is not None else 0
+
+    def release(self) -> None:
+        # Parquet has no reopen: giving back the handle finishes the file.
+        self.flush()
+        if self._handle is not None and self._writer is not None:
+            self._writer.close()
+            self._handle.close()
+            self._handle = None
+            self.end = self.storage.size(self.temp)
+            self.closed = True
