@@ -45,3 +45,21 @@ def test_max_bytes_is_the_finished_files_size(tmp_path):
     assert len(sizes) >= 3
     assert all(0.75 * limit <= size <= 1.25 * limit for size in sizes), sizes
     assert committed_ids(tmp_path, cfg) == list(range(200_000))
+
+
+def test_a_committed_length_inside_a_staged_stream_is_a_loud_error(tmp_path):
+    import pytest
+
+    from commit_protocol.conversion import staged_batches
+    from commit_protocol.errors import TruncatedFileError
+    from commit_protocol.formats.ipc import encode
+    from tests.unit.test_task_writer import storage_of
+
+    cfg = parquet(tmp_path)
+    storage = storage_of(cfg)
+    data = encode(pa.table({"id": [1, 2, 3]})) + encode(pa.table({"id": [4]}))
+    with storage.open_append("staged") as handle:
+        handle.write(data)
+    assert [b.num_rows for b in staged_batches(storage, "staged", len(data), cfg)] == [3, 1]
+    with pytest.raises(TruncatedFileError, match="is not the end of a staged stream"):
+        list(staged_batches(storage, "staged", len(data) - 5, cfg))
