@@ -40,7 +40,9 @@ class FinishedRatio:
 
     value: float = 0.0
 
-    def measure(self, rows: pa.RecordBatch, staged: int, config: SinkConfig) -> None:
+    def measure(self, rows: pa.RecordBatch, config: SinkConfig) -> None:
+        """Parquet bytes of ``rows`` per Arrow byte: uncompressed IPC streams are the Arrow
+        buffers plus a little metadata, so no staged encoding is needed to measure."""
         import io
 
         import pyarrow.parquet as pq
@@ -52,7 +54,7 @@ class FinishedRatio:
         pq.write_table(table, sink, compression=config.compression,
                        compression_level=config.compression_level,
                        use_dictionary=parquet_dictionary_columns(table))
-        self.value = max(sink.tell() / max(staged, 1), 1e-3)
+        self.value = max(sink.tell() / max(table.nbytes, 1), 1e-3)
 
 
 class StagedPartFile(RowPartFile):
@@ -76,11 +78,7 @@ class StagedPartFile(RowPartFile):
 
     def add(self, rows: pa.RecordBatch) -> int:
         if not self.ratio.value and rows.num_rows:  # the limit needs it before the first add
-            from commit_protocol.formats.ipc import encode
-
-            sample = rows.slice(0, RATIO_SAMPLE_ROWS)
-            self.ratio.measure(sample, len(encode(pa.Table.from_batches([sample]))),
-                               self.config)
+            self.ratio.measure(rows.slice(0, RATIO_SAMPLE_ROWS), self.config)
         return super().add(rows)
 
     def byte_limit(self) -> int:
@@ -100,9 +98,8 @@ class StagedPartFile(RowPartFile):
         self.release()
         self.closed = True
         failpoints.hit("task.before_convert")
-        self.final_temp, self.final_size, _ = convert_staged(
-            self.storage, self.temp, self.end, self.config, name=self.name,
-            partition=self.partition, directory=self.directory)
+        self.final_temp, self.final_size = convert_staged(self.storage, self.temp, self.end,
+                                                          self.config, name=self.name)
         if self.end:
             self.ratio.value = max(self.final_size / self.end, 1e-3)
         failpoints.hit("task.after_convert")

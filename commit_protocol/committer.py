@@ -208,8 +208,7 @@ class Committer:
         from commit_protocol.conversion import convert_staged
 
         failpoints.hit("driver.before_convert")
-        temp, size, _ = convert_staged(self.storage, f.temp, f.size, self.config, name=f.name,
-                                       partition=0, directory="")
+        temp, size = convert_staged(self.storage, f.temp, f.size, self.config, name=f.name)
         failpoints.hit("driver.after_convert")
         return replace(f, temp=temp, size=size)
 

@@ -62,15 +62,17 @@ def _check_length(staged: str, have: int, length: int) -> None:
 
 
 def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfig, *,
-                   name: str, partition: int, directory: str) -> tuple[str, int, int]:
+                   name: str) -> tuple[str, int]:
     """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
-    a fresh temp name; return that temp, its size and its record count."""
+    a fresh temp name; return that temp and its size."""
     from commit_protocol.bulk_files import ParquetPartFile
 
     temp = temp_name(name)
-    finished = ParquetPartFile(storage, config, partition=partition, directory=directory,
-                               name=name, temp=temp, start=0, records=0, limited=False)
+    # The slot's partition and directory only label a task's report, which this file never
+    # makes: the caller reports the staged file it rolled.
+    finished = ParquetPartFile(storage, config, partition=0, directory="", name=name, temp=temp,
+                               start=0, records=0, limited=False)
     for batch in staged_batches(storage, staged, length, config):
         finished.add(batch)
     finished.roll()
-    return temp, finished.end, finished.records
+    return temp, finished.end

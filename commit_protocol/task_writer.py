@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -105,13 +106,12 @@ class TaskWriter:
             if f.closed or not isinstance(f, StagedPartFile):
                 continue
             committed = self.plan.in_progress.get((self.partition, f.directory))
-            resumed = committed is not None and committed.name == f.name
-            batches = (committed.batches if resumed and committed else 0) + 1
-            opened_ms = committed.opened_ms if resumed and committed else now_ms
-            probe = InProgressFile(partition=self.partition, directory=f.directory,
-                                   name=f.name, temp=f.temp, size=f.size(), records=f.records,
-                                   batches=batches, opened_ms=opened_ms,
-                                   last_append_ms=now_ms)
+            if committed is None or committed.name != f.name:  # opened by this task
+                committed = InProgressFile(partition=self.partition, directory=f.directory,
+                                           name=f.name, temp=f.temp, size=0, records=0,
+                                           batches=0, opened_ms=now_ms, last_append_ms=now_ms)
+            probe = replace(committed, size=f.size(), records=f.records,
+                            batches=committed.batches + 1, last_append_ms=now_ms)
             reason = roll_reason(probe, self.config.rotation, now_ms)
             if reason:
                 failpoints.hit("task.before_roll")
