@@ -126,11 +126,18 @@ class LocalStorage:
         except FileNotFoundError:
             return []
         prefix = f"{directory.rstrip('/')}/" if directory else ""
-        return [
-            FileInfo(prefix + e.name, st.st_size, int(st.st_mtime * 1000))
-            for e in entries
-            if e.is_file() and (st := e.stat())
-        ]
+        found = []
+        for entry in entries:
+            # A file deleted between the directory read and its stat (a clean-up beside a
+            # reader) was not there: a listing is one moment, not an error.
+            try:
+                if entry.is_file():
+                    st = entry.stat()
+                    found.append(FileInfo(prefix + entry.name, st.st_size,
+                                          int(st.st_mtime * 1000)))
+            except FileNotFoundError:
+                continue
+        return found
 
     def walk(self, directory: str = "") -> Iterator[FileInfo]:
         """Every file below ``directory``, recursively."""
@@ -138,7 +145,10 @@ class LocalStorage:
         for dirpath, _, files in os.walk(base):
             rel = os.path.relpath(dirpath, self.root)
             for name in files:
-                st = os.stat(os.path.join(dirpath, name))
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except FileNotFoundError:  # deleted while listed, as in list()
+                    continue
                 path = name if rel == "." else f"{rel}/{name}"
                 yield FileInfo(path, st.st_size, int(st.st_mtime * 1000))
 

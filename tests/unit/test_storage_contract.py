@@ -559,3 +559,20 @@ def test_s3a_urls_and_string_options(s3_endpoint, s3_bucket):
 ])
 def test_fs_options_from_spark_strings(options, expected, reason):
     assert parse_fs_options(options) == expected, reason
+
+
+def test_a_file_deleted_while_listed_is_left_out(tmp_path, monkeypatch):
+    """Clean-up deletes log files beside readers that list the log: a file gone between the
+    directory read and its stat is not listed, never an error (it failed a read in CI)."""
+    storage = LocalStorage(str(tmp_path))
+    for name in ("1", "2"):
+        storage.write_exclusive(f"d/{name}", [b"x"])
+    real_scandir = os.scandir
+
+    def scandir_then_delete(path):
+        entries = list(real_scandir(path))
+        os.unlink(os.path.join(path, "1"))  # the clean-up wins the race
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_delete)
+    assert [info.path for info in storage.list("d")] == ["d/2"]
