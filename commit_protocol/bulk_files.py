@@ -1,11 +1,15 @@
-"""Part files of bulk formats (Parquet): staged while in progress, written whole when done.
+"""Part files of bulk formats (Parquet, ORC): staged while in progress, written whole when done.
 
 A bulk file cannot be appended to, so a slot's in-progress rows go to a
 :class:`StagedPartFile`, a row file of Arrow IPC streams (:mod:`commit_protocol.formats.ipc`)
 that spans micro-batches like any row file; when it rolls, its rows are encoded into a
-:class:`ParquetPartFile` (:mod:`commit_protocol.conversion`), the finished file the commit
+:class:`FinishedPartFile` (:mod:`commit_protocol.conversion`), the finished file the commit
 publishes. ``rotation.maxBytes`` is the finished file's size, estimated before encoding with a
 :class:`FinishedRatio`.
+
+The format's module (``FORMATS[...].implementation()``) supplies ``open_writer`` (the
+finished file's encoder), ``check_rows`` (values the format cannot hold, refused before they
+are staged) and ``iter_file``/``read_file`` (:mod:`commit_protocol.reading`).
 """
 
 from __future__ import annotations
@@ -34,26 +38,23 @@ class FinishedRatio:
 
     ``rotation.maxBytes`` is the size of the finished (Parquet) file, unknown until the rows
     are encoded: a staged file rolls once its staged bytes times this ratio reach the limit.
-    The ratio is measured on the task's first chunk (encoded to Parquet in memory) and
-    replaced by the exact ratio of each file the task converts.
+    The ratio is measured on the task's first chunk (encoded in memory) and replaced by the
+    exact ratio of each file the task converts.
     """
 
     value: float = 0.0
 
     def measure(self, rows: pa.RecordBatch, config: SinkConfig) -> None:
-        """Parquet bytes of ``rows`` per Arrow byte: uncompressed IPC streams are the Arrow
-        buffers plus a little metadata, so no staged encoding is needed to measure."""
+        """Finished-file bytes of ``rows`` per Arrow byte: uncompressed IPC streams are the
+        Arrow buffers plus a little metadata, so no staged encoding is needed to measure."""
         import io
-
-        import pyarrow.parquet as pq
-
-        from commit_protocol.formats.parquet import parquet_dictionary_columns
 
         table = pa.Table.from_batches([rows])
         sink = io.BytesIO()
-        pq.write_table(table, sink, compression=config.compression,
-                       compression_level=config.compression_level,
-                       use_dictionary=parquet_dictionary_columns(table))
+        writer = FORMATS[config.format].implementation().open_writer(sink, table, config,
+                                                                     encrypt=False)
+        writer.write(table, rows_per_group=table.num_rows)
+        writer.close()
         self.value = max(sink.tell() / max(table.nbytes, 1), 1e-3)
 
 
@@ -70,6 +71,7 @@ class StagedPartFile(RowPartFile):
         self.ratio = ratio
         self.final_temp: str | None = None
         self.final_size = 0
+        self.check_rows = FORMATS[config.format].implementation().check_rows
 
     def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
         staging = FORMATS[config.format].staging
@@ -77,6 +79,7 @@ class StagedPartFile(RowPartFile):
         return staging, RowCodec("none")  # the finished file compresses, at the roll
 
     def add(self, rows: pa.RecordBatch) -> int:
+        self.check_rows(rows)  # a staged, committed row must be encodable at the roll
         if not self.ratio.value and rows.num_rows:  # the limit needs it before the first add
             self.ratio.measure(rows.slice(0, RATIO_SAMPLE_ROWS), self.config)
         return super().add(rows)
@@ -108,41 +111,37 @@ class StagedPartFile(RowPartFile):
         return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size)
 
 
-class ParquetPartFile(PartFile):
-    """Parquet written whole: the finished file a staged file is converted into.
+class FinishedPartFile(PartFile):
+    """A bulk file written whole: the finished file a staged file is converted into.
 
-    Arrow batches arrive 10,000 rows at a time; each ``write_batch`` of pyarrow's writer would
-    make a row group of its own (small row groups compress worse, dictionaries restart, readers
-    pay per group), so batches are buffered and written as one row group once they hold
-    ``flush_bytes`` of Arrow data, when the task caps its buffers, or when the file finishes.
+    Batches are buffered and written as one row group (Parquet; ORC cuts stripes itself)
+    once they hold ``flush_bytes`` of Arrow data, or when the file finishes: each write of
+    a 10,000-row Arrow batch would make a row group of its own (small row groups compress
+    worse, dictionaries restart, readers pay per group).
     """
 
     def __init__(self, storage: Storage, config: SinkConfig, **kwargs: Any) -> None:
         super().__init__(storage, config, **kwargs)
         self.config = config
-        # a converted file is already within its size limit: row groups of rowGroupBytes
-        self.flush_bytes = config.row_group_bytes if not self.limited else min(
-            config.row_group_bytes, config.rotation.max_bytes or 1 << 62)
+        self.flush_bytes = config.row_group_bytes
         self.buffered: list[pa.RecordBatch] = []
         self.buffered_bytes = 0
         self._handle: BinaryIO | None = None
-        self._writer: Any = None  # a pyarrow.parquet.ParquetWriter once the first group flushes
+        self._writer: Any = None  # the format's writer once the first group flushes
 
     def add(self, rows: pa.RecordBatch) -> int:
-        """Buffer as many of ``rows`` as ``maxRecords`` lets this file take (``maxBytes`` is
-        checked after each add: the encoded size is known only once a row group is written)."""
-        batch = rows.slice(0, self.room(rows.num_rows))
-        if batch.num_rows:
-            self._buffer(batch)
-        return batch.num_rows
+        """Buffer ``rows`` (a converted file is already within its limits: no roll here)."""
+        if rows.num_rows:
+            self.buffered.append(rows)
+            self.buffered_bytes += rows.nbytes
+            self.records += rows.num_rows
+            self.new_records += rows.num_rows
+            if self.buffered_bytes >= self.flush_bytes:
+                self.flush()
+        return rows.num_rows
 
-    def _buffer(self, batch: pa.RecordBatch) -> None:
-        self.buffered.append(batch)
-        self.buffered_bytes += batch.nbytes
-        self.records += batch.num_rows
-        self.new_records += batch.num_rows
-        if self.buffered_bytes >= self.flush_bytes:
-            self.flush()
+    def full(self) -> bool:
+        return False
 
     def flush(self) -> None:
         """Write the buffered batches as one row group."""
@@ -150,38 +149,20 @@ class ParquetPartFile(PartFile):
             return
         table = pa.Table.from_batches(self.buffered)
         if self._writer is None:
-            import pyarrow.parquet as pq
-
-            from commit_protocol.formats.parquet import parquet_dictionary_columns
-
             self._handle = self.storage.open_append(self.temp)
-            self._writer = pq.ParquetWriter(self._handle, table.schema,
-                                            compression=self.config.compression,
-                                            compression_level=self.config.compression_level,
-                                            use_dictionary=parquet_dictionary_columns(table),
-                                            **self._encryption())
+            module = FORMATS[self.config.format].implementation()
+            self._writer = module.open_writer(self._handle, table, self.config)
         # a batch larger than a row group (a staged chunk) is cut into row groups by bytes
         rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
-        self._writer.write_table(table, row_group_size=rows_per_group)
+        self._writer.write(table, rows_per_group=rows_per_group)
         self.buffered, self.buffered_bytes = [], 0
-
-    def _encryption(self) -> dict:
-        """Parquet Modular Encryption with the writing key as footer key, when configured."""
-        if not self.config.encrypted:
-            return {}
-        from commit_protocol.crypto.parquet import encryption_properties
-
-        keys = self.config.keys
-        assert keys is not None  # encrypted implies keys
-        key_id, _ = keys.write_key()
-        return {"encryption_properties": encryption_properties(keys.ring(), key_id)}
 
     def size(self) -> int:
         """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""
         return self._handle.tell() if self._handle is not None else 0
 
     def release(self) -> None:
-        # Parquet has no reopen: giving back the handle finishes the file.
+        # A bulk file has no reopen: giving back the handle finishes the file.
         self.flush()
         if self._handle is not None and self._writer is not None:
             self._writer.close()

@@ -38,7 +38,7 @@ class SinkConfig:
     max_open_files: int = 100
     # Arrow bytes a Parquet file buffers before it writes them as one row group (Spark's
     # parquet.block.size is 128 MB too): row groups of one Arrow batch (10,000 rows) compress
-    # worse and read slower.
+    # worse and read slower. For ORC, the writer's stripe size (orc.stripeBytes).
     row_group_bytes: int = 128 * 1024 * 1024
     compact_interval: int = 10
     compact_interval_explicit: bool = False
@@ -53,5 +53,5 @@ class SinkConfig:
 
     @property
     def is_bulk(self) -> bool:
-        """Bulk formats (Parquet) roll at the end of every task (Flink's rule)."""
+        """Bulk formats (Parquet, ORC) stage their in-progress rows and are encoded at a roll."""
         return FORMATS[self.format].bulk

@@ -7,9 +7,10 @@ committed bytes are decoded and written as one finished file at a fresh temp nam
 commit then publishes like any finalized file. Bytes past the committed length (a zombie's)
 are never read, and the staged file itself is left as it is (an orphan once published).
 
-The decoded rows go to :class:`~commit_protocol.bulk_files.ParquetPartFile`, which writes row
-groups of ``parquet.rowGroupBytes`` with the dictionary choice and Parquet Modular
-Encryption of every Parquet file rotsink writes.
+The decoded rows go to :class:`~commit_protocol.bulk_files.FinishedPartFile`, which writes
+them through the format's writer: row groups of ``parquet.rowGroupBytes`` with the dictionary
+choice and Parquet Modular Encryption of every Parquet file rotsink writes, or ORC stripes of
+``orc.stripeBytes`` in the form Spark's ORC writer gives each type.
 """
 
 from __future__ import annotations
@@ -65,13 +66,13 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
                    name: str) -> tuple[str, int]:
     """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
     a fresh temp name; return that temp and its size."""
-    from commit_protocol.bulk_files import ParquetPartFile
+    from commit_protocol.bulk_files import FinishedPartFile
 
     temp = temp_name(name)
     # The slot's partition and directory only label a task's report, which this file never
     # makes: the caller reports the staged file it rolled.
-    finished = ParquetPartFile(storage, config, partition=0, directory="", name=name, temp=temp,
-                               start=0, records=0, limited=False)
+    finished = FinishedPartFile(storage, config, partition=0, directory="", name=name,
+                                temp=temp, start=0, records=0)
     for batch in staged_batches(storage, staged, length, config):
         finished.add(batch)
     finished.roll()

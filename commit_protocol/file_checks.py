@@ -13,8 +13,8 @@ from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
 from commit_protocol.reading import (
     CommittedFile,
+    read_bulk_file,
     read_committed,
-    read_parquet_file,
     row_plaintext,
     staged_batches,
 )
@@ -118,7 +118,7 @@ def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
                 schema = pa.ipc.open_stream(pa.BufferReader(plain)).schema
                 list(staged_batches(data, f, state=state, schema=schema, ring=ring))
             elif FORMATS[state.format].bulk:
-                read_parquet_file(data, f, state=state, ring=ring)
+                read_bulk_file(data, f, state=state, ring=ring)
             else:
                 row_plaintext(data, f, state=state, ring=ring)
         except (RotsinkError, OSError, ValueError, pa.ArrowException) as e:

@@ -43,10 +43,9 @@ class PartFile:
 
     def __init__(self, storage: Storage, config: SinkConfig, *, partition: int, directory: str,
                  name: str, temp: str, start: int, records: int,
-                 fenced_from: str | None = None, limited: bool = True) -> None:
+                 fenced_from: str | None = None) -> None:
         self.storage = storage
         self.policy = config.rotation
-        self.limited = limited  # False: take every row given (a staged file's conversion)
         self.reason: str | None = None  # why the task rolled it, when not a size or count
         self.partition = partition
         self.directory = directory
@@ -72,7 +71,7 @@ class PartFile:
 
     def room(self, rows: int) -> int:
         """How many of ``rows`` more records ``rotation.maxRecords`` lets this file take."""
-        limit = self.policy.max_records if self.limited else 0
+        limit = self.policy.max_records
         return rows if not limit else max(0, min(rows, limit - self.records))
 
     def size(self) -> int:
@@ -81,7 +80,7 @@ class PartFile:
 
     def byte_limit(self) -> int:
         """``rotation.maxBytes`` in this file's own bytes (0: no limit)."""
-        return self.policy.max_bytes if self.limited else 0
+        return self.policy.max_bytes
 
     def full(self) -> bool:
         """Whether a record or size limit is reached: the task rolls the file now."""

@@ -78,7 +78,7 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
                  time_zone: str = "UTC") -> Iterator[pa.RecordBatch]:
     """Decode exactly the committed bytes of ``f`` into batches of ``schema`` (partition
     columns added), decrypting (``ring``: the keys by id) and decompressing as the path was
-    written, in batches of up to ``READ_BATCH_ROWS`` rows (Parquet decodes batch by batch;
+    written, in batches of up to ``READ_BATCH_ROWS`` rows (a bulk file decodes batch by batch;
     a row file is decoded whole, then handed on in slices).
     Timestamp partition values are read in ``time_zone``, as Spark's readers read them in
     the session time zone."""
@@ -89,8 +89,8 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
         batches = _staged_rows(storage, f, state=state, schema=data_schema, ring=ring)
     elif FORMATS[state.format].bulk:
         data = read_committed(storage, f)
-        batches = FORMATS[state.format].implementation().iter_parquet(
-            data, data_schema, **_parquet_options(data, f, state, ring))
+        batches = FORMATS[state.format].implementation().iter_file(
+            data, data_schema, **_bulk_read_options(data, f, state, ring))
     else:
         table = decode_row_file(read_committed(storage, f), f, state=state, schema=data_schema,
                                 ring=ring)
@@ -108,19 +108,21 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
 _ENCRYPTED_FOOTER = b"PARE"  # Parquet's magic for files whose footer is encrypted
 
 
-def read_parquet_file(data: bytes, f: CommittedFile, *, state: SinkState,
-                      ring: Mapping[str, bytes] | None,
-                      schema: pa.Schema | None = None) -> pa.Table:
-    """A Parquet file's committed bytes as a table (``schema``'s columns, or all),
+def read_bulk_file(data: bytes, f: CommittedFile, *, state: SinkState,
+                   ring: Mapping[str, bytes] | None,
+                   schema: pa.Schema | None = None) -> pa.Table:
+    """A finished bulk file's committed bytes as a table (``schema``'s columns, or all),
     decrypted on an encrypted path, where a plaintext file is refused."""
-    from commit_protocol.formats.parquet import read_parquet
+    reader = FORMATS[state.format].implementation()
+    return reader.read_file(pa.BufferReader(data), schema,
+                            **_bulk_read_options(data, f, state, ring))
 
-    return read_parquet(pa.BufferReader(data), schema, **_parquet_options(data, f, state, ring))
 
-
-def _parquet_options(data: bytes, f: CommittedFile, state: SinkState,
-                     ring: Mapping[str, bytes] | None) -> dict:
-    """Decryption properties on an encrypted path, after refusing a plaintext file there."""
+def _bulk_read_options(data: bytes, f: CommittedFile, state: SinkState,
+                       ring: Mapping[str, bytes] | None) -> dict:
+    """Decryption properties on an encrypted path, after refusing a plaintext file there
+    (Parquet Modular Encryption is the one encrypted bulk form: ORC paths are never
+    encrypted)."""
     if not state.encrypted:
         return {}
     if not data.endswith(_ENCRYPTED_FOOTER):
@@ -239,8 +241,8 @@ def _first_rows(storage: Storage, f: CommittedFile, *, state: SinkState, schema:
     data = read_committed(storage, finished)
     left = f.records
     reader = FORMATS[state.format].implementation()
-    for batch in reader.iter_parquet(data, schema, **_parquet_options(data, finished, state,
-                                                                      ring)):
+    for batch in reader.iter_file(data, schema, **_bulk_read_options(data, finished, state,
+                                                                     ring)):
         if left <= 0:
             return
         yield batch.slice(0, left)
@@ -264,7 +266,7 @@ def staged_batches(data: bytes, f: CommittedFile, *, state: SinkState, schema: p
 def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
                   ring: Mapping[str, bytes] | None) -> bytes:
     """A row file's committed bytes decrypted (authenticated) and decompressed (a staged
-    file has no codec of its own: Parquet's applies at its roll)."""
+    file has no codec of its own: its format's applies at its roll)."""
     from commit_protocol.crypto.sealed import open_sealed
 
     if state.encrypted:

@@ -21,8 +21,8 @@ from commit_protocol.naming import LOG_DIR, from_uri
 from commit_protocol.reading import (
     CommittedFile,
     open_committed,
+    read_bulk_file,
     read_committed,
-    read_parquet_file,
     row_plaintext,
     staged_batches,
 )
@@ -30,7 +30,7 @@ from commit_protocol.storage import LocalStorage
 
 
 def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
-    """The committed content of ``file_path`` in chunks (row formats) or JSON lines (Parquet)."""
+    """The committed content of ``file_path``: chunks (row formats) or JSON lines (bulk)."""
     root, relative = _split_root(os.path.abspath(file_path))
     storage = LocalStorage(root)
     committed = open_committed(storage)
@@ -45,7 +45,7 @@ def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
     if part.staged:
         yield from _json_lines(_staged_table(data, part, state, ring))
     elif FORMATS[state.format].bulk:
-        yield from _json_lines(read_parquet_file(data, part, state=state, ring=ring))
+        yield from _json_lines(read_bulk_file(data, part, state=state, ring=ring))
     else:
         yield row_plaintext(data, part, state=state, ring=ring)
 

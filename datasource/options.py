@@ -14,7 +14,7 @@ from commit_protocol.config import RotationPolicy, SinkConfig
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import OptionError
 from commit_protocol.formats import FORMATS, format_named
-from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec
+from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
 
 PATH = "path"
 FORMAT = "format"
@@ -26,15 +26,13 @@ INTERVAL, INACTIVITY = "rotation.interval", "rotation.inactivity"
 PARTITION_BY = "partitionBy"
 FILE_PREFIX, FILE_SUFFIX = "file.prefix", "file.suffix"
 MAX_OPEN_FILES = "maxOpenFiles"
-ROW_GROUP_BYTES = "parquet.rowGroupBytes"
+ROW_GROUP_BYTES, STRIPE_BYTES = "parquet.rowGroupBytes", "orc.stripeBytes"
 COMPACT_INTERVAL, RETENTION = "log.compactInterval", "log.retention"
 CLEANUP_DELAY = "log.cleanupDelay"
 ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
 
-# Spark's Parquet reader ships no brotli codec, so it is not offered.
-PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4_raw", "none")
 # Encrypted row files get their own suffix: no Spark reader can decode them, and the name
 # should say so rather than let a ".gz" reader fail on it.
 ENCRYPTED_SUFFIX = ".enc"
@@ -45,8 +43,9 @@ CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
 
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
                 MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY, FILE_PREFIX, FILE_SUFFIX,
-                MAX_OPEN_FILES, ROW_GROUP_BYTES, COMPACT_INTERVAL, RETENTION, CLEANUP_DELAY,
-                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
+                MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL, RETENTION,
+                CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS,
+                CHECKPOINT_LOCATION)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS)
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
@@ -110,6 +109,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     level = None if level_text is None else parse_int(COMPRESSION_LEVEL, level_text, minimum=0)
     compression = _compression(fmt, given(COMPRESSION), level)
     keys = _write_keys(opts)
+    if keys is not None and fmt == "orc":
+        raise OptionError(f"option {ENCRYPTION_KEY} with format orc: pyarrow has no ORC "
+                          "encryption, so rotsink cannot encrypt ORC files; use format parquet "
+                          "(Parquet Modular Encryption) or a row format")
     return SinkConfig(
         path=path, format=fmt, compression=compression, compression_level=level, keys=keys,
         rotation=RotationPolicy(
@@ -123,7 +126,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         file_prefix=_prefix(get(FILE_PREFIX, "part")),
         file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression, keys is not None),
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),
-        row_group_bytes=_row_group_bytes(get(ROW_GROUP_BYTES, "128m")),
+        row_group_bytes=_row_group_bytes(fmt, given(ROW_GROUP_BYTES), given(STRIPE_BYTES)),
         compact_interval=parse_int(COMPACT_INTERVAL, get(COMPACT_INTERVAL, "10"), minimum=1),
         compact_interval_explicit=given(COMPACT_INTERVAL) is not None,
         retention_ms=None if get(RETENTION) in ("", "off")
@@ -139,10 +142,19 @@ def fs_options(options: Mapping[str, str]) -> dict[str, str]:
     return {k[len(FS_PREFIX):]: v for k, v in options.items() if k.lower().startswith(FS_PREFIX)}
 
 
-def _row_group_bytes(text: str) -> int:
-    size = parse_size(ROW_GROUP_BYTES, text)
+def _row_group_bytes(fmt: str, row_group: str | None, stripe: str | None) -> int:
+    """``parquet.rowGroupBytes`` (128 MB) or ``orc.stripeBytes`` (64 MB, ORC's default), the
+    one of the path's format: the other format's option is refused rather than ignored."""
+    key, text, default = ((STRIPE_BYTES, stripe, "64m") if fmt == "orc"
+                          else (ROW_GROUP_BYTES, row_group, "128m"))
+    other, other_text = (ROW_GROUP_BYTES, row_group) if fmt == "orc" else (STRIPE_BYTES, stripe)
+    if other_text is not None:
+        raise OptionError(f"option {other}={other_text!r} is for format "
+                          f"{other.split('.')[0]}; this path is format {fmt}"
+                          + (f" (its option is {key})" if FORMATS[fmt].bulk else ""))
+    size = parse_size(key, text or default)
     if size < 1:
-        raise OptionError(f"option {ROW_GROUP_BYTES}={text!r}: expected a byte count >= 1")
+        raise OptionError(f"option {key}={text!r}: expected a byte count >= 1")
     return size
 
 
@@ -176,14 +188,7 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
 def _compression(fmt: str, value: str | None, level: int | None) -> str:
     """The codec, checked together with its level (a bad pair fails here, not in a task)."""
     if FORMATS[fmt].bulk:
-        from commit_protocol.formats.codecs import parquet_codec
-
-        codec = (value or "snappy").lower()
-        if codec not in PARQUET_CODECS:
-            raise OptionError(f"option compression={value!r} for format {fmt}: expected one of "
-                              f"{', '.join(PARQUET_CODECS)}")
-        parquet_codec(codec, level)
-        return codec
+        return bulk_codec(FORMATS[fmt], value or FORMATS[fmt].default_compression, level)
     return RowCodec((value or "none").lower(), level).name
 
 

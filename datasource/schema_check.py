@@ -100,6 +100,10 @@ def _check_type(fmt: str, column: str, t: DataType) -> None:
                               f"{t.simpleString()}: map keys must be primitive")
         _check_type(fmt, f"{column}.key", t.keyType)
         _check_type(fmt, f"{column}.value", t.valueType)
+    elif fmt == "orc" and isinstance(t, NullType):
+        raise OptionError(f"format orc cannot hold column {column!r} of type void: pyarrow's "
+                          "ORC writer has no null type; cast it (e.g. cast(null as string)) or "
+                          "use format parquet")
     elif not isinstance(t, LEAVES):
         raise OptionError(f"format {fmt} cannot hold column {column!r} of type "
                           f"{t.simpleString()}: supported are {_SUPPORTED}")

@@ -322,17 +322,20 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-# Parquet: rows staged across micro-batches and encoded at the roll, by tasks (record and
-# batch-count limits) and by the driver (inactivity of a directory no task touched: each
-# input file holds one group, so each batch touches one of the three directories).
-PARQUET_OPTIONS = {**SINK_OPTIONS, "format": "parquet", "compression": "zstd",
-                   "rotation.maxRecords": "70",  # of a file's 100 rows, 30 stay staged
-                   "rotation.inactivity": "2s"}
+# Bulk formats (Parquet, ORC): rows staged across micro-batches and encoded at the roll, by
+# tasks (record and batch-count limits) and by the driver (inactivity of a directory no task
+# touched: each input file holds one group, so each batch touches one of the three
+# directories).
+BULK_OPTIONS = {**SINK_OPTIONS, "compression": "zstd",
+                "rotation.maxRecords": "70",  # of a file's 100 rows, 30 stay staged
+                "rotation.inactivity": "2s"}
 CONVERT_POINTS = tuple(p for p in ALL_POINTS if p.endswith("_convert"))
+SPARK_READERS = {"parquet": "parquet", "orc": "orc"}  # format -> spark.read.<method>; else json
 
 
-def parquet_loop(workdir: Path, *, seed: int = 7) -> CrashLoop:
-    return CrashLoop(workdir, seed=seed, options=dict(PARQUET_OPTIONS), group_by_file=True)
+def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7) -> CrashLoop:
+    return CrashLoop(workdir, seed=seed, options={**BULK_OPTIONS, "format": fmt},
+                     group_by_file=True)
 
 
 def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:
@@ -382,7 +385,7 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
     seen, finalized = ids(), ids(includeInProgress="false")
     spark_seen = None
     if "://" not in loop.out_url and "encryption.key" not in loop.options:
-        read = spark.read.parquet if loop.options.get("format") == "parquet" else spark.read.json
+        read = getattr(spark.read, SPARK_READERS.get(loop.options.get("format", ""), "json"))
         spark_seen = Counter(r.id for r in read(loop.out_url).select("id").collect())
     expected = set(range(loop.rows_in))
     committed = open_committed(loop.storage())
@@ -406,8 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--s3", action="store_true",
                         help="write zstd, encrypted output to a local S3 server (127.0.0.1)")
-    parser.add_argument("--parquet", action="store_true",
-                        help="write staged Parquet (encoded at every roll) instead of JSON lines")
+    parser.add_argument("--bulk", choices=sorted(SPARK_READERS),
+                        help="write staged Parquet or ORC (encoded at every roll) instead of "
+                             "JSON lines")
     args = parser.parse_args(argv)
     import tempfile
 
@@ -426,10 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         endpoint, stop_server = start_moto_server()
         url, options = encrypted_s3_output(workdir, endpoint)
         loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
-    if args.parquet:
-        loop = parquet_loop(workdir, seed=args.seed)
-    points = ALL_POINTS if args.parquet else tuple(p for p in ALL_POINTS
-                                                   if p not in CONVERT_POINTS)
+    if args.bulk:
+        loop = bulk_loop(workdir, args.bulk, seed=args.seed)
+    points = ALL_POINTS if args.bulk else tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)
     loop.run(random_kills=args.random_kills, points=points)
     spark = local_session(app_name="rotsink-crash-loop-check")
     spark.sparkContext.setLogLevel("ERROR")
@@ -470,5 +473,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["CONVERT_POINTS", "CrashLoop", "Outcome", "TASK_POINTS", "check_output",
-           "failpoint_lives", "parquet_loop", "summary"]
+__all__ = ["CONVERT_POINTS", "CrashLoop", "Outcome", "TASK_POINTS", "bulk_loop", "check_output",
+           "failpoint_lives", "summary"]

@@ -10,14 +10,16 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
   open across micro-batches, and the concatenation of its chunks is one valid file that
   :func:`decode_rows` (and ``spark.read.<format>``) reads back row for row. Its module
   defines ``encode(table, *, with_header) -> bytes`` and ``decode(data, schema) -> Table``.
-* A **bulk** format (``parquet``) cannot be appended to: a slot's in-progress rows are
-  *staged* in its ``staging`` format (Arrow IPC streams, :mod:`commit_protocol.formats.ipc`),
+* A **bulk** format (``parquet``, ``orc``) cannot be appended to: a slot's in-progress rows
+  are *staged* in its ``staging`` format (Arrow IPC streams, :mod:`commit_protocol.formats.ipc`),
   an appendable row format, and encoded into the finished file when the slot rolls
-  (:mod:`commit_protocol.conversion`); its module reads finished files
-  (``iter_parquet(data, schema, ...)``).
+  (:mod:`commit_protocol.conversion`). Its entry names its codecs; its module defines
+  ``check_rows(batch)`` (values it cannot hold, refused before staging),
+  ``open_writer(handle, table, config, *, encrypt)`` (the finished file's encoder) and
+  ``iter_file``/``read_file(data, schema, ...)`` (its reader).
 
 Adding a row format is one module with ``encode``/``decode`` and one ``Format`` line below;
-a bulk format also needs its part-file writer in :mod:`commit_protocol.bulk_files`.
+a bulk format is one module with the functions above and one line.
 
 Where Spark's readers need a non-default option or cannot restore a value exactly, the
 format modules say so; ``tests/spark/test_format_spark_compat.py`` pins each case. The
@@ -52,6 +54,11 @@ class Format:
     module: str
     preload: tuple[str, ...] = ()
     staging: str | None = None  # bulk formats: the row format their in-progress rows use
+    # Bulk formats compress inside the file: the ``compression`` option's values, the
+    # default, and whether a level may be set (row formats' codecs are in codecs.py).
+    compressions: tuple[str, ...] = ()
+    default_compression: str = "none"
+    levels: bool = False
 
     def implementation(self) -> ModuleType:
         """The module that encodes and decodes this format (imported on first use)."""
@@ -63,8 +70,16 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            preload=("polars",)),
     Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv"),
     Format("text", ".txt", bulk=False, module="commit_protocol.formats.text"),
+    # Spark's Parquet reader ships no brotli codec; pyarrow's "lz4" is LZ4_RAW, offered under
+    # that name. snappy is Spark's own Parquet default.
     Format("parquet", ".parquet", bulk=True, module="commit_protocol.formats.parquet",
-           preload=("pyarrow.parquet",), staging="ipc"),
+           preload=("pyarrow.parquet",), staging="ipc",
+           compressions=("snappy", "zstd", "gzip", "lz4_raw", "none"),
+           default_compression="snappy", levels=True),
+    # zstd is Spark's own ORC default (since 4.0); pyarrow's ORC writer takes no level.
+    Format("orc", ".orc", bulk=True, module="commit_protocol.formats.orc",
+           preload=("pyarrow.orc",), staging="ipc",
+           compressions=("zstd", "snappy", "lz4", "zlib", "none"), default_compression="zstd"),
     # Not an output format: the staged form of bulk formats' in-progress rows.
     Format("ipc", ".arrows", bulk=False, module="commit_protocol.formats.ipc"),
 )}

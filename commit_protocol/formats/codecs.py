@@ -15,8 +15,8 @@ faster than zlib's default level 6 here, for files 2-15% larger. gzip in the Pyt
 level 6 cost twice what the rest of a task did, and ran 1.35x Spark's own gzip writer. A level
 set by the user means zlib at that level, exactly as ``gzip -N``.
 
-Parquet compresses inside the file (pyarrow's codecs); :func:`parquet_codec` only checks the
-name and level the user chose.
+Bulk formats compress inside the file (pyarrow's codecs); their modules check the name and
+level the user chose (:func:`bulk_codec`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,18 @@ import bz2
 import io
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commit_protocol.errors import OptionError
+
+if TYPE_CHECKING:
+    from commit_protocol.formats import Format
 
 ROW_CODEC_SUFFIX = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
 # (lowest, highest) level accepted by each codec's library, then the level used when unset
 _LEVELS = {"gzip": (0, 9), "bz2": (1, 9), "zstd": (1, 22)}
 _DEFAULT_LEVELS = {"bz2": 9, "zstd": 3}  # gzip: none, ISA-L at its own default
 ISAL_LEVEL = 2  # ISA-L's default (of 0-3): 2-15% larger than zlib -6 in our benchmarks
-# Spark's Parquet reader ships no brotli codec; "lz4" means LZ4_RAW in pyarrow.
-PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "zstd", "lz4", "lz4_raw")
 
 
 @dataclass(frozen=True)
@@ -116,22 +118,27 @@ class RowCodec:
             raise ValueError(f"zstd: {e}") from e
 
 
-def parquet_codec(compression: str, level: int | None) -> str:
-    """pyarrow's codec name, after checking the pair (pyarrow would fail only on write)."""
-    codec = compression.lower()
-    if codec not in PARQUET_COMPRESSIONS:
-        raise OptionError(f"compression={compression!r} for format parquet: expected one of "
-                          f"{', '.join(PARQUET_COMPRESSIONS)}")
-    codec = "lz4" if codec == "lz4_raw" else codec
+def bulk_codec(fmt: Format, compression: str, level: int | None) -> str:
+    """The ``compression`` option of bulk format ``fmt`` after checking it with its level
+    (pyarrow would fail only on write, in a task)."""
+    name = compression.lower()
+    if name not in fmt.compressions:
+        raise OptionError(f"option compression={compression!r} for format {fmt.name}: expected "
+                          f"one of {', '.join(fmt.compressions)}")
     if level is None:
-        return codec
+        return name
+    if not fmt.levels:
+        raise OptionError(f"option compression.level={level!r} for format {fmt.name}: "
+                          f"pyarrow's {fmt.name} writer takes no compression level")
     import pyarrow as pa  # only to ask the codec its levels: planning imports no pyarrow
 
-    if codec == "none" or not pa.Codec.supports_compression_level(codec):
-        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
-                          "parquet: this codec takes no level")
-    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    pyarrow_name = "lz4" if name == "lz4_raw" else name
+    if name == "none" or not pa.Codec.supports_compression_level(pyarrow_name):
+        raise OptionError(f"option compression={compression!r} compression.level={level!r} for "
+                          f"format {fmt.name}: this codec takes no level")
+    low = pa.Codec.minimum_compression_level(pyarrow_name)
+    high = pa.Codec.maximum_compression_level(pyarrow_name)
     if not low <= level <= high:
-        raise OptionError(f"compression={compression!r} compression.level={level!r} for format "
-                          f"parquet: expected {low}..{high}")
-    return codec
+        raise OptionError(f"option compression={compression!r} compression.level={level!r} for "
+                          f"format {fmt.name}: expected {low}..{high}")
+    return name

@@ -1,6 +1,6 @@
-"""Parquet, the bulk format: files a task writes whole (``ParquetPartFile`` in
-:mod:`commit_protocol.bulk_files`, with the dictionary columns chosen here), read back batch
-by batch wherever committed files are read.
+"""Parquet, the first bulk format: files written whole at a roll (:class:`ParquetWriter`, with
+the dictionary columns chosen here and Parquet Modular Encryption), read back batch by batch
+wherever committed files are read.
 
 pyarrow's writer stores timestamps as INT64 microseconds with their UTC flag (never INT96),
 so Spark reads zoned ones as ``timestamp`` and zone-less ones as ``timestamp_ntz``
@@ -10,7 +10,7 @@ so Spark reads zoned ones as ``timestamp`` and zone-less ones as ``timestamp_ntz
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -63,6 +63,46 @@ def _distinct(values: pa.ChunkedArray) -> int:
         return 0
 
 
+def check_rows(batch: pa.RecordBatch) -> None:
+    """Parquet holds every value Spark sends: nothing to refuse."""
+
+
+class ParquetWriter:
+    """Writes tables into one Parquet file on an open handle (the finished file of a roll)."""
+
+    def __init__(self, handle: IO[bytes], table: pa.Table, config: Any, *,
+                 encrypt: bool) -> None:
+        import pyarrow.parquet as pq
+
+        self._writer = pq.ParquetWriter(handle, table.schema, compression=config.compression,
+                                        compression_level=config.compression_level,
+                                        use_dictionary=parquet_dictionary_columns(table),
+                                        **(_encryption(config) if encrypt else {}))
+
+    def write(self, table: pa.Table, *, rows_per_group: int) -> None:
+        self._writer.write_table(table, row_group_size=rows_per_group)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def open_writer(handle: IO[bytes], table: pa.Table, config: Any, *,
+                encrypt: bool = True) -> ParquetWriter:
+    """The writer of one finished file; ``table`` is its first rows (the dictionary columns
+    are chosen on them). ``encrypt=False`` writes plaintext on an encrypted path (a size
+    estimate)."""
+    return ParquetWriter(handle, table, config, encrypt=encrypt and config.encrypted)
+
+
+def _encryption(config: Any) -> dict:
+    """Parquet Modular Encryption with the writing key as footer key."""
+    from commit_protocol.crypto.parquet import encryption_properties
+
+    keys = config.keys
+    key_id, _ = keys.write_key()
+    return {"encryption_properties": encryption_properties(keys.ring(), key_id)}
+
+
 def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
                  schema: pa.Schema | None = None, *, decryption_properties=None) -> pa.Table:
     """Read a whole Parquet file into exactly ``schema`` (columns selected by name, cast), or
@@ -85,6 +125,10 @@ def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: 
     parquet = _open_parquet(data_or_file, schema, decryption_properties)
     for batch in parquet.iter_batches(batch_size=READ_BATCH_ROWS, columns=schema.names):
         yield batch.select(schema.names).cast(schema)
+
+
+read_file = read_parquet  # the bulk-format interface (commit_protocol.reading)
+iter_file = iter_parquet
 
 
 def _open_parquet(data_or_file, schema: pa.Schema | None, decryption_properties):

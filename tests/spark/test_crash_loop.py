@@ -1,10 +1,11 @@
 """The crash loop (``tests/crashloop.py``) at CI size: at least 6 random SIGKILLs of the whole
-driver plus one kill at every failpoint, then every input row exactly once; a loop in
-Parquet that kills at every step of encoding staged rows (in tasks and on the driver); and a
-smaller loop on the local S3 server with zstd and encryption.
+driver plus one kill at every failpoint, then every input row exactly once; loops in Parquet
+and in ORC that kill at every step of encoding staged rows (in tasks and on the driver); and
+a smaller loop on the local S3 server with zstd and encryption.
 
 The size is a parameter: ``ROTSINK_CRASH_KILLS=200 pytest tests/spark/test_crash_loop.py``
-(or ``python -m tests.crashloop --random-kills 200 [--s3]``) runs the long version on demand.
+(or ``python -m tests.crashloop --random-kills 200 [--s3 | --bulk orc]``) runs the long
+version on demand.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from tests.crashloop import (
     CONVERT_POINTS,
     CrashLoop,
     Outcome,
+    bulk_loop,
     check_output,
     encrypted_s3_output,
-    parquet_loop,
     summary,
 )
 
@@ -60,12 +61,17 @@ def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_crash_loop_in_parquet(spark, tmp_path, capsys):
-    """Staged Parquet encoded at the roll: kills at every conversion step, in a task and on
+@pytest.mark.parametrize("fmt, extra_points", [
+    ("parquet", ("driver.after_rename", "task.after_append")),
+    ("orc", ()),  # the steps ORC shares with Parquet are killed in the Parquet loop
+])
+def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
+    """Staged rows encoded at the roll: kills at every conversion step, in a task and on
     the driver, beside random kills."""
-    loop = parquet_loop(tmp_path, seed=SEED)
-    outcome = run_loop(spark, loop, capsys, random_kills=max(2, KILLS // 3),
-                       points=CONVERT_POINTS + ("driver.after_rename", "task.after_append"))
+    loop = bulk_loop(tmp_path, fmt, seed=SEED)
+    outcome = run_loop(spark, loop, capsys, random_kills=max(1, KILLS // (3 if extra_points
+                                                                           else 6)),
+                       points=CONVERT_POINTS + extra_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
 

@@ -20,7 +20,7 @@ from range(12)
 NESTED = ("arr", "st", "m")
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "orc"])
 def test_values_come_back_exactly(spark, tmp_path, fmt):
     expected = spark.sql(ALL_TYPES)
     if fmt == "csv":

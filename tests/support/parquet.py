@@ -1,5 +1,5 @@
-"""Parquet bytes written the way a task writes them (``ParquetPartFile``), for tests that
-check what the production writer produces, without a Spark query."""
+"""Bulk files (Parquet, ORC) written the way a roll writes them (``FinishedPartFile``), for
+tests that check what the production writer produces, without a Spark query."""
 
 from __future__ import annotations
 
@@ -7,22 +7,33 @@ import tempfile
 
 import pyarrow as pa
 
-from commit_protocol.bulk_files import ParquetPartFile
+from commit_protocol.bulk_files import FinishedPartFile
 from commit_protocol.config import SinkConfig
 from commit_protocol.storage import LocalStorage
 
 
-def parquet_bytes(batch: pa.RecordBatch | pa.Table, *, compression: str = "snappy",
-                  level: int | None = None) -> bytes:
-    """One finished Parquet file holding ``batch`` (a table goes in batch by batch)."""
+def bulk_bytes(fmt: str, batch: pa.RecordBatch | pa.Table, *, compression: str,
+               level: int | None = None) -> bytes:
+    """One finished ``fmt`` file holding ``batch`` (a table goes in batch by batch)."""
     batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-    with tempfile.TemporaryDirectory(prefix="rotsink-parquet-") as root:
+    with tempfile.TemporaryDirectory(prefix=f"rotsink-{fmt}-") as root:
         storage = LocalStorage(root)
-        config = SinkConfig(path=root, format="parquet", compression=compression,
-                            compression_level=level, file_suffix=".parquet")
-        f = ParquetPartFile(storage, config, partition=0, directory="", name="part.parquet",
-                            temp="part.parquet", start=0, records=0)
+        config = SinkConfig(path=root, format=fmt, compression=compression,
+                            compression_level=level, file_suffix=f".{fmt}")
+        f = FinishedPartFile(storage, config, partition=0, directory="", name=f"part.{fmt}",
+                             temp=f"part.{fmt}", start=0, records=0)
         for part in batches:
             assert f.add(part) == part.num_rows
         f.roll()
-        return storage.read("part.parquet")
+        return storage.read(f"part.{fmt}")
+
+
+def parquet_bytes(batch: pa.RecordBatch | pa.Table, *, compression: str = "snappy",
+                  level: int | None = None) -> bytes:
+    """One finished Parquet file holding ``batch``."""
+    return bulk_bytes("parquet", batch, compression=compression, level=level)
+
+
+def orc_bytes(batch: pa.RecordBatch | pa.Table, *, compression: str = "zstd") -> bytes:
+    """One finished ORC file holding ``batch``."""
+    return bulk_bytes("orc", batch, compression=compression)

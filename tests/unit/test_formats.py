@@ -14,8 +14,8 @@ import pytest
 import commit_protocol.formats.arrow as formats_arrow
 import commit_protocol.formats.jsonl as formats_json
 from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
-from commit_protocol.formats import decode_rows, encode_rows
-from commit_protocol.formats.codecs import parquet_codec
+from commit_protocol.formats import FORMATS, decode_rows, encode_rows
+from commit_protocol.formats.codecs import bulk_codec
 from commit_protocol.formats.parquet import read_parquet
 from tests.support.parquet import parquet_bytes
 
@@ -254,7 +254,7 @@ def test_bulk_or_unknown_formats_are_no_row_formats():
                                           r"text are\)"):
         encode_rows("parquet", FLAT, with_header=False)
     with pytest.raises(OptionError, match=r"option format='xml': expected one of jsonl, csv, "
-                                          r"text, parquet"):
+                                          r"text, parquet, orc"):
         decode_rows("xml", b"", FLAT.schema)
 
 
@@ -282,7 +282,7 @@ def test_parquet_codecs(compression, level):
 ])
 def test_parquet_bad_codec_options(compression, level, message):
     with pytest.raises(OptionError, match=message):
-        parquet_codec(compression, level)
+        bulk_codec(FORMATS["parquet"], compression, level)
 
 
 def test_parquet_batches_and_column_selection():

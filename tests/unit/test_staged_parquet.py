@@ -1,24 +1,36 @@
-"""Parquet spans micro-batches: rows staged as Arrow IPC, encoded into one file at the roll."""
+"""Bulk formats span micro-batches: rows staged as Arrow IPC, encoded into one file (Parquet
+or ORC) at the roll."""
 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pytest
 
+from commit_protocol.formats import FORMATS
 from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
 
 MINUTE = 60_000
+BULK = pytest.mark.parametrize("fmt", ["parquet", "orc"])
 
 
 def parquet(tmp_path, **rotation):
-    return config(tmp_path, format="parquet", compression="zstd", file_suffix=".parquet",
+    return bulk(tmp_path, "parquet", **rotation)
+
+
+def bulk(tmp_path, fmt, **rotation):
+    return config(tmp_path, format=fmt, compression="zstd", file_suffix=f".{fmt}",
                   rotation=rotation)
 
 
-def test_a_commit_rule_encodes_only_the_committed_rows(tmp_path):
+def read_finished(path, fmt) -> pa.Table:
+    return FORMATS[fmt].implementation().read_file(str(path))
+
+
+@BULK
+def test_a_commit_rule_encodes_only_the_committed_rows(tmp_path, fmt):
     """A slot no task touched rolls by inactivity at the commit; the driver encodes exactly
     its committed prefix, not what a zombie appended after it."""
-    cfg = parquet(tmp_path, inactivity_ms=MINUTE)
+    cfg = bulk(tmp_path, fmt, inactivity_ms=MINUTE)
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 30)]))
     committed = committed_ids(tmp_path, cfg)
     assert committed == list(range(30))
@@ -31,13 +43,14 @@ def test_a_commit_rule_encodes_only_the_committed_rows(tmp_path):
     result = Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(1, [], now_ms=MINUTE + 10**13)
     (rolled,) = result.finalized
     assert rolled.reason == "inactivity" and rolled.rolled_by_driver
-    assert pq.read_table(tmp_path / rolled.name).column("id").to_pylist() == list(range(30))
+    assert read_finished(tmp_path / rolled.name, fmt).column("id").to_pylist() == list(range(30))
     assert committed_ids(tmp_path, cfg) == list(range(30))
 
 
-def test_max_bytes_is_the_finished_files_size(tmp_path):
+@BULK
+def test_max_bytes_is_the_finished_files_size(tmp_path, fmt):
     limit = 128 << 10
-    cfg = parquet(tmp_path, max_bytes=limit)
+    cfg = bulk(tmp_path, fmt, max_bytes=limit)
     text = pa.array([f"value {i % 997} of row {i}" for i in range(200_000)])
     report = run_task(tmp_path, cfg, 0, [rows(0, 200_000, s=text)])
     commit(tmp_path, cfg, 0, report)
@@ -48,8 +61,6 @@ def test_max_bytes_is_the_finished_files_size(tmp_path):
 
 
 def test_a_committed_length_inside_a_staged_stream_is_a_loud_error(tmp_path):
-    import pytest
-
     from commit_protocol.conversion import staged_batches
     from commit_protocol.errors import TruncatedFileError
     from commit_protocol.formats.ipc import encode
