@@ -90,18 +90,20 @@ class TaskWriter:
                     self._write_rows(directory, rows)
         for f in list(self.open.values()):
             f.release()
-        self._roll_due_staged_files()
+        if self.config.is_bulk:
+            now_ms = int(time.time() * 1000)
+            self._roll_due_staged_files(now_ms)
+            self._roll_idle_staged_files(now_ms)
         failpoints.hit("task.before_report")
         return self._report(skipped=False)
 
-    def _roll_due_staged_files(self) -> None:
+    def _roll_due_staged_files(self, now_ms: int) -> None:
         """Roll the staged files the commit would roll by a rule it checks (batch count,
         age, inactivity), so that their encoding runs here, in the task, not on the driver.
 
         Judged on this executor's clock against the committed open and append times; the
         commit still checks every slot, and rolls (on the driver) what is due by its clock.
         """
-        now_ms = int(time.time() * 1000)
         for f in self.touched:
             if f.closed or not isinstance(f, StagedPartFile):
                 continue
@@ -114,6 +116,30 @@ class TaskWriter:
                             batches=committed.batches + 1, last_append_ms=now_ms)
             reason = roll_reason(probe, self.config.rotation, now_ms)
             if reason:
+                failpoints.hit("task.before_roll")
+                f.reason = reason
+                f.roll()
+                failpoints.hit("task.after_roll")
+
+    def _roll_idle_staged_files(self, now_ms: int) -> None:
+        """Encode this task partition's staged files that got no rows in this batch but are
+        due by age or inactivity, so the commit only publishes them.
+
+        Reads only the committed bytes and writes the finished file to a fresh temp name,
+        so no claim is needed: two attempts (a retry, a zombie) each encode the same rows
+        into their own temp, and only the committed attempt's is published. Slots of task
+        partitions that run no task in this batch are left to the driver.
+        """
+        rules = replace(self.config.rotation, max_bytes=0)  # staged bytes are not its size
+        for (partition, directory), committed in sorted(self.plan.in_progress.items()):
+            if partition != self.partition or self._seen(directory) or not committed.size:
+                continue
+            reason = roll_reason(committed, rules, now_ms)
+            if reason:
+                f = self._new_file(directory=directory, name=committed.name,
+                                   temp=committed.temp, start=committed.size,
+                                   records=committed.records)
+                self.touched.append(f)
                 failpoints.hit("task.before_roll")
                 f.reason = reason
                 f.roll()

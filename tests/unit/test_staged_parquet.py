@@ -74,3 +74,29 @@ def test_a_committed_length_inside_a_staged_stream_is_a_loud_error(tmp_path):
     assert [b.num_rows for b in staged_batches(storage, "staged", len(data), cfg)] == [3, 1]
     with pytest.raises(TruncatedFileError, match="is not the end of a staged stream"):
         list(staged_batches(storage, "staged", len(data) - 5, cfg))
+
+
+@BULK
+def test_the_partitions_task_encodes_its_idle_due_slots_so_the_driver_only_publishes(tmp_path,
+                                                                                     fmt):
+    """A directory that gets no rows in a batch but is due by inactivity is encoded by the
+    task of its partition (from the committed bytes only: a zombie's appended bytes never
+    reach the finished file); the commit publishes it without encoding anything."""
+    cfg = config(tmp_path, format=fmt, compression="zstd", file_suffix=f".{fmt}",
+                 partition_by=("g",), rotation={"inactivity_ms": 1})
+    first = pa.record_batch({"id": pa.array(range(20), pa.int64()), "g": ["a"] * 20})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [first]))
+    (temp,) = (tmp_path / "_rotsink" / "inprogress").glob(".*inprogress")
+    with open(temp, "ab") as f:
+        f.write(b"zombie bytes past the committed offset")
+    second = pa.record_batch({"id": pa.array(range(20, 25), pa.int64()), "g": ["b"] * 5})
+    report = run_task(tmp_path, cfg, 1, [second])
+    idle = [f for f in report.files if f.directory == "g=a"]
+    assert len(idle) == 1 and idle[0].closed and idle[0].reason == "inactivity"
+    assert idle[0].new_records == 0 and idle[0].final_temp is not None
+    result = commit(tmp_path, cfg, 1, report)
+    rolled = {f.name.split("/")[0]: f for f in result.finalized}
+    assert not rolled["g=a"].rolled_by_driver  # the task encoded it
+    assert read_finished(tmp_path / rolled["g=a"].name, fmt).column("id").to_pylist() == list(
+        range(20))
+    assert result.in_progress == 1  # g=b, staged
