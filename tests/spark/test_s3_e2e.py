@@ -53,7 +53,7 @@ def visible_files(fs, url: str) -> list[str]:
                   if not any(part.startswith(("_", ".")) for part in o.split("/")))
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text", "parquet"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text", "parquet", "orc"])
 def test_every_row_exactly_once_on_s3(spark, tmp_path, s3, fmt):
     fs, out, options = s3
     total = write_numbered_source(tmp_path / "in", files=4, rows_per_file=50)
@@ -68,14 +68,17 @@ def test_every_row_exactly_once_on_s3(spark, tmp_path, s3, fmt):
     assert visible_files(fs, out) == sorted(logged_files(out, options))
 
 
-def test_files_span_micro_batches_on_s3(spark, tmp_path, s3, capsys):
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_files_span_micro_batches_on_s3(spark, tmp_path, s3, capsys, fmt):
+    """Row files append segments; staged Parquet rows too, encoded into one object at the
+    roll."""
     fs, out, options = s3
     write_numbered_source(tmp_path / "in", files=12, rows_per_file=5)
-    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck",
+    run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", format=fmt,
                       **{"rotation.maxBatches": "5", "compression": "zstd", **options})
     finalized = [o for o in objects(fs, out) if o.startswith("part-")]
     with capsys.disabled():
-        print(f"\n12 micro-batches on S3: {len(finalized)} finalized objects; "
+        print(f"\n12 micro-batches on S3 ({fmt}): {len(finalized)} finalized objects; "
               f"{len(objects(fs, out))} objects in all")
     assert len(finalized) == 2  # rolled after batches 4 and 9; batches 10-11 in progress
     assert rotsink_ids(spark, out, **options) == list(range(60))
