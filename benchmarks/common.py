@@ -135,3 +135,21 @@ def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, flo
 
 def format_memory(mb: dict[str, float]) -> str:
     return "peak RSS " + ", ".join(f"{k} {v:,.0f} MB" for k, v in mb.items())
+
+
+def own_memory_mb() -> dict[str, float]:
+    """This process's resident set now (``rss``) and its high-water mark (``hwm``), in MB."""
+    status = _status(os.getpid())
+    return {key: int(status.get(field, "0 kB").split()[0]) / 1024
+            for key, field in (("rss", "VmRSS"), ("hwm", "VmHWM"))}
+
+
+def reset_own_peak() -> float:
+    """Start a new high-water mark for this process and return its resident set in MB: a
+    measured step's peak increase is then ``own_memory_mb()["hwm"]`` minus this. Without
+    ``clear_refs`` (Linux < 4.0) the mark stays the process's, an upper bound."""
+    try:
+        Path(f"/proc/{os.getpid()}/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return own_memory_mb()["rss"]

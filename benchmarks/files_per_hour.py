@@ -1,6 +1,7 @@
 """Files per hour: one small micro-batch per second into rotsink and into Spark's JSON sink.
 
     python benchmarks/files_per_hour.py --seconds 120
+    python benchmarks/files_per_hour.py --seconds 60 --format parquet    # or --format orc
 
 A feeder thread drops one small JSON file per second (the same content for every sink) into
 a fresh source directory read by a ``ProcessingTime("1 second")`` query with
@@ -18,6 +19,10 @@ progress at the end is not counted). ``steady state`` is what the rotation polic
 batches arriving every second: each slot rolls at the first commit at least ``interval``
 after its file was opened, and the next file opens with the next batch, so one file per
 ``interval + 1 s`` per slot; the scaled run measures that period.
+
+With ``--format parquet`` or ``orc`` both sinks write that format (Spark's built-in
+``parquet`` or ``orc`` sink; rotsink stages the rows across batches and encodes each file at
+its roll).
 """
 
 from __future__ import annotations
@@ -174,8 +179,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=120, help="how long to feed input")
     parser.add_argument("--rows", type=int, default=10, help="rows per input file (batch)")
-    parser.add_argument("--format", default="jsonl", choices=["jsonl", "parquet"],
-                        help="the output format of both sinks")
+    parser.add_argument("--format", default="jsonl", choices=["jsonl", "parquet", "orc"],
+                        help="the output format of both sinks (Spark's json, parquet or orc)")
     parser.add_argument("--scaled-interval", type=int, default=10,
                         help="seconds for the scaled rotsink run's interval/inactivity; 0 = off")
     args = parser.parse_args()

@@ -52,6 +52,12 @@ class _PassThroughReader(DataSourceReader):
             import pyarrow.parquet as pq
 
             yield from pq.ParquetFile(partition.path).iter_batches(columns=schema.names)
+        elif self.fmt == "orc":
+            import pyarrow.orc as po
+
+            orc = po.ORCFile(partition.path)
+            for stripe in range(orc.nstripes):
+                yield orc.read_stripe(stripe, columns=schema.names)
         else:
             import pyarrow.json as pj
 

@@ -2,17 +2,28 @@
 
     python benchmarks/throughput.py                      # the whole matrix, warm and cold
     python benchmarks/throughput.py --rows 2000000 --formats parquet --variants plain --no-cold
+    python benchmarks/throughput.py --formats orc --variants plain,compressed --no-cold
 
 Input: a pre-generated Parquet file source (4 columns: long, string, double, string), read
 by both sides as a stream of ``--batches`` micro-batches (``availableNow``).
 
-Each cell of the matrix is a format (``parquet``, ``jsonl``, ``csv``) and a variant:
-``plain`` (Parquet: snappy, both sides' default; row formats: uncompressed), ``compressed``
-(zstd for Parquet, gzip for row formats, on both sides), ``encrypted`` (rotsink with
-``encryption.key``, same codec as plain; the built-in sink has no encryption, so its anchor
-is its plain run). JSON lines is written by the built-in ``json`` sink. A third side, the
+Each cell of the matrix is a format (``parquet``, ``jsonl``, ``csv``, ``orc``; by default
+those the sink offers) and a variant: ``plain`` (bulk formats: snappy, Parquet's default on
+both sides; row formats: uncompressed), ``compressed`` (bulk formats: zstd, ORC's default on
+both sides; row formats: gzip), ``encrypted`` (rotsink with ``encryption.key``, same codec as
+plain; the built-in sink has no encryption, so its anchor is its plain run; rotsink refuses
+it for ORC, and the cell says so). Both sides get the codec as an option. JSON lines is
+written by the built-in ``json`` sink, ORC by the built-in ``orc`` one. A third side, the
 *floor* (``benchmarks/floors.py``: a Python Arrow stream writer that only counts rows), is
 what Spark's Python Data Source API costs before any sink writes a byte.
+
+A bulk format stages its in-progress rows (Arrow IPC) and encodes the finished file when the
+file rolls. With the default rotation the files of a 2-batch run never roll (size, age and
+inactivity are far off), so rotsink would only stage; the rotsink side of a bulk cell
+therefore runs with ``rotation.maxBatches`` equal to ``--batches``: every slot rolls in the
+last batch's task, which encodes its file, so the run ends with the files finished, as the
+built-in sink's are (``--bulk-rotation default`` measures staging alone). Each cell prints
+the rotation it used and the bytes of finished files and of files still in progress.
 
 Warm: one session; a warm-up query per side and cell, then ``--repeats`` measured queries
 in alternation; the medians are compared. Cold (``plain`` cells): each side's first query
@@ -22,9 +33,11 @@ compile PySpark from ``pyspark.zip`` in every daemon: ``datasource/worker_path.p
 
 Prints wall time, rows/s, MB/s (input bytes), peak resident memory and CPU seconds of the
 JVM and of the Python workers during the measured queries, and rotsink's wall time over the
-built-in sink's (lower is better; the targets are <= 1.0x warm and <= 1.5x cold). Both
-cores are busy throughout, so wall time follows total CPU time: the CPU line shows what the
-floor's JVM side alone costs against the whole built-in sink.
+built-in sink's (lower is better; the targets are <= 1.0x warm and <= 1.5x cold) and over
+the floor's (target for warm Parquet in 2 batches: <= 1.15x). Both cores are busy
+throughout, so wall time follows total CPU time: the CPU line shows what the floor's JVM side
+alone costs against the whole built-in sink, and the CPU ratios, which other work on the
+machine disturbs less than wall time.
 """
 
 from __future__ import annotations
@@ -49,7 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
 from common import cpu_seconds, cpu_used, peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
 
-FORMATS = ("parquet", "jsonl", "csv")
+FORMATS = ("parquet", "jsonl", "csv", "orc")
+BULK_FORMATS = ("parquet", "orc")  # staged while in progress, encoded at the roll
 VARIANTS = ("plain", "compressed", "encrypted")
 KEY_ENV = "ROTSINK_BENCH_KEY"
 SIDES = ("builtin", "floor", "rotsink")
@@ -68,15 +82,48 @@ def make_source(directory: Path, rows: int, files: int) -> int:
     return sum(p.stat().st_size for p in directory.iterdir())
 
 
+def offered_formats() -> list[str]:
+    """The formats of the matrix that this rotsink offers: the default ``--formats``."""
+    from commit_protocol.formats import OUTPUT_FORMATS
+
+    return [fmt for fmt in FORMATS if fmt in OUTPUT_FORMATS]
+
+
 def codec(fmt: str, variant: str) -> str:
+    bulk = fmt in BULK_FORMATS
     if variant == "compressed":
-        return "zstd" if fmt == "parquet" else "gzip"
-    return "snappy" if fmt == "parquet" else "none"
+        return "zstd" if bulk else "gzip"
+    return "snappy" if bulk else "none"
+
+
+def rotsink_rotation(fmt: str, bulk_rotation: str, batches: int) -> dict[str, str]:
+    """Rotation options of rotsink's side: for a bulk format, files that roll (and so are
+    encoded) in the last batch's task, unless ``--bulk-rotation default`` (see the module
+    docstring)."""
+    if fmt in BULK_FORMATS and bulk_rotation == "batches":
+        return {"rotation.maxBatches": str(batches)}
+    return {}
+
+
+def output_bytes(out: Path) -> tuple[int, int]:
+    """Bytes of the finished data files of ``out`` (what Spark's readers see; not Hadoop's
+    ``.crc``) and, for rotsink, of its committed in-progress files (a bulk format's staged
+    rows)."""
+    finished = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()
+                   and not p.name.endswith(".crc")
+                   and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts))
+    from commit_protocol.log import open_committed
+    from commit_protocol.storage import LocalStorage
+
+    committed = open_committed(LocalStorage(str(out))) if (out / "_rotsink").exists() else None
+    in_progress = sum(f.size for f in committed[2].in_progress) if committed else 0
+    return finished, in_progress
 
 
 def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
-        batches: int) -> dict:
-    """One availableNow query; its wall time and the peak memory while it ran."""
+        batches: int, rotation: dict[str, str]) -> dict:
+    """One availableNow query; its wall time and the peak memory while it ran. ``rotation``:
+    rotsink's rotation options."""
     shutil.rmtree(out, ignore_errors=True)
     checkpoint = f"{out}-ck"
     schema = spark.read.parquet(str(source)).schema
@@ -86,7 +133,7 @@ def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
     writer = df.writeStream.option("checkpointLocation", checkpoint)
     if sink == "rotsink":
         writer = (writer.format("rotsink").option("format", fmt)
-                  .option("compression", codec(fmt, variant)))
+                  .option("compression", codec(fmt, variant)).options(**rotation))
         if variant == "encrypted":
             writer = writer.option("encryption.key", f"env:{KEY_ENV}")
     elif sink == "floor":
@@ -104,12 +151,12 @@ def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
     wall = time.perf_counter() - started
     cpu = cpu_used(cpu_before, cpu_seconds(spark))
     memory = peak_memory_mb(spark)
-    # Data files, finished or in progress (``.part-*.inprogress``); not Hadoop's ``.crc``.
-    written = sum(p.stat().st_size for p in out.rglob("*part-*") if not p.name.endswith(".crc"))
+    finished, in_progress = output_bytes(out)
     shutil.rmtree(checkpoint, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     return {"wall": wall, "jvm_mb": memory["jvm"], "workers_mb": memory["workers"],
-            "jvm_cpu": cpu["jvm"], "workers_cpu": cpu["workers"], "written": written}
+            "jvm_cpu": cpu["jvm"], "workers_cpu": cpu["workers"], "finished": finished,
+            "in_progress": in_progress}
 
 
 def summary(runs: list[dict]) -> dict:
@@ -117,19 +164,22 @@ def summary(runs: list[dict]) -> dict:
             "jvm_cpu": statistics.median(r["jvm_cpu"] for r in runs),
             "workers_cpu": statistics.median(r["workers_cpu"] for r in runs),
             "jvm_mb": max(r["jvm_mb"] for r in runs),
-            "workers_mb": max(r["workers_mb"] for r in runs), "written": runs[-1]["written"]}
+            "workers_mb": max(r["workers_mb"] for r in runs), "finished": runs[-1]["finished"],
+            "in_progress": runs[-1]["in_progress"]}
 
 
 def show(label: str, r: dict, rows: int, input_bytes: int) -> None:
     print(f"  {label:<22} {r['wall']:6.2f} s {rows / r['wall']:>11,.0f} rows/s "
           f"{input_bytes / 1e6 / r['wall']:7.1f} MB/s  peak RSS jvm {r['jvm_mb']:,.0f} MB, "
-          f"python workers {r['workers_mb']:,.0f} MB  ({r['written'] / 1e6:,.1f} MB written)",
-          flush=True)
+          f"python workers {r['workers_mb']:,.0f} MB", flush=True)
+    print(f"  {'':<22} written: {r['finished'] / 1e6:,.1f} MB of finished files, "
+          f"{r['in_progress'] / 1e6:,.1f} MB in progress", flush=True)
     print(f"  {'':<22} CPU {r['jvm_cpu'] + r['workers_cpu']:5.2f} s: JVM {r['jvm_cpu']:.2f} s, "
           f"Python workers {r['workers_cpu']:.2f} s", flush=True)
 
 
-def show_ratios(result: dict[str, dict]) -> float:
+def show_ratios(result: dict[str, dict]) -> tuple[float, float]:
+    """Print the ratios; return rotsink/built-in and rotsink/floor wall time."""
     wall = {side: r["wall"] for side, r in result.items()}
     print(f"  ratio rotsink/built-in wall time: {wall['rotsink'] / wall['builtin']:.2f}x  "
           f"(floor/built-in {wall['floor'] / wall['builtin']:.2f}x: the Python API alone; "
@@ -137,25 +187,36 @@ def show_ratios(result: dict[str, dict]) -> float:
     # Both cores are busy in every run, so wall time follows CPU time: when the floor's JVM
     # alone burns as much CPU as the whole built-in sink, no Python sink can be faster.
     builtin = result["builtin"]["jvm_cpu"] + result["builtin"]["workers_cpu"]
+    cpu = {side: r["jvm_cpu"] + r["workers_cpu"] for side, r in result.items()}
     print(f"  CPU: floor's JVM alone {result['floor']['jvm_cpu'] / builtin:.2f}x the built-in "
           f"sink's whole CPU; rotsink's Python workers use "
           f"{result['rotsink']['workers_cpu'] - result['floor']['workers_cpu']:+.2f} s over "
-          "the floor's", flush=True)
-    return wall["rotsink"] / wall["builtin"]
+          f"the floor's; total CPU rotsink/built-in {cpu['rotsink'] / builtin:.2f}x, "
+          f"rotsink/floor {cpu['rotsink'] / cpu['floor']:.2f}x (steadier than wall time when "
+          "other work shares the cores)", flush=True)
+    return wall["rotsink"] / wall["builtin"], wall["rotsink"] / wall["floor"]
 
 
-def warm_cell(spark, root: Path, args, fmt: str, variant: str, input_bytes: int) -> float:
+def rotation_label(rotation: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in rotation.items()) or "default"
+
+
+def warm_cell(spark, root: Path, args, fmt: str, variant: str,
+              input_bytes: int) -> tuple[float, float]:
     times: dict[str, list[dict]] = {side: [] for side in SIDES}
+    rotation = rotsink_rotation(fmt, args.bulk_rotation, args.batches)
     for side in SIDES:  # warm-up
-        run(spark, root / "src", root / f"out-{side}", fmt, variant, side, args.batches)
+        run(spark, root / "src", root / f"out-{side}", fmt, variant, side, args.batches,
+            rotation)
     for _ in range(args.repeats):
         for side in SIDES:
             times[side].append(run(spark, root / "src", root / f"out-{side}", fmt, variant,
-                                   side, args.batches))
+                                   side, args.batches, rotation))
     result = {side: summary(runs) for side, runs in times.items()}
     anchor = "built-in" + (" (plain)" if variant == "encrypted" else "")
     encrypted = ", encrypted" if variant == "encrypted" else ""
-    print(f"{fmt} {variant} ({codec(fmt, variant)}{encrypted}), warm, median of {args.repeats}:")
+    print(f"{fmt} {variant} ({codec(fmt, variant)}{encrypted}), warm, median of {args.repeats}; "
+          f"rotsink's rotation: {rotation_label(rotation)}:")
     show(anchor, result["builtin"], args.rows, input_bytes)
     show("floor (count rows)", result["floor"], args.rows, input_bytes)
     show("rotsink", result["rotsink"], args.rows, input_bytes)
@@ -177,7 +238,8 @@ def cold_run(root: Path, args, fmt: str, side: str) -> dict:
         side, env[KEEP_ZIP_ENV] = "rotsink", "1"
     done = subprocess.run(
         [sys.executable, __file__, "--cold-side", side, "--formats", fmt, "--root", str(root),
-         "--batches", str(args.batches)], capture_output=True, text=True, env=env)
+         "--batches", str(args.batches), "--bulk-rotation", args.bulk_rotation],
+        capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"cold {side} {fmt} run failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -185,12 +247,14 @@ def cold_run(root: Path, args, fmt: str, side: str) -> dict:
     return result
 
 
-def cold_cell(root: Path, args, fmt: str, input_bytes: int) -> float:
+def cold_cell(root: Path, args, fmt: str, input_bytes: int) -> tuple[float, float]:
     runs: dict[str, list[dict]] = {side: [] for side in (*SIDES, ZIP_SIDE)}
     for _ in range(args.cold_repeats):
         for side in runs:
             runs[side].append(cold_run(root, args, fmt, side))
-    print(f"{fmt} plain, cold (first query of a fresh session), median of {args.cold_repeats}:")
+    rotation = rotsink_rotation(fmt, args.bulk_rotation, args.batches)
+    print(f"{fmt} plain, cold (first query of a fresh session), median of {args.cold_repeats}; "
+          f"rotsink's rotation: {rotation_label(rotation)}:")
     for side, rs in runs.items():
         show(side, summary(rs), args.rows, input_bytes)
         print(f"  {'':<22} session start {statistics.median(r['session'] for r in rs):.1f} s, "
@@ -202,21 +266,48 @@ def cold_cell(root: Path, args, fmt: str, input_bytes: int) -> float:
     return show_ratios({side: summary(rs) for side, rs in runs.items()})
 
 
+def attempt(cell: str, measure) -> tuple[float, float] | None:
+    """``measure()``'s ratios, or None after printing why the cell failed: a format or
+    variant the sink does not offer (ORC before it is added, or without encryption) fails
+    its own cell, not the matrix."""
+    try:
+        return measure()
+    except Exception as e:  # noqa: BLE001  a failed query surfaces as many exception types
+        first = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
+        print(f"{cell}: FAILED ({type(e).__name__}: {first})", flush=True)
+        return None
+
+
+def show_summary(ratios: dict[str, tuple[float, float] | None]) -> None:
+    print("summary, wall time rotsink/built-in (targets: warm <= 1.0x, cold <= 1.5x) and "
+          "rotsink/floor (target: warm Parquet <= 1.15x):")
+    for cell, value in ratios.items():
+        print(f"  {cell:<28} " + ("failed" if value is None else
+                                  f"{value[0]:.2f}x built-in, {value[1]:.2f}x floor"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--batches", type=int, default=2)
-    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--formats", default=",".join(offered_formats()),
+                        help=f"of {', '.join(FORMATS)}; default: those the sink offers")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cold-repeats", type=int, default=2)
     parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
+    parser.add_argument("--bulk-rotation", choices=("batches", "default"), default="batches",
+                        help="rotsink's rotation for bulk formats: rotation.maxBatches=--batches "
+                             "(files encoded within the run) or the default (rows stay staged)")
     parser.add_argument("--cold-side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     formats = [f for f in args.formats.split(",") if f]
     variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        parser.error(f"--formats: unknown {', '.join(unknown)}; expected of {', '.join(FORMATS)}")
     if args.cold_side:  # the subprocess of cold_run()
         started = time.perf_counter()
         spark = quiet_session("rotsink-throughput-cold")
@@ -224,7 +315,8 @@ def main() -> None:
         session = time.perf_counter() - started
         root = Path(args.root)
         result = run(spark, root / "src", root / f"cold-{args.cold_side}", formats[0], "plain",
-                     args.cold_side, args.batches)
+                     args.cold_side, args.batches,
+                     rotsink_rotation(formats[0], args.bulk_rotation, args.batches))
         spark.stop()
         print(json.dumps({**result, "session": session}))
         return
@@ -234,22 +326,21 @@ def main() -> None:
     input_bytes = make_source(root / "src", args.rows, files=2 * args.batches)
     print(f"{args.rows:,} rows in {args.batches} micro-batches, {input_bytes / 1e6:.1f} MB of "
           f"Parquet input; local[2]")
-    ratios = {}
+    ratios: dict[str, tuple[float, float] | None] = {}
     spark = quiet_session("rotsink-throughput")
     floors.register(spark)
     for fmt in formats:
         for variant in variants:
-            ratios[f"{fmt} {variant} warm"] = warm_cell(spark, root, args, fmt, variant,
-                                                        input_bytes)
+            cell = f"{fmt} {variant} warm"
+            ratios[cell] = attempt(cell, lambda f=fmt, v=variant: warm_cell(
+                spark, root, args, f, v, input_bytes))
     spark.stop()
     if not args.no_cold:
         for fmt in formats:
-            ratios[f"{fmt} plain cold"] = cold_cell(root, args, fmt, input_bytes)
-    print("summary, rotsink/built-in wall time (targets: warm <= 1.0x, cold <= 1.5x):")
-    for cell, value in ratios.items():
-        print(f"  {cell:<28} {value:.2f}x")
+            cell = f"{fmt} plain cold"
+            ratios[cell] = attempt(cell, lambda f=fmt: cold_cell(root, args, f, input_bytes))
+    show_summary(ratios)
     shutil.rmtree(root, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
