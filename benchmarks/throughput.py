@@ -273,8 +273,11 @@ def attempt(cell: str, measure) -> tuple[float, float] | None:
     try:
         return measure()
     except Exception as e:  # noqa: BLE001  a failed query surfaces as many exception types
-        first = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
-        print(f"{cell}: FAILED ({type(e).__name__}: {first})", flush=True)
+        lines = str(e).strip().splitlines() or [type(e).__name__]
+        # a worker's error arrives as a Python traceback inside Spark's message: its last
+        # "...Error: message" line says why
+        why = next((line for line in reversed(lines) if "Error: " in line), lines[0])
+        print(f"{cell}: FAILED ({type(e).__name__}: {why.strip()[:400]})", flush=True)
         return None
 
 
