@@ -143,19 +143,25 @@ class FinishedPartFile(PartFile):
     def full(self) -> bool:
         return False
 
-    def flush(self) -> None:
-        """Write the buffered batches as one row group."""
+    def flush(self, *, final: bool = False) -> None:
+        """Write the buffered rows as row groups of about ``flush_bytes`` each; the rows past
+        the last full group stay buffered for the next (all of them when ``final``), so a
+        file is not cut into alternating full and small groups at every staged append."""
         if not self.buffered:
             return
         table = pa.Table.from_batches(self.buffered)
+        rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
+        full = table.num_rows if final else table.num_rows - table.num_rows % rows_per_group
+        if not full:
+            return
         if self._writer is None:
             self._handle = self.storage.open_append(self.temp)
             module = FORMATS[self.config.format].implementation()
             self._writer = module.open_writer(self._handle, table, self.config)
-        # a batch larger than a row group (a staged chunk) is cut into row groups by bytes
-        rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
-        self._writer.write(table, rows_per_group=rows_per_group)
-        self.buffered, self.buffered_bytes = [], 0
+        self._writer.write(table.slice(0, full), rows_per_group=rows_per_group)
+        rest = table.slice(full)
+        self.buffered = rest.to_batches() if rest.num_rows else []
+        self.buffered_bytes = rest.nbytes if rest.num_rows else 0
 
     def size(self) -> int:
         """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""
@@ -163,7 +169,7 @@ class FinishedPartFile(PartFile):
 
     def release(self) -> None:
         # A bulk file has no reopen: giving back the handle finishes the file.
-        self.flush()
+        self.flush(final=True)
         if self._handle is not None and self._writer is not None:
             self._writer.close()
             self._handle.close()

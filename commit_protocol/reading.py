@@ -253,11 +253,14 @@ def staged_batches(data: bytes, f: CommittedFile, *, state: SinkState, schema: p
                    ring: Mapping[str, bytes] | None) -> Iterator[pa.RecordBatch]:
     """The rows of a bulk format's staged file (Arrow IPC streams, no codec, sealed when
     the path is encrypted)."""
+    from commit_protocol.formats import READ_BATCH_ROWS
     from commit_protocol.formats.ipc import iter_batches
 
     plain = row_plaintext(data, f, state=state, ring=ring)
     try:
-        yield from iter_batches(plain, schema)
+        for batch in iter_batches(plain, schema):  # staged in task chunks of ~100,000 rows
+            for start in range(0, batch.num_rows, READ_BATCH_ROWS):
+                yield batch.slice(start, READ_BATCH_ROWS)
     except (ValueError, pa.ArrowException) as e:
         raise IntegrityError(f"{f.path}: cannot decode staged rows "
                              f"({type(e).__name__}: {e})") from e

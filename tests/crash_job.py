@@ -4,7 +4,10 @@ Started by :mod:`tests.crashloop` in a process group of its own; it names that g
 ``ROTSINK_KILL_PGID`` so a ``killall`` failpoint in any of its processes (this Python
 driver, its JVM, Spark's Python workers) kills the whole driver, as a crash would.
 
-    python -m tests.crash_job SOURCE OUT CHECKPOINT OPTIONS_JSON
+    python -m tests.crash_job SOURCE OUT CHECKPOINT OPTIONS_JSON [TASKS]
+
+``TASKS`` > 0 repartitions the rows into that many tasks per micro-batch (a restart may change
+it: the slots of a task partition that no longer runs are then rolled by the driver).
 
 Prints ``READY`` once the query runs and ``DONE`` when it has consumed all input.
 """
@@ -19,14 +22,16 @@ from commit_protocol.failpoints import KILL_PGID_ENV_VAR
 from tests.support.streams import SCHEMA
 
 
-def main(source: str, out: str, checkpoint: str, options_json: str) -> int:
+def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str = "0") -> int:
     os.environ[KILL_PGID_ENV_VAR] = str(os.getpgid(0))  # inherited by the JVM and workers
     from datasource.session import local_session
 
     spark = local_session(app_name="rotsink-crash-loop")
     spark.sparkContext.setLogLevel("ERROR")
-    writer = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
-              .writeStream.format("rotsink").option("checkpointLocation", checkpoint)
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
+    if int(tasks):
+        df = df.repartition(int(tasks))
+    writer = (df.writeStream.format("rotsink").option("checkpointLocation", checkpoint)
               .trigger(availableNow=True))
     for key, value in json.loads(options_json).items():
         writer = writer.option(key, value)
@@ -39,4 +44,4 @@ def main(source: str, out: str, checkpoint: str, options_json: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    sys.exit(main(*sys.argv[1:6]))

@@ -131,6 +131,9 @@ class CrashLoop:
     points: tuple[str, ...] = ALL_POINTS  # the failpoints of the last run
     reads: ReaderTally = field(default_factory=ReaderTally)
     group_by_file: bool = False  # each input file in one directory: untouched slots too
+    # Lives alternate between 2 tasks per batch and 1: slots of task partition 1 then get no
+    # task, and only the driver rolls them (a task rolls its own partition's idle slots).
+    alternate_tasks: bool = False
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -215,8 +218,9 @@ class CrashLoop:
     def _run_child(self, life: Life, armed: Path, log: Path) -> str:
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         env[FILE_ENV_VAR] = str(armed)
+        tasks = 1 + self.tally.lives % 2 if self.alternate_tasks else 0
         command = [sys.executable, "-m", "tests.crash_job", str(self.source), self.out_url,
-                   str(self.checkpoint), json.dumps(self.options)]
+                   str(self.checkpoint), json.dumps(self.options), str(tasks)]
         with open(log, "w") as stderr:
             child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=stderr, text=True,
@@ -323,9 +327,9 @@ def _kill_group(pgid: int) -> None:
 
 
 # Bulk formats (Parquet, ORC): rows staged across micro-batches and encoded at the roll, by
-# tasks (record and batch-count limits) and by the driver (inactivity of a directory no task
-# touched: each input file holds one group, so each batch touches one of the three
-# directories).
+# tasks (record limits, and inactivity of their partition's directories that got no rows:
+# each input file holds one group, so each batch touches one of the three directories) and
+# by the driver (slots of a task partition that ran no task: lives alternate 2 and 1 tasks).
 BULK_OPTIONS = {**SINK_OPTIONS, "compression": "zstd",
                 "rotation.maxRecords": "70",  # of a file's 100 rows, 30 stay staged
                 "rotation.inactivity": "2s"}
@@ -335,7 +339,7 @@ SPARK_READERS = {"parquet": "parquet", "orc": "orc"}  # format -> spark.read.<me
 
 def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7) -> CrashLoop:
     return CrashLoop(workdir, seed=seed, options={**BULK_OPTIONS, "format": fmt},
-                     group_by_file=True)
+                     group_by_file=True, alternate_tasks=True)
 
 
 def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:

@@ -153,7 +153,10 @@ class OrcWriter:
         self._writer = orc.ORCWriter(
             handle, compression="uncompressed" if config.compression == "none"
             else config.compression, stripe_size=config.row_group_bytes,
-            dictionary_key_size_threshold=DICTIONARY_THRESHOLD)
+            dictionary_key_size_threshold=DICTIONARY_THRESHOLD,
+            # measured on the throughput benchmark's rows with zstd: 3.4 MB (Spark's own ORC
+            # file: 3.4 MB) against 5.0 MB with "speed", in about the same time
+            compression_strategy="compression")
 
     def write(self, table: pa.Table, *, rows_per_group: int) -> None:
         """Stripes are cut by ``stripe_size`` inside the writer; ``rows_per_group`` is

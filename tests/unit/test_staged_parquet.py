@@ -100,3 +100,22 @@ def test_the_partitions_task_encodes_its_idle_due_slots_so_the_driver_only_publi
     assert read_finished(tmp_path / rolled["g=a"].name, fmt).column("id").to_pylist() == list(
         range(20))
     assert result.in_progress == 1  # g=b, staged
+
+
+def test_a_finished_file_has_full_row_groups_and_one_remainder(tmp_path):
+    """Staged appends do not cut the finished file into alternating full and small groups:
+    every row group but the last holds about parquet.rowGroupBytes."""
+    import dataclasses
+
+    import pyarrow.parquet as pq
+
+    cfg = dataclasses.replace(bulk(tmp_path, "parquet", max_batches=1), row_group_bytes=1 << 20)
+    batches = [rows(i * 10_000, 10_000, s=pa.array([f"v{j}" for j in range(10_000)]))
+               for i in range(30)]
+    report = run_task(tmp_path, cfg, 0, batches)
+    commit(tmp_path, cfg, 0, report)
+    (finished,) = [f for f in report.files if f.closed]
+    metadata = pq.ParquetFile(tmp_path / finished.name).metadata
+    groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    assert sum(groups) == 300_000 and len(groups) >= 3
+    assert len(set(groups[:-1])) == 1 and groups[-1] <= groups[0], groups
