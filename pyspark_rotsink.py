@@ -2,6 +2,7 @@
 its ``DefaultSource``, so ``format("rotsink")`` works after ``pip install`` with no
 ``spark.dataSource.register`` call."""
 
+from datasource.heartbeat import with_heartbeat
 from datasource.source import RotSinkDataSource as DefaultSource
 
-__all__ = ["DefaultSource"]
+__all__ = ["DefaultSource", "with_heartbeat"]

@@ -21,6 +21,8 @@ class RotationPolicy:
     max_batches: int = 0
     interval_ms: int = 60_000
     inactivity_ms: int = 60_000
+    # An idle micro-batch (no row for the sink in any task: a heartbeat's) rolls every file.
+    roll_on_idle: bool = False
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from commit_protocol.rotation import roll_reason
 from commit_protocol.state import InProgressFile, Slot
 from commit_protocol.storage import Storage
 
+IDLE = "idle"  # the roll reason of rotation.rollOnIdle
+
 
 @dataclass(frozen=True)
 class Finalized:
@@ -37,13 +39,22 @@ class Merged:
 def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskReport],
                   storage: Storage, policy: RotationPolicy, *, is_bulk: bool,
                   now_ms: int) -> Merged:
-    """Apply the tasks' files to the committed slots, then the commit-time rotation rules."""
+    """Apply the tasks' files to the committed slots, then the commit-time rotation rules.
+
+    With ``rotation.rollOnIdle``, a batch in which no task got a row (a heartbeat's) rolls
+    every file. A task that got no rows may already have encoded its partition's staged
+    files for that rule ("idle"); when another task did get rows, the batch is not idle and
+    those files stay in progress (the unused finished temp is an orphan).
+    """
     slots = dict(committed)
     finalized: list[Finalized] = []
+    idle = policy.roll_on_idle and not any(f.new_records for r in reports for f in r.files)
     for slot, files in _files_by_slot(reports).items():
         _check_continuity(slots.get(slot), files)
         for report in files:
             _check_storage(storage, report)
+            if report.reason == IDLE and not idle:
+                continue  # an untouched slot: it stays as committed
             previous = slots.pop(slot, None)
             if report.closed:
                 reason = report.reason or _task_roll_reason(report, policy)
@@ -62,7 +73,7 @@ def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskRepor
     # its size limit is applied by the task, on its estimate of the finished size.
     rules = replace(policy, max_bytes=0) if is_bulk else policy
     for slot, f in list(slots.items()):
-        due = roll_reason(f, rules, now_ms)
+        due = IDLE if idle else roll_reason(f, rules, now_ms)
         if due:
             del slots[slot]
             finalized.append(Finalized(f.name, f.temp, f.size, f.records, due,

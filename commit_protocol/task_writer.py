@@ -23,6 +23,7 @@ from commit_protocol import failpoints
 from commit_protocol.bulk_files import FinishedRatio, StagedPartFile
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
+from commit_protocol.merge import IDLE
 from commit_protocol.messages import TaskReport
 from commit_protocol.naming import final_name, partition_claim, temp_name
 from commit_protocol.part_files import PartFile, RowPartFile, RowSize
@@ -123,7 +124,8 @@ class TaskWriter:
 
     def _roll_idle_staged_files(self, now_ms: int) -> None:
         """Encode this task partition's staged files that got no rows in this batch but are
-        due by age or inactivity, so the commit only publishes them.
+        due by age or inactivity (or ``rotation.rollOnIdle``), so the commit only publishes
+        them.
 
         Reads only the committed bytes and writes the finished file to a fresh temp name,
         so no claim is needed: two attempts (a retry, a zombie) each encode the same rows
@@ -131,10 +133,13 @@ class TaskWriter:
         partitions that run no task in this batch are left to the driver.
         """
         rules = replace(self.config.rotation, max_bytes=0)  # staged bytes are not its size
+        # With rotation.rollOnIdle, a task that got no rows encodes them all: the batch may be
+        # idle (a heartbeat's); the commit keeps them in progress if another task got rows.
+        idle = self.config.rotation.roll_on_idle and not any(f.new_records for f in self.touched)
         for (partition, directory), committed in sorted(self.plan.in_progress.items()):
             if partition != self.partition or self._seen(directory) or not committed.size:
                 continue
-            reason = roll_reason(committed, rules, now_ms)
+            reason = roll_reason(committed, rules, now_ms) or (IDLE if idle else None)
             if reason:
                 f = self._new_file(directory=directory, name=committed.name,
                                    temp=committed.temp, start=committed.size,

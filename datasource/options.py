@@ -23,6 +23,7 @@ COMPRESSION_LEVEL = "compression.level"
 MAX_BYTES, MAX_RECORDS = "rotation.maxBytes", "rotation.maxRecords"
 MAX_BATCHES = "rotation.maxBatches"
 INTERVAL, INACTIVITY = "rotation.interval", "rotation.inactivity"
+ROLL_ON_IDLE = "rotation.rollOnIdle"
 PARTITION_BY = "partitionBy"
 FILE_PREFIX, FILE_SUFFIX = "file.prefix", "file.suffix"
 MAX_OPEN_FILES = "maxOpenFiles"
@@ -42,9 +43,9 @@ INCLUDE_IN_PROGRESS, NUM_PARTITIONS = "includeInProgress", "numPartitions"
 CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
 
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
-                MAX_BATCHES, INTERVAL, INACTIVITY, PARTITION_BY, FILE_PREFIX, FILE_SUFFIX,
-                MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL, RETENTION,
-                CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS,
+                MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
+                FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
+                RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS,
                 CHECKPOINT_LOCATION)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS)
 
@@ -79,6 +80,14 @@ def parse_size(key: str, text: str) -> int:
         raise OptionError(f"option {key}={text!r}: expected a byte count such as 134217728, "
                           "'64mb' or '1g'")
     return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def parse_bool(key: str, text: str) -> bool:
+    """``true`` / ``false`` (any case), as Spark's own boolean options."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise OptionError(f"option {key}={text!r}: expected true or false")
+    return value == "true"
 
 
 def parse_int(key: str, text: str, *, minimum: int) -> int:
@@ -121,6 +130,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
             max_batches=parse_int(MAX_BATCHES, get(MAX_BATCHES, "0"), minimum=0),
             interval_ms=parse_duration_ms(INTERVAL, get(INTERVAL, "60s")),
             inactivity_ms=parse_duration_ms(INACTIVITY, get(INACTIVITY, "60s")),
+            roll_on_idle=parse_bool(ROLL_ON_IDLE, get(ROLL_ON_IDLE, "false")),
         ),
         partition_by=_partition_by(get(PARTITION_BY, "")),
         file_prefix=_prefix(get(FILE_PREFIX, "part")),

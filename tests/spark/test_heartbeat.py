@@ -1,0 +1,81 @@
+"""``with_heartbeat``: files finish on time while the input is idle, and an availableNow run
+without new input makes one idle micro-batch that ``rotation.rollOnIdle`` uses to finish
+every file."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from commit_protocol.errors import OptionError
+from pyspark_rotsink import with_heartbeat
+from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
+
+
+def spark_ids(spark, out) -> list[int]:
+    """Spark's own reader: the finalized rows only."""
+    if not any(p.name[0].isdigit() for p in (out / "_spark_metadata").glob("*")):
+        return []
+    return sorted(r.id for r in spark.read.schema(SCHEMA).json(str(out)).collect())
+
+
+def test_idle_input_still_finishes_files_within_inactivity(spark, tmp_path):
+    total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
+    out = tmp_path / "out"
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+    beating = with_heartbeat(df, "1 second")
+    assert beating.schema == df.schema
+    query = (beating.writeStream.format("rotsink")
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .option("rotation.inactivity", "2s").option("rotation.interval", "0")
+             .trigger(processingTime="500 milliseconds").start(str(out)))
+    try:
+        deadline = time.monotonic() + 90
+        seen: list[int] = []
+        while time.monotonic() < deadline and seen != list(range(total)):
+            time.sleep(0.5)  # polling a timing behaviour, with a deadline
+            seen = spark_ids(spark, out)
+        progress = query.lastProgress
+    finally:
+        query.stop()
+    # the input (3 batches) stopped long ago; only idle batches could have rolled the files
+    assert seen == list(range(total)), f"Spark's reader saw {len(seen)} of {total} rows"
+    assert progress["batchId"] >= 3 and progress["numInputRows"] == 0
+    assert rotsink_ids(spark, out) == list(range(total))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_available_now_run_without_input_finishes_every_file(spark, tmp_path, fmt):
+    total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+
+    def run() -> int | None:
+        df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(
+            str(tmp_path / "in"))
+        query = (with_heartbeat(df, "1 second").writeStream.format("rotsink")
+                 .option("format", fmt).option("partitionBy", "grp")
+                 .option("rotation.rollOnIdle", "true")
+                 .option("checkpointLocation", str(ck)).trigger(availableNow=True)
+                 .start(str(out)))
+        query.awaitTermination()
+        return query.lastProgress and query.lastProgress["batchId"]
+
+    read = (lambda: sorted(r.id for r in spark.read.schema(SCHEMA).parquet(str(out)).collect())
+            ) if fmt == "parquet" else (lambda: spark_ids(spark, out))
+    last = run()
+    assert rotsink_ids(spark, out) == list(range(total))
+    assert len(read()) < total  # the default rotation keeps the last files in progress
+    assert run() == last + 1  # exactly one idle micro-batch
+    assert read() == list(range(total))
+    assert rotsink_ids(spark, out, includeInProgress="false") == list(range(total))
+
+
+def test_bad_heartbeats_are_refused(spark, tmp_path):
+    stream = spark.readStream.schema(SCHEMA).json(str(tmp_path))
+    with pytest.raises(OptionError, match=r"option interval='soon': expected a duration"):
+        with_heartbeat(stream, "soon")
+    with pytest.raises(OptionError, match=r"a heartbeat needs an interval > 0"):
+        with_heartbeat(stream, "0")
+    with pytest.raises(OptionError, match=r"takes a streaming DataFrame"):
+        with_heartbeat(spark.range(1), "1s")
