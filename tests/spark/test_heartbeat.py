@@ -41,7 +41,8 @@ def test_idle_input_still_finishes_files_within_inactivity(spark, tmp_path):
         query.stop()
     # the input (3 batches) stopped long ago; only idle batches could have rolled the files
     assert seen == list(range(total)), f"Spark's reader saw {len(seen)} of {total} rows"
-    assert progress["batchId"] >= 3 and progress["numInputRows"] == 0
+    assert progress is not None
+    assert progress.batchId >= 3 and progress.numInputRows == 0
     assert rotsink_ids(spark, out) == list(range(total))
 
 
@@ -50,7 +51,7 @@ def test_available_now_run_without_input_finishes_every_file(spark, tmp_path, fm
     total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
     out, ck = tmp_path / "out", tmp_path / "ck"
 
-    def run() -> int | None:
+    def run() -> int:
         df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(
             str(tmp_path / "in"))
         query = (with_heartbeat(df, "1 second").writeStream.format("rotsink")
@@ -59,7 +60,8 @@ def test_available_now_run_without_input_finishes_every_file(spark, tmp_path, fm
                  .option("checkpointLocation", str(ck)).trigger(availableNow=True)
                  .start(str(out)))
         query.awaitTermination()
-        return query.lastProgress and query.lastProgress["batchId"]
+        assert query.lastProgress is not None
+        return query.lastProgress.batchId
 
     read = (lambda: sorted(r.id for r in spark.read.schema(SCHEMA).parquet(str(out)).collect())
             ) if fmt == "parquet" else (lambda: spark_ids(spark, out))
