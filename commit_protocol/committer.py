@@ -6,8 +6,9 @@ Commit of batch N, in order (each step safe to repeat after a crash):
 2. if ``_spark_metadata/N`` exists, stop: the batch is committed (idempotent replay);
 3. check every task report against the committed state and storage, and fence the
    in-progress files no committed attempt touched from late zombies (claims, below);
-4. stage the intent: the exact log file, listing the renames it implies;
-5. rename finished temp files to their final names (never replacing);
+4. stage the intent: the exact log file, listing the renames (and partition markers) it implies;
+5. rename finished temp files to their final names (never replacing), then create the
+   ``_SUCCESS`` markers of partitions it completes (``partition.commitDelay``);
 6. publish the log file with an exclusive create: the commit point.
 
 A crash after 4 is finished by step 1 of the next plan or commit (roll forward), so the
@@ -36,7 +37,14 @@ from commit_protocol.log_files import batch_files, is_compaction_batch
 from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
-from commit_protocol.naming import INTENT_DIR, claim_path, partition_claim, temp_name, to_uri
+from commit_protocol.naming import (
+    INTENT_DIR,
+    claim_path,
+    partition_claim,
+    success_marker,
+    temp_name,
+    to_uri,
+)
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
 from commit_protocol.storage import Storage
@@ -104,6 +112,8 @@ class Committer:
             merged = replace(merged, finalized=[self._seal_final(f, batch_id)
                                                 for f in merged.finalized])
         new_state = self._next_state(state, batch_id, merged)
+        if self.config.partition_commit_delay_ms is not None:
+            new_state = self._complete_partitions(new_state, reports, merged, now_ms)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
         failpoints.hit("driver.before_stage")
@@ -214,7 +224,29 @@ class Committer:
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
         publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
-        return replace(state.with_batch(batch_id, merged.in_progress), publish=publish)
+        return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
+                       markers=())
+
+    def _complete_partitions(self, state: SinkState, reports: list[TaskReport],
+                             merged: Merged, now_ms: int) -> SinkState:
+        """Directories that had rows, have no in-progress file now and no new row for
+        ``partition.commitDelay`` get their ``_SUCCESS`` marker in this batch (decided here,
+        recorded in the state, written by :meth:`_finish`, so a roll-forward writes exactly
+        these and a replay none). A directory is tracked again if rows arrive later: its
+        marker already exists and is never rewritten."""
+        delay = self.config.partition_commit_delay_ms
+        assert delay is not None
+        last_rows = dict(state.open_partitions)
+        for report in reports:
+            for f in report.files:
+                if f.new_records:
+                    last_rows[f.directory] = now_ms
+        busy = {f.directory for f in merged.in_progress}
+        complete = tuple(sorted(d for d, at in last_rows.items()
+                                if d not in busy and now_ms - at >= delay))
+        open_partitions = tuple(sorted((d, at) for d, at in last_rows.items()
+                                       if d not in complete))
+        return replace(state, open_partitions=open_partitions, markers=complete)
 
     def _finish(self, state: SinkState) -> None:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
@@ -223,6 +255,10 @@ class Committer:
                 failpoints.hit("driver.before_rename")
                 self._publish_file(publish.temp, publish.name, publish.size)
                 failpoints.hit("driver.after_rename")
+            for directory in state.markers:
+                failpoints.hit("driver.before_mark")
+                self.storage.create_marker(success_marker(directory))  # False: it exists
+                failpoints.hit("driver.after_mark")
         except CommitError as e:
             if self.storage.exists(self.log.path_of(state.batch_id)):
                 raise self._lost_race(state) from e

@@ -45,6 +45,9 @@ class SinkConfig:
     compact_interval: int = 10
     compact_interval_explicit: bool = False
     retention_ms: int | None = None
+    # partition.commitDelay: write <dir>/_SUCCESS once a directory had no in-progress file
+    # and no new row for this long (None: off)
+    partition_commit_delay_ms: int | None = None
     cleanup_delay_ms: int = 600_000
     fs_options: dict[str, str] = field(default_factory=dict)
     keys: KeyRefs | None = None  # references only: key bytes are resolved where used

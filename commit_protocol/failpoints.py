@@ -51,6 +51,8 @@ DRIVER_POINTS = (
     "driver.after_stage",       # driver: intent written, nothing renamed
     "driver.before_rename",     # driver: before each rename of a finished file
     "driver.after_rename",      # driver: after each rename, log file not yet written
+    "driver.before_mark",       # driver: before each partition's _SUCCESS marker
+    "driver.after_mark",        # driver: after it, log file not yet written
     "driver.before_log_write",  # driver: every rename done
     "driver.after_log_write",   # driver: the batch is committed, housekeeping not yet run
     "driver.during_abort",      # driver: abort started, fresh temp files not yet deleted

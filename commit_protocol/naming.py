@@ -105,6 +105,18 @@ def partition_claim(batch_id: int, partition: int) -> str:
     return f"{CLAIMS_DIR}/{batch_id:06d}-p{partition:05d}"
 
 
+SUCCESS = "_SUCCESS"  # Hadoop's job-success marker name, hidden from Spark's listings
+
+
+def success_marker(directory: str) -> str:
+    """The partition-complete marker of ``directory`` (``""``: the output's root).
+
+    >>> success_marker("day=2024-01-01"), success_marker("")
+    ('day=2024-01-01/_SUCCESS', '_SUCCESS')
+    """
+    return f"{directory}/{SUCCESS}" if directory else SUCCESS
+
+
 def to_uri(root_uri: str, relative: str) -> str:
     """URI of ``relative`` under ``root_uri`` as Spark's log stores it (percent-encoded).
 

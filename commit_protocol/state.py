@@ -76,6 +76,10 @@ class SinkState:
     extra: dict[str, Any] = field(default_factory=dict)  # fields of newer writers, kept as read
     encrypted: bool = False
     publish: tuple[Publish, ...] = ()  # the renames this batch's commit performs
+    # partition.commitDelay: directories that got rows and have no marker yet, with the
+    # commit time of their last rows; and the directories whose marker this batch writes.
+    open_partitions: tuple[tuple[str, int], ...] = ()
+    markers: tuple[str, ...] = ()
 
     def slots(self) -> dict[Slot, InProgressFile]:
         return {f.slot: f for f in self.in_progress}
@@ -89,8 +93,11 @@ class SinkState:
         body["version"] = STATE_VERSION
         body["partition_by"] = list(self.partition_by)
         body["in_progress"] = [asdict(f) for f in self.in_progress]
-        del body["publish"]
+        del body["publish"], body["open_partitions"], body["markers"]
         body["extra"] = {**self.extra, "publish": [p.to_json() for p in self.publish]}
+        if self.open_partitions or self.markers:
+            body["extra"]["partitions"] = {"open": [list(p) for p in self.open_partitions],
+                                           "markers": list(self.markers)}
         return body
 
     @classmethod
@@ -102,6 +109,7 @@ class SinkState:
                              "write this path with that version")
         extra = dict(body.get("extra", {}))
         publish = extra.pop("publish", [])
+        partitions = extra.pop("partitions", {})
         return cls(
             batch_id=int(body["batch_id"]),
             query_id=body["query_id"],
@@ -114,4 +122,6 @@ class SinkState:
             extra=extra,
             encrypted=bool(body.get("encrypted", False)),
             publish=tuple(Publish.from_json(row) for row in publish),
+            open_partitions=tuple((str(d), int(t)) for d, t in partitions.get("open", [])),
+            markers=tuple(str(d) for d in partitions.get("markers", [])),
         )

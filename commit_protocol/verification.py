@@ -31,7 +31,7 @@ from commit_protocol.log_files import (
     log_file_name,
     log_file_names,
 )
-from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri
+from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri, success_marker
 from commit_protocol.reading import (
     open_committed,
 )
@@ -101,6 +101,9 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     finalized = check_finalized(storage, listed, problems)
     in_progress, prefixes = check_in_progress(storage, state, problems)
     problems += unlisted_visible(storage, set(listed) | explained)
+    problems += [f"{success_marker(d)}: the log's batch {latest} completed partition "
+                 f"{d or '(root)'} but its marker is missing" for d in state.markers
+                 if not storage.exists(success_marker(d))]
     authenticated = 0
     if deep or ring is not None:
         authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)

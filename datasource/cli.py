@@ -67,7 +67,7 @@ def _fs_options(items: list[str]) -> dict[str, str]:
 
 
 def _inspect(path: str, fs_options: dict[str, str]) -> int:
-    from datasource.inspect import batch_summaries
+    from datasource.inspect import batch_summaries, partitions
 
     for s in batch_summaries(path, fs_options):
         kind = "compact" if s.compacted else "delta"
@@ -75,6 +75,14 @@ def _inspect(path: str, fs_options: dict[str, str]) -> int:
               f"{len(s.in_progress)} in progress")
         for name, size, reason in s.finalized:
             print(f"    + {name} ({size} bytes, rolled by {reason})")
+        for directory in s.markers:
+            print(f"    * {directory or '(root)'} complete: _SUCCESS written")
+    status = partitions(path, fs_options)
+    if status.complete or status.awaiting:
+        print(f"complete partitions ({len(status.complete)}): "
+              + (", ".join(d or "(root)" for d in status.complete) or "none"))
+        print(f"partitions awaiting partition.commitDelay ({len(status.awaiting)}): "
+              + (", ".join(d or "(root)" for d, _ in status.awaiting) or "none"))
     return 0
 
 

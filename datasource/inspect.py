@@ -19,6 +19,17 @@ class BatchSummary:
     finalized: list[tuple[str, int, str]]
     in_progress: list[tuple[str, int, int]]
     compacted: bool
+    markers: list[str]  # directories this batch marked complete (partition.commitDelay)
+
+
+@dataclass(frozen=True)
+class Partitions:
+    """``partition.commitDelay``: directories with their ``_SUCCESS`` marker (from storage:
+    the log keeps each marker only in the batch that wrote it), and those that had rows and
+    await it, with the commit time of their last rows."""
+
+    complete: list[str]
+    awaiting: list[tuple[str, int]]
 
 
 def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list[BatchSummary]:
@@ -33,8 +44,22 @@ def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list
         published = [(p.name, p.size, p.reason) for p in state.publish]
         in_progress = [(f.name, f.size, f.records) for f in state.in_progress]
         compacted = log.path_of(batch_id).endswith(".compact")
-        summaries.append(BatchSummary(batch_id, published, in_progress, compacted))
+        summaries.append(BatchSummary(batch_id, published, in_progress, compacted,
+                                      list(state.markers)))
     return summaries
+
+
+def partitions(path: str, fs_options: dict[str, str] | None = None) -> Partitions:
+    """Complete and awaiting partition directories of ``path`` (see :class:`Partitions`)."""
+    from commit_protocol.naming import SUCCESS
+
+    storage = open_storage(path, fs_options)
+    committed = open_committed(storage)
+    awaiting = list(committed[2].open_partitions) if committed is not None else []
+    complete = sorted(f.path.rsplit("/", 1)[0] if "/" in f.path else ""
+                      for f in storage.walk() if f.path.rsplit("/", 1)[-1] == SUCCESS
+                      and not f.path.startswith("_"))
+    return Partitions(complete, awaiting)
 
 
 def verify(path: str, fs_options: dict[str, str] | None = None, *,

@@ -30,6 +30,7 @@ MAX_OPEN_FILES = "maxOpenFiles"
 ROW_GROUP_BYTES, STRIPE_BYTES = "parquet.rowGroupBytes", "orc.stripeBytes"
 COMPACT_INTERVAL, RETENTION = "log.compactInterval", "log.retention"
 CLEANUP_DELAY = "log.cleanupDelay"
+PARTITION_COMMIT_DELAY = "partition.commitDelay"
 ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
@@ -45,8 +46,8 @@ CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
                 MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
-                RETENTION, CLEANUP_DELAY, ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS,
-                CHECKPOINT_LOCATION)
+                RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, ENCRYPTION_KEY,
+                ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS)
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
@@ -142,6 +143,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         retention_ms=None if get(RETENTION) in ("", "off")
         else parse_duration_ms(RETENTION, get(RETENTION)),
         cleanup_delay_ms=parse_duration_ms(CLEANUP_DELAY, get(CLEANUP_DELAY, "10m")),
+        partition_commit_delay_ms=None if get(PARTITION_COMMIT_DELAY) in ("", "off")
+        else parse_duration_ms(PARTITION_COMMIT_DELAY, get(PARTITION_COMMIT_DELAY)),
         fs_options=fs_options(options),
     )
 

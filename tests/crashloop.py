@@ -53,6 +53,7 @@ SINK_OPTIONS = {
     "rotation.interval": "20s",
     "rotation.inactivity": "8s",      # driver rolls of files no task touched
     "log.compactInterval": "3",       # compaction (and cleanup) every third batch
+    "partition.commitDelay": "0s",    # a _SUCCESS marker whenever a directory has no open file
     "log.cleanupDelay": "1s",
 }
 

@@ -81,3 +81,29 @@ def test_bad_heartbeats_are_refused(spark, tmp_path):
         with_heartbeat(stream, "0")
     with pytest.raises(OptionError, match=r"takes a streaming DataFrame"):
         with_heartbeat(spark.range(1), "1s")
+
+
+def test_partitions_get_their_success_marker_once_quiet(spark, tmp_path):
+    """With a heartbeat, each partition directory gets _SUCCESS after partition.commitDelay
+    without new rows; Spark's readers ignore the markers."""
+    total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=9)
+    out = tmp_path / "out"
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+    query = (with_heartbeat(df, "1 second").writeStream.format("rotsink")
+             .option("checkpointLocation", str(tmp_path / "ck")).option("partitionBy", "grp")
+             .option("rotation.maxBatches", "1").option("partition.commitDelay", "2s")
+             .trigger(processingTime="500 milliseconds").start(str(out)))
+    try:
+        deadline = time.monotonic() + 90
+        markers: list[str] = []
+        while time.monotonic() < deadline and len(markers) < 3:
+            time.sleep(0.5)  # polling a timing behaviour, with a deadline
+            markers = sorted(p.parent.name for p in out.glob("*/_SUCCESS"))
+    finally:
+        query.stop()
+    assert markers == ["grp=g0", "grp=g1", "grp=g2"]
+    assert spark_ids(spark, out) == list(range(total))
+    from datasource.inspect import partitions, verify
+
+    assert partitions(str(out)).complete == markers
+    assert verify(str(out)).problems == []

@@ -24,7 +24,7 @@ def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
 def protocol_run(tmp_path: Path) -> None:
     """One small run that passes every failpoint: appends that roll, a commit with renames,
     a fenced resume, a compaction with cleanup, an abort, staged Parquet files encoded by a
-    task and by the driver."""
+    task and by the driver, a partition completed (its _SUCCESS marker)."""
     cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
                  rotation={"max_records": 3})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 4)]))
@@ -34,7 +34,7 @@ def protocol_run(tmp_path: Path) -> None:
     # Parquet: a task encodes the file its record limit rolls; the driver the one that
     # inactivity rolls at the next commit, where no task touched it.
     bulk = config(tmp_path, path=str(tmp_path / "bulk"), format="parquet",
-                  compression="snappy", file_suffix=".parquet",
+                  compression="snappy", file_suffix=".parquet", partition_commit_delay_ms=0,
                   rotation={"max_records": 3, "inactivity_ms": 1})
     commit(tmp_path, bulk, 0, run_task(tmp_path, bulk, 0, [rows(0, 4)]))
     commit(tmp_path, bulk, 1)
