@@ -113,8 +113,9 @@ def idle_cost(spark, root: Path, query, args) -> None:
     batches = (query.lastProgress.batchId if query.lastProgress else 0) - first_batch
     per_hour = 3600 / elapsed
     print(f"idle {elapsed:.0f} s with a {args.heartbeat} s heartbeat: {batches} micro-batches; "
-          f"CPU {cpu['jvm'] + cpu['workers']:.1f} s (JVM {cpu['jvm']:.1f} s, Python workers "
-          f"{cpu['workers']:.1f} s)")
+          f"CPU {cpu['jvm'] + cpu['workers']:.1f} s (the JVM and its Python processes: an idle "
+          "batch's planning and commit runners end within it, so the split between them is "
+          "not meaningful)")
     print(f"  per idle hour: {batches * per_hour:,.0f} micro-batches, "
           f"{(cpu['jvm'] + cpu['workers']) * per_hour:,.0f} CPU seconds "
           f"({(cpu['jvm'] + cpu['workers']) / elapsed * 100:.1f}% of one core), "
