@@ -96,10 +96,16 @@ def files_in(directory: Path) -> set[str]:
     return {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
 
 
+def part_files(out: Path) -> set[str]:
+    """Finished part files and in-progress temp files (``part-*`` anywhere under ``out``)."""
+    return {str(p) for p in out.rglob("*part-*") if p.is_file()}
+
+
 def idle_cost(spark, root: Path, query, args) -> None:
     """The heartbeat query, idle for ``--idle-seconds``: its CPU and files, per idle hour."""
     log, checkpoint = root / "out" / "_spark_metadata", root / "ck"
     seen_log, seen_ck = files_in(log), files_in(checkpoint)
+    parts_before = part_files(root / "out")
     created_log, created_ck = set(), set()
     first_batch = query.lastProgress.batchId if query.lastProgress else 0
     cpu_before = cpu_seconds(spark)
@@ -121,6 +127,8 @@ def idle_cost(spark, root: Path, query, args) -> None:
           f"({(cpu['jvm'] + cpu['workers']) / elapsed * 100:.1f}% of one core), "
           f"{len(created_log) * per_hour:,.0f} files created in _spark_metadata, "
           f"{len(created_ck) * per_hour:,.0f} in the checkpoint")
+    print(f"  part files (finished and in progress) created while idle: "
+          f"{len(part_files(root / 'out') - parts_before)}")
     print(f"  files present at the end: _spark_metadata {len(files_in(log))}, checkpoint "
           f"{len(files_in(checkpoint))} (compaction, log.cleanupDelay and Spark's "
           "minBatchesToRetain=100 bound them)")

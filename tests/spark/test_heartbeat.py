@@ -13,37 +13,91 @@ from pyspark_rotsink import with_heartbeat
 from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
 
 
+def committed_any(out) -> bool:
+    return any(p.name[0].isdigit() for p in (out / "_spark_metadata").glob("*"))
+
+
 def spark_ids(spark, out) -> list[int]:
     """Spark's own reader: the finalized rows only."""
-    if not any(p.name[0].isdigit() for p in (out / "_spark_metadata").glob("*")):
+    if not committed_any(out):
         return []
     return sorted(r.id for r in spark.read.schema(SCHEMA).json(str(out)).collect())
 
 
-def test_idle_input_still_finishes_files_within_inactivity(spark, tmp_path):
+def start_query(spark, tmp_path, *, heartbeat: bool):
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+    if heartbeat:
+        beating = with_heartbeat(df, "1 second")
+        assert beating.schema == df.schema
+        df = beating
+    return (df.writeStream.format("rotsink").option("checkpointLocation", str(tmp_path / "ck"))
+            .option("rotation.inactivity", "2s").option("rotation.interval", "0")
+            .trigger(processingTime="500 milliseconds").start(str(tmp_path / "out")))
+
+
+def poll(condition, seconds: float) -> bool:
+    """Whether ``condition()`` held within ``seconds`` (a timing behaviour, polled)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def finalized_files(out):
+    from commit_protocol.log import open_committed
+    from commit_protocol.storage import LocalStorage
+
+    committed = open_committed(LocalStorage(str(out)))
+    assert committed is not None
+    log, latest, _ = committed
+    return log.finalized_entries(latest)
+
+
+def test_idle_input_still_finishes_files_within_inactivity_and_restarts_exactly(spark,
+                                                                              tmp_path):
     total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
     out = tmp_path / "out"
-    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
-    beating = with_heartbeat(df, "1 second")
-    assert beating.schema == df.schema
-    query = (beating.writeStream.format("rotsink")
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .option("rotation.inactivity", "2s").option("rotation.interval", "0")
-             .trigger(processingTime="500 milliseconds").start(str(out)))
+    query = start_query(spark, tmp_path, heartbeat=True)
     try:
-        deadline = time.monotonic() + 90
-        seen: list[int] = []
-        while time.monotonic() < deadline and seen != list(range(total)):
-            time.sleep(0.5)  # polling a timing behaviour, with a deadline
-            seen = spark_ids(spark, out)
+        visible = poll(lambda: spark_ids(spark, out) == list(range(total)), 90)
         progress = query.lastProgress
     finally:
         query.stop()
     # the input (3 batches) stopped long ago; only idle batches could have rolled the files
-    assert seen == list(range(total)), f"Spark's reader saw {len(seen)} of {total} rows"
+    assert visible, f"Spark's reader saw {len(spark_ids(spark, out))} of {total} rows"
     assert progress is not None
     assert progress.batchId >= 3 and progress.numInputRows == 0
     assert rotsink_ids(spark, out) == list(range(total))
+    # idle batches added no row, no empty file, no duplicate
+    assert all(entry["size"] > 0 for entry in finalized_files(out))
+    # a restart of the query with its heartbeat continues exactly
+    total += write_numbered_source(tmp_path / "in", files=2, rows_per_file=10, start_file=3)
+    query = start_query(spark, tmp_path, heartbeat=True)
+    try:
+        visible = poll(lambda: spark_ids(spark, out) == list(range(total)), 90)
+    finally:
+        query.stop()
+    assert visible and rotsink_ids(spark, out) == list(range(total))
+    assert all(entry["size"] > 0 for entry in finalized_files(out))
+
+
+def test_without_a_heartbeat_idle_rows_stay_in_progress(spark, tmp_path):
+    """Spark's fact the heartbeat answers (pinned): no input, no micro-batch, no roll."""
+    total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
+    out = tmp_path / "out"
+    query = start_query(spark, tmp_path, heartbeat=False)
+    try:
+        assert poll(lambda: committed_any(out) and rotsink_ids(spark, out) == list(range(total)),
+                    90)
+        committed = query.lastProgress.batchId if query.lastProgress else None
+        # three times rotation.inactivity: with a heartbeat, every file would have rolled
+        assert not poll(lambda: spark_ids(spark, out) == list(range(total)), 6)
+        assert (query.lastProgress.batchId if query.lastProgress else None) == committed
+    finally:
+        query.stop()
+    assert len(spark_ids(spark, out)) < total
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])

@@ -72,17 +72,23 @@ def test_a_replayed_batch_never_writes_a_marker(tmp_path):
     assert not result.committed and not marker.exists()
 
 
-def test_a_commit_cut_short_before_its_marker_is_finished_by_the_next_driver(tmp_path,
-                                                                            monkeypatch):
+@pytest.mark.parametrize("point", ["driver.before_mark", "driver.after_mark"])
+def test_a_commit_cut_short_at_its_marker_is_finished_by_the_next_driver(tmp_path, monkeypatch,
+                                                                        point):
+    """Killed before the marker, or between the marker and the log file: the next driver
+    finishes the commit, the marker exists once, and nothing else is marked."""
     cfg = setup(tmp_path)
     commit_at(cfg, 0, 0, run_task(tmp_path, cfg, 0, [rows_in("a", 0)]))
-    monkeypatch.setenv(failpoints.ENV_VAR, "driver.before_mark=raise")
+    monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
     with pytest.raises(failpoints.FailpointError):
         commit_at(cfg, 1, DELAY, run_task(tmp_path, cfg, 1, []))
     monkeypatch.delenv(failpoints.ENV_VAR)
-    assert not (tmp_path / "g=a" / "_SUCCESS").exists()
+    marker = tmp_path / "g=a" / "_SUCCESS"
+    assert marker.exists() == (point == "driver.after_mark")
+    assert not (tmp_path / "_spark_metadata" / "1").exists()  # not committed yet
     assert Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover() == 1  # rolled forward
-    assert (tmp_path / "g=a" / "_SUCCESS").exists()
+    assert marker.exists() and marker.stat().st_size == 0
+    assert sorted(p.parent.name for p in tmp_path.rglob("_SUCCESS")) == ["g=a"]
 
 
 def test_late_rows_are_committed_and_the_marker_is_never_rewritten(tmp_path):
