@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
 from commit_protocol.formats import READ_BATCH_ROWS
+from commit_protocol.formats.types import require_columns
 
 NTZ_ATTRIBUTE = {b"spark.sql.catalyst.type": b"timestamp_ntz"}
 # ORC's Java writer keeps a string column's dictionary while distinct keys stay under this
@@ -223,11 +224,7 @@ def _open(source: Any, schema: pa.Schema | None, decryption_properties: Any):
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = pa.BufferReader(source)
     orc_file = orc.ORCFile(source)
-    if schema is not None:
-        held = orc_file.schema.names
-        missing = [name for name in schema.names if name not in held]
-        if missing:
-            raise SchemaMismatchError(f"orc file has no column {missing}; it holds {held}")
+    require_columns("orc", orc_file.schema.names, schema)
     return orc_file
 
 

@@ -14,9 +14,8 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from commit_protocol.errors import SchemaMismatchError
 from commit_protocol.formats import READ_BATCH_ROWS
-from commit_protocol.formats.types import is_nested
+from commit_protocol.formats.types import is_nested, require_columns
 
 # Dictionary encoding pays for columns that repeat values. On columns of mostly distinct
 # values (ids, free text, measurements) pyarrow's default dictionary fills its 1 MB page and
@@ -137,9 +136,5 @@ def _open_parquet(data_or_file, schema: pa.Schema | None, decryption_properties)
     source = pa.BufferReader(data_or_file) if isinstance(
         data_or_file, (bytes, bytearray, memoryview)) else data_or_file
     parquet = pq.ParquetFile(source, decryption_properties=decryption_properties)
-    if schema is not None:
-        held = parquet.schema_arrow.names
-        missing = [name for name in schema.names if name not in held]
-        if missing:
-            raise SchemaMismatchError(f"parquet file has no column {missing}; it holds {held}")
+    require_columns("parquet", parquet.schema_arrow.names, schema)
     return parquet

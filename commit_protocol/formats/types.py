@@ -25,6 +25,15 @@ def is_binarylike(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
+def require_columns(fmt: str, held: list[str], schema: pa.Schema | None) -> None:
+    """Refuse a ``fmt`` file that lacks a column of ``schema`` (None: any file will do)."""
+    from commit_protocol.errors import SchemaMismatchError
+
+    missing = [name for name in schema.names if name not in held] if schema is not None else []
+    if missing:
+        raise SchemaMismatchError(f"{fmt} file has no column {missing}; it holds {held}")
+
+
 def utc(t: pa.DataType) -> pa.DataType:
     """The same instant type in UTC: a metadata-only change that fixes the rendered offset."""
     return pa.timestamp(t.unit, "UTC") if pa.types.is_timestamp(t) and t.tz else t
