@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -90,15 +90,24 @@ def read_batches(storage: Storage, f: CommittedFile, *, state: SinkState, schema
     elif FORMATS[state.format].bulk:
         data = read_committed(storage, f)
         batches = FORMATS[state.format].implementation().iter_file(
-            data, data_schema, **_bulk_read_options(data, f, state, ring))
+            data, data_schema, **bulk_read_options(data, f, state, ring))
     else:
         table = decode_row_file(read_committed(storage, f), f, state=state, schema=data_schema,
                                 ring=ring)
         batches = table.to_batches(max_chunksize=READ_BATCH_ROWS)
+    yield from with_partition_columns(batches, f.directory, schema=schema, state=state,
+                                      time_zone=time_zone)
+
+
+def with_partition_columns(batches: Iterable[pa.RecordBatch], directory: str, *,
+                           schema: pa.Schema, state: SinkState,
+                           time_zone: str) -> Iterator[pa.RecordBatch]:
+    """``batches`` of a file in ``directory`` with its partition columns added, as
+    ``schema``."""
     if not state.partition_by:
         yield from batches
         return
-    values = _partition_values(f.directory, schema, state.partition_by, time_zone)
+    values = _partition_values(directory, schema, state.partition_by, time_zone)
     for batch in batches:
         columns = [pa.repeat(values[field.name], batch.num_rows) if field.name in values
                    else batch.column(field.name) for field in schema]
@@ -115,10 +124,10 @@ def read_bulk_file(data: bytes, f: CommittedFile, *, state: SinkState,
     decrypted on an encrypted path, where a plaintext file is refused."""
     reader = FORMATS[state.format].implementation()
     return reader.read_file(pa.BufferReader(data), schema,
-                            **_bulk_read_options(data, f, state, ring))
+                            **bulk_read_options(data, f, state, ring))
 
 
-def _bulk_read_options(data: bytes, f: CommittedFile, state: SinkState,
+def bulk_read_options(data: bytes, f: CommittedFile, state: SinkState,
                        ring: Mapping[str, bytes] | None) -> dict:
     """Decryption properties on an encrypted path, after refusing a plaintext file there
     (Parquet Modular Encryption is the one encrypted bulk form: ORC paths are never
@@ -135,20 +144,22 @@ def _bulk_read_options(data: bytes, f: CommittedFile, state: SinkState,
     return {"decryption_properties": decryption_properties(_require_ring(ring, f.path))}
 
 
-def read_committed(storage: Storage, f: CommittedFile) -> bytes:
-    """The committed bytes of ``f``; a loud error if storage holds fewer, or if a finalized
-    (immutable) file holds more: then it was modified after its commit."""
+def read_committed(storage: Storage, f: CommittedFile, start: int = 0) -> bytes:
+    """The committed bytes of ``f`` (from byte ``start``); a loud error if storage holds
+    fewer, or if a finalized (immutable) file holds more: then it was modified after its
+    commit."""
     if f.in_progress:
-        return _read_in_progress(storage, f)
+        return _read_in_progress(storage, f, start)
     try:
-        data = storage.read(f.path, 0, f.length)
+        data = storage.read(f.path, start, f.length)
         size = storage.size(f.path)
     except FileNotFoundError as e:
         raise TruncatedFileError(f"finalized file {f.path} is missing: the log lists it with "
                                  f"{f.length} committed bytes; deleted by hand? Restore it "
                                  "from a backup") from e
-    if len(data) < f.length:
-        raise TruncatedFileError(f"{f.path} holds {len(data)} bytes; the log commits {f.length}")
+    if len(data) < f.length - start:
+        raise TruncatedFileError(f"{f.path} holds {start + len(data)} bytes; the log commits "
+                                 f"{f.length}")
     if size != f.length:
         raise IntegrityError(f"{f.path} holds {size} bytes; the log commits exactly "
                              f"{f.length} to this finalized file: it was modified")
@@ -160,7 +171,7 @@ def read_committed(storage: Storage, f: CommittedFile) -> bytes:
 _MOVED = (FileNotFoundError, SegmentError)
 
 
-def _read_in_progress(storage: Storage, f: CommittedFile) -> bytes:
+def _read_in_progress(storage: Storage, f: CommittedFile, start: int = 0) -> bytes:
     """The committed prefix of an in-progress file, wherever the protocol has moved it.
 
     A read plans from one committed state and may run while later commits move that state's
@@ -173,13 +184,13 @@ def _read_in_progress(storage: Storage, f: CommittedFile) -> bytes:
     short = None
     for path in _locations(storage, f):
         try:
-            data = storage.read(path, 0, f.length)
+            data = storage.read(path, start, f.length)
         except _MOVED:
             continue
-        if len(data) == f.length:
+        if len(data) == f.length - start:
             return data
         if path == f.path:
-            short = len(data)
+            short = start + len(data)
     if short is not None:
         raise TruncatedFileError(f"{f.path} holds {short} bytes; the log commits {f.length}")
     published = f" (and no later commit published it as {f.final})" if f.final else ""
@@ -241,7 +252,7 @@ def _first_rows(storage: Storage, f: CommittedFile, *, state: SinkState, schema:
     data = read_committed(storage, finished)
     left = f.records
     reader = FORMATS[state.format].implementation()
-    for batch in reader.iter_file(data, schema, **_bulk_read_options(data, finished, state,
+    for batch in reader.iter_file(data, schema, **bulk_read_options(data, finished, state,
                                                                      ring)):
         if left <= 0:
             return

@@ -1,0 +1,135 @@
+"""The change feed without Spark: a reader that follows the sink batch by batch (or in jumps)
+returns every committed row exactly once, across task and driver rolls, compaction, staged
+files encoded at their roll, compression and encryption."""
+
+from __future__ import annotations
+
+import base64
+import os
+import random
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from commit_protocol.change_feed import (
+    FeedBehindError,
+    FeedPosition,
+    batches_within,
+    piece_batches,
+    plan,
+)
+from commit_protocol.committer import Committer
+from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.formats import FORMATS
+from commit_protocol.log import MetadataLog
+from commit_protocol.messages import TaskReport
+from commit_protocol.task_writer import TaskWriter
+from tests.unit.test_task_writer import SCHEMA_JSON, config, plan_for, storage_of
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("g", pa.string())])
+
+
+def rows(start: int, n: int) -> pa.RecordBatch:
+    ids = list(range(start, start + n))
+    return pa.record_batch({"id": pa.array(ids, pa.int64()),
+                            "name": [f'row "{i}", ü\\' for i in ids],
+                            "g": [f"g{i % 2}" for i in ids]}, schema=SCHEMA)
+
+
+def write_batch(tmp_path, cfg, batch_id: int, start: int, n: int, *, now_ms: int) -> None:
+    reports: list[TaskReport | None] = []
+    for partition, part in enumerate((rows(start, n // 2), rows(start + n // 2, n - n // 2))):
+        writer = TaskWriter(storage_of(cfg), cfg, plan_for(tmp_path, cfg), batch_id=batch_id,
+                            partition=partition, attempt=0, query_id="q")
+        reports.append(writer.write([part] if part.num_rows else []))
+    Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(batch_id, reports, now_ms=now_ms)
+
+
+def feed(cfg, position: FeedPosition, end: int, ring=None) -> tuple[list[int], FeedPosition]:
+    storage = storage_of(cfg)
+    log = MetadataLog(storage, compact_interval=cfg.compact_interval)
+    state = log.read_state(end)
+    pieces, after = plan(log, position, end, bulk=FORMATS[cfg.format].bulk)
+    ids = [i for p in pieces
+           for b in piece_batches(storage, p, state=state, schema=SCHEMA, ring=ring)
+           for i in b.column("id").to_pylist()]
+    return ids, after
+
+
+CASES: dict[str, dict[str, object]] = {
+    "jsonl": {},
+    "csv": {"format": "csv", "file_suffix": ".csv"},
+    "jsonl-zstd-encrypted": {"compression": "zstd", "encrypted": True},
+    "csv-gzip": {"format": "csv", "file_suffix": ".csv.gz", "compression": "gzip"},
+    "parquet": {"format": "parquet", "file_suffix": ".parquet", "compression": "zstd"},
+    "parquet-encrypted": {"format": "parquet", "file_suffix": ".parquet",
+                          "compression": "snappy", "encrypted": True},
+    "orc": {"format": "orc", "file_suffix": ".orc", "compression": "zstd"},
+}
+
+
+def case_config(tmp_path, monkeypatch, case: str, **extra):
+    options: dict = dict(CASES[case])
+    ring = None
+    if options.pop("encrypted", False):
+        monkeypatch.setenv("FEED_KEY", base64.b64encode(os.urandom(32)).decode())
+        options["keys"] = KeyRefs("env:FEED_KEY")
+        ring = KeyRefs(read_refs=("env:FEED_KEY",)).ring()
+    cfg = config(tmp_path, partition_by=("g",), compact_interval=3,
+                 rotation={"max_records": 25, "max_batches": 4}, **options, **extra)
+    return cfg, ring
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_row_exactly_once_following_batch_by_batch_or_in_jumps(tmp_path, monkeypatch,
+                                                                     case):
+    cfg, ring = case_config(tmp_path, monkeypatch, case)
+    rng = random.Random(case)
+    position, jumps = FeedPosition(-1), FeedPosition(-1)
+    seen: Counter[int] = Counter()
+    jumped: Counter[int] = Counter()
+    total = 0
+    for batch in range(12):
+        n = rng.randrange(0, 30)
+        write_batch(tmp_path, cfg, batch, total, n, now_ms=batch)
+        total += n
+        ids, position = feed(cfg, position, batch, ring)
+        seen.update(ids)
+        assert sorted(seen) == list(range(total)), f"after batch {batch}"
+        if batch % 5 == 4:  # another reader, several batches per micro-batch
+            ids, jumps = feed(cfg, jumps, batch, ring)
+            jumped.update(ids)
+    ids, jumps = feed(cfg, jumps, 11, ring)
+    jumped.update(ids)
+    for counts in (seen, jumped):
+        assert set(counts) == set(range(total)) and max(counts.values()) == 1
+
+
+def test_a_position_round_trips_through_json():
+    position = FeedPosition(7, (("g=a/part-00000-000003-000.jsonl", 120, 4),))
+    assert FeedPosition.from_json(position.to_json()) == position
+
+
+def test_a_feed_behind_the_log_clean_up_fails_naming_the_setting(tmp_path):
+    cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0, rotation={"max_batches": 1})
+    for batch in range(8):  # clean-up compares file times with the commit's clock
+        write_batch(tmp_path, cfg, batch, batch * 4, 4, now_ms=10**13 + batch)
+    log = MetadataLog(storage_of(cfg), compact_interval=2)
+    with pytest.raises(FeedBehindError, match=r"needs sink batch 1, whose metadata log file "
+                                              r"_spark_metadata/1.compact was deleted .*"
+                                              r"log.cleanupDelay"):
+        plan(log, FeedPosition(0), 7, bulk=False)
+
+
+def test_admission_limits_take_whole_sink_batches_and_never_stall(tmp_path):
+    cfg = config(tmp_path, rotation={"max_batches": 1})
+    for batch in range(6):
+        write_batch(tmp_path, cfg, batch, batch * 10, 10, now_ms=batch)
+    log = MetadataLog(storage_of(cfg), compact_interval=cfg.compact_interval)
+    start = FeedPosition(-1)
+    assert batches_within(log, start, 5, max_batches=2, max_files=0, max_bytes=0) == 1
+    assert batches_within(log, start, 5, max_batches=0, max_files=4, max_bytes=0) == 1
+    assert batches_within(log, start, 5, max_batches=0, max_files=1, max_bytes=0) == 0
+    assert batches_within(log, start, 5, max_batches=0, max_files=0, max_bytes=1) == 0
+    assert batches_within(log, start, 5, max_batches=0, max_files=0, max_bytes=0) == 5
