@@ -41,6 +41,10 @@ ENCRYPTED_SUFFIX = ".enc"
 
 # The reader's own options (``spark.read.format("rotsink")``).
 INCLUDE_IN_PROGRESS, NUM_PARTITIONS = "includeInProgress", "numPartitions"
+# The change feed's (spark.readStream.format("rotsink")).
+STARTING_BATCH = "startingBatch"
+MAX_BATCHES_PER_TRIGGER = "maxBatchesPerTrigger"
+MAX_FILES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER = "maxFilesPerTrigger", "maxBytesPerTrigger"
 CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
 
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
@@ -48,7 +52,9 @@ SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_REC
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
                 RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, ENCRYPTION_KEY,
                 ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
-READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS)
+READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS,
+                STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
+                MAX_BYTES_PER_TRIGGER)
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
              "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,

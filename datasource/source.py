@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+)
 from pyspark.sql.types import StructType
 
 from commit_protocol.errors import UnsupportedQueryError
 
 
 class RotSinkDataSource(DataSource):
-    """Exactly-once rotating file sink (streaming write) and reader of its output (batch read).
+    """Exactly-once rotating file sink (streaming write), reader of its output (batch read)
+    and its change feed (streaming read).
 
     Register with ``spark.dataSource.register(RotSinkDataSource)``; after ``pip install`` the
     top-level module ``pyspark_rotsink`` makes Spark register it by itself.
@@ -38,6 +44,12 @@ class RotSinkDataSource(DataSource):
         config = parse_sink_options(dict(self.options))
         check_schema(config.format, config.partition_by, schema)
         return RotSinkStreamWriter(config, schema.json())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Runs on the driver: the change feed of the path (``readStream``)."""
+        from datasource.stream_reader import RotSinkStreamReader
+
+        return RotSinkStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Runs on the driver: plans the read of committed output."""

@@ -1,0 +1,164 @@
+"""``spark.readStream.format("rotsink")``: the change feed of a rotsink path.
+
+Offsets are feed positions (:class:`commit_protocol.change_feed.FeedPosition`): a sink batch
+id plus the committed bytes and rows of the files in progress at it. A micro-batch returns
+the rows the sink's batches in its range committed, each exactly once, from in-progress files
+within one micro-batch of their commit (no wait for rolls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from commit_protocol.change_feed import FeedPosition, Piece, batches_within, piece_batches, plan
+from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.errors import EncryptionKeyError, OptionError
+from commit_protocol.formats import FORMATS
+from commit_protocol.log import MetadataLog
+from commit_protocol.storage import open_storage
+from datasource.options import (
+    MAX_BATCHES_PER_TRIGGER,
+    MAX_BYTES_PER_TRIGGER,
+    MAX_FILES_PER_TRIGGER,
+    NUM_PARTITIONS,
+    STARTING_BATCH,
+    fs_options,
+    parse_int,
+    parse_size,
+)
+from datasource.reader import _open_state, session_time_zone
+
+try:  # PySpark >= 4.2: admission control and availableNow for Python sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxBytes,
+        ReadMaxFiles,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - PySpark 4.1
+    ReadAllAvailable = ReadMaxBytes = ReadMaxFiles = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in: PySpark 4.1 has no availableNow hook for Python sources."""
+
+
+@dataclass(frozen=True)
+class PiecesPartition(InputPartition):
+    pieces: tuple[Piece, ...]
+
+
+class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans on the driver from the sink's log; reads pieces on executors."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
+        _, _, state = _open_state(options)
+        self.path = options["path"]
+        self.fs_options = fs_options(options)
+        self.state = state  # format, codec, partitioning and schema are fixed for a path
+        self.keys = KeyRefs.from_options(options)
+        if state.encrypted:
+            if self.keys is None:
+                raise EncryptionKeyError(f"{self.path} is encrypted: set the option "
+                                         "encryption.key (or encryption.keys) to read it")
+            self.keys.ring()
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.starting = options.get(STARTING_BATCH.lower(), "earliest").strip().lower()
+        if self.starting not in ("earliest", "latest"):
+            parse_int(STARTING_BATCH, self.starting, minimum=0)
+        self.max_batches = _limit(options, MAX_BATCHES_PER_TRIGGER, parse_int)
+        self.max_files = _limit(options, MAX_FILES_PER_TRIGGER, parse_int)
+        self.max_bytes = _limit(options, MAX_BYTES_PER_TRIGGER, _size)
+        text = options.get(NUM_PARTITIONS.lower())
+        self.num_partitions = 2 if text is None else parse_int(NUM_PARTITIONS, text, minimum=1)
+        self.target: int | None = None  # availableNow: the last sink batch of this run
+
+    def _log(self) -> tuple[MetadataLog, int]:
+        log, latest, _ = _open_state({"path": self.path, **{f"fs.{k}": v for k, v in
+                                                            self.fs_options.items()}})
+        return log, latest
+
+    # -- offsets -------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        log, latest = self._log()
+        if self.starting == "earliest":
+            return FeedPosition(-1).to_json()
+        if self.starting == "latest":
+            return FeedPosition.of(log.read_state(latest)).to_json()
+        first = int(self.starting)
+        if first > latest + 1:
+            raise OptionError(f"option {STARTING_BATCH}={first}: the sink has committed up to "
+                              f"batch {latest}")
+        return (FeedPosition(-1) if first == 0 else
+                FeedPosition.of(log.read_state(first - 1))).to_json()
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        log, latest = self._log()
+        if self.target is not None:
+            latest = min(latest, self.target)
+        if start is None:  # PySpark 4.1: no admission control
+            return FeedPosition.of(log.read_state(latest)).to_json()
+        position = FeedPosition.from_json(start)
+        if latest <= position.batch:
+            return start
+        max_files, max_bytes = self.max_files, self.max_bytes
+        if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
+            max_files = limit.max_files
+        elif ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
+            max_bytes = limit.max_bytes
+        elif ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+            max_files = max_bytes = 0
+        end = batches_within(log, position, latest, max_batches=self.max_batches,
+                             max_files=max_files, max_bytes=max_bytes)
+        return FeedPosition.of(log.read_state(end)).to_json()
+
+    def getDefaultReadLimit(self):
+        if ReadMaxFiles is not None and self.max_files:
+            return ReadMaxFiles(self.max_files)
+        if ReadMaxBytes is not None and self.max_bytes:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadAllAvailable() if ReadAllAvailable is not None else None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _, self.target = self._log()
+
+    # -- planning and reading ------------------------------------------------------------
+    def partitions(self, start: dict, end: dict) -> list[PiecesPartition]:
+        from commit_protocol.change_feed import spread
+
+        log, _ = self._log()
+        end_batch = FeedPosition.from_json(end).batch
+        pieces, _ = plan(log, FeedPosition.from_json(start), end_batch,
+                         bulk=FORMATS[self.state.format].bulk)
+        return [PiecesPartition(tuple(group)) for group in spread(pieces, self.num_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        storage = open_storage(self.path, self.fs_options)
+        ring = self.keys.ring() if self.state.encrypted and self.keys else None
+        time_zone = session_time_zone()
+        for piece in getattr(partition, "pieces", ()):
+            yield from piece_batches(storage, piece, state=self.state, schema=self.arrow_schema,
+                                     ring=ring, time_zone=time_zone)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the feed's progress lives in Spark's checkpoint."""
+
+
+def _size(key: str, text: str, *, minimum: int) -> int:
+    size = parse_size(key, text)
+    if size < minimum:
+        raise OptionError(f"option {key}={text!r}: expected a byte count >= {minimum}")
+    return size
+
+
+def _limit(options: dict[str, str], key: str, parse) -> int:
+    text = options.get(key.lower())
+    return 0 if text is None else parse(key, text, minimum=1)
