@@ -2,6 +2,7 @@
 
     python benchmarks/change_feed.py                  # 120 s of input, one file per second
     python benchmarks/change_feed.py --seconds 60 --interval 20
+    python benchmarks/change_feed.py --catch-up 2000000 [--format parquet]   # throughput
 
 A feeder thread writes one small JSON file per second, each row stamped with the time it was
 written. An upstream query (1 s trigger, default rotation unless ``--interval``) writes them
@@ -68,11 +69,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=120, help="seconds of input")
+    parser.add_argument("--catch-up", type=int, default=0, metavar="ROWS",
+                        help="instead: a feed from the earliest batch of ROWS finalized rows "
+                             "against Spark's file source (throughput)")
+    parser.add_argument("--format", default="jsonl", help="with --catch-up")
+    parser.add_argument("--repeats", type=int, default=3, help="with --catch-up")
     parser.add_argument("--warmup", type=int, default=10,
                         help="seconds after the followers start before rows are measured")
     parser.add_argument("--interval", type=int, default=0,
                         help="rotation.interval and inactivity in s (0: the default 60 s)")
     args = parser.parse_args()
+    if args.catch_up:
+        catch_up(args.catch_up, args.repeats, args.format)
+        return
     spark = quiet_session("rotsink-change-feed-benchmark")
     root = Path(tempfile.mkdtemp(prefix="rotsink-feed-"))
     source, out = root / "in", root / "out"
@@ -117,6 +126,46 @@ def main() -> None:
         median, p99 = statistics.median(values) / 1000, percentile(values, 0.99) / 1000
         print(f"  {name:<20} delivered {len(latencies):,} of {written:,} rows; latency median "
               f"{median:.1f} s, p99 {p99:.1f} s ({len(values):,} rows)")
+
+
+
+def catch_up(rows: int, repeats: int, fmt: str) -> None:
+    """A feed starting from the earliest batch of ``rows`` finalized rows, against Spark's file
+    source reading the same files: both streams with availableNow into Spark's ``noop`` sink,
+    alternating, medians of ``repeats``."""
+    from throughput import make_source
+
+    from commit_protocol.formats import FORMATS
+
+    spark = quiet_session("rotsink-change-feed-catch-up")
+    root = Path(tempfile.mkdtemp(prefix="rotsink-feed-catch-up-"))
+    make_source(root / "src", rows, files=4)
+    schema = spark.read.parquet(str(root / "src")).schema
+    (spark.readStream.schema(schema).parquet(str(root / "src")).writeStream.format("rotsink")
+     .option("format", fmt).option("rotation.maxBatches", "1")
+     .option("checkpointLocation", str(root / "ck")).trigger(availableNow=True)
+     .start(str(root / "out")).awaitTermination())
+    reader = "json" if fmt == "jsonl" else fmt
+    sides = {"rotsink change feed": lambda: spark.readStream.format("rotsink"),
+             f"Spark file source ({reader})": lambda: spark.readStream.schema(schema)
+             .format(reader)}
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for repeat in range(repeats + 1):  # the first round warms up
+        for name, make in sides.items():
+            started = time.perf_counter()
+            (make().load(str(root / "out")).writeStream.format("noop")
+             .option("checkpointLocation", str(root / f"ck-{name[:6]}-{repeat}"))
+             .trigger(availableNow=True).start().awaitTermination())
+            if repeat:
+                times[name].append(time.perf_counter() - started)
+    spark.stop()
+    print(f"catch-up read of {rows:,} finalized rows ({FORMATS[fmt].name}), availableNow into "
+          f"noop, medians of {repeats}:")
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    for name, seconds in medians.items():
+        print(f"  {name:<28} {seconds:6.2f} s  {rows / seconds:12,.0f} rows/s")
+    feed, spark_side = medians.values()
+    print(f"  throughput rotsink/Spark: {spark_side / feed:.2f}x (target >= 0.8x)")
 
 
 if __name__ == "__main__":
