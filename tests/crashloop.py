@@ -132,9 +132,10 @@ class CrashLoop:
     points: tuple[str, ...] = ALL_POINTS  # the failpoints of the last run
     reads: ReaderTally = field(default_factory=ReaderTally)
     group_by_file: bool = False  # each input file in one directory: untouched slots too
-    # Lives alternate between 2 tasks per batch and 1: slots of task partition 1 then get no
-    # task, and only the driver rolls them (a task rolls its own partition's idle slots).
-    alternate_tasks: bool = False
+    # 2 tasks per batch, except in lives that must kill the driver while it encodes: those
+    # run 1 task, so the staged slots task partition 1 left get no task and only the driver
+    # can roll them (a task rolls its own partition's idle slots).
+    lone_task_for_driver_rolls: bool = False
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -219,7 +220,9 @@ class CrashLoop:
     def _run_child(self, life: Life, armed: Path, log: Path) -> str:
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         env[FILE_ENV_VAR] = str(armed)
-        tasks = 1 + self.tally.lives % 2 if self.alternate_tasks else 0
+        tasks = 0
+        if self.lone_task_for_driver_rolls:
+            tasks = 1 if life.point in DRIVER_CONVERT_POINTS else 2
         command = [sys.executable, "-m", "tests.crash_job", str(self.source), self.out_url,
                    str(self.checkpoint), json.dumps(self.options), str(tasks)]
         with open(log, "w") as stderr:
@@ -330,17 +333,18 @@ def _kill_group(pgid: int) -> None:
 # Bulk formats (Parquet, ORC): rows staged across micro-batches and encoded at the roll, by
 # tasks (record limits, and inactivity of their partition's directories that got no rows:
 # each input file holds one group, so each batch touches one of the three directories) and
-# by the driver (slots of a task partition that ran no task: lives alternate 2 and 1 tasks).
+# by the driver (slots of a task partition that runs no task: see lone_task_for_driver_rolls).
 BULK_OPTIONS = {**SINK_OPTIONS, "compression": "zstd",
                 "rotation.maxRecords": "70",  # of a file's 100 rows, 30 stay staged
                 "rotation.inactivity": "2s"}
 CONVERT_POINTS = tuple(p for p in ALL_POINTS if p.endswith("_convert"))
+DRIVER_CONVERT_POINTS = tuple(p for p in CONVERT_POINTS if p.startswith("driver."))
 SPARK_READERS = {"parquet": "parquet", "orc": "orc"}  # format -> spark.read.<method>; else json
 
 
 def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7) -> CrashLoop:
     return CrashLoop(workdir, seed=seed, options={**BULK_OPTIONS, "format": fmt},
-                     group_by_file=True, alternate_tasks=True)
+                     group_by_file=True, lone_task_for_driver_rolls=True)
 
 
 def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:
