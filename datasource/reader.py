@@ -35,7 +35,9 @@ PARTITION_BYTES = 128 << 20
 MIN_PARTITIONS = 8
 
 
-def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
+def open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
+    """The log, latest batch and state of the path a reader's ``options`` name (options
+    checked); a ``RotsinkError`` if nothing is committed there."""
     reject_unknown(options, reading=True)
     path = options.get("path")
     if not path:
@@ -49,7 +51,7 @@ def _open_state(options: dict[str, str]) -> tuple[MetadataLog, int, SinkState]:
 
 def committed_schema(options: dict[str, str]) -> StructType:
     """The schema committed at the path (driver)."""
-    _, _, state = _open_state(options)
+    _, _, state = open_state(options)
     return StructType.fromJson(json.loads(state.schema_json))
 
 
@@ -68,7 +70,7 @@ class RotSinkReader(DataSourceReader):
         include = options.get(INCLUDE_IN_PROGRESS.lower(), "true").lower()
         if include not in ("true", "false"):
             raise OptionError(f"option {INCLUDE_IN_PROGRESS}={include!r}: expected true or false")
-        log, latest, state = _open_state(options)
+        log, latest, state = open_state(options)
         self.path = options["path"]
         self.state = state
         self.fs_options = fs_options(options)

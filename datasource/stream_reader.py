@@ -32,7 +32,7 @@ from datasource.options import (
     parse_int,
     parse_size,
 )
-from datasource.reader import _open_state, session_time_zone
+from datasource.reader import open_state, session_time_zone
 
 try:  # PySpark >= 4.2: admission control and availableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -60,9 +60,11 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
-        _, _, state = _open_state(options)
+        _, _, state = open_state(options)
         self.path = options["path"]
         self.fs_options = fs_options(options)
+        self.log_options = {"path": self.path, **{k: v for k, v in options.items()
+                                                  if k.startswith("fs.")}}
         self.state = state  # format, codec, partitioning and schema are fixed for a path
         self.keys = KeyRefs.from_options(options)
         if state.encrypted:
@@ -82,8 +84,7 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: int | None = None  # availableNow: the last sink batch of this run
 
     def _log(self) -> tuple[MetadataLog, int]:
-        log, latest, _ = _open_state({"path": self.path, **{f"fs.{k}": v for k, v in
-                                                            self.fs_options.items()}})
+        log, latest, _ = open_state(self.log_options)  # the log as committed now
         return log, latest
 
     # -- offsets -------------------------------------------------------------------------

@@ -43,5 +43,33 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
     return 0
 
 
+def follow(mode: str, upstream: str, out: str, checkpoint: str, options_json: str) -> int:
+    """The crash loop's follower (:mod:`tests.support.feed_follower`): the upstream's change
+    feed into ``out``, with processing-time triggers until killed (``stream``) or up to the
+    upstream's last committed batch (``available-now``)."""
+    import time
+    from pathlib import Path
+
+    from datasource.session import local_session
+
+    log = Path(upstream) / "_spark_metadata"
+    deadline = time.monotonic() + 120
+    while not any(p.name[0].isdigit() for p in log.glob("*")):  # the feed needs a schema
+        if time.monotonic() > deadline:
+            return 2
+        time.sleep(0.2)
+    spark = local_session(app_name="rotsink-crash-loop-follower")
+    spark.sparkContext.setLogLevel("ERROR")
+    feed = spark.readStream.format("rotsink").options(**json.loads(options_json)).load(upstream)
+    writer = feed.writeStream.format("rotsink").option("checkpointLocation", checkpoint)
+    writer = (writer.trigger(availableNow=True) if mode == "available-now"
+              else writer.trigger(processingTime="500 milliseconds"))
+    writer.start(out).awaitTermination()
+    spark.stop()
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--follow":
+        sys.exit(follow(*sys.argv[2:7]))
     sys.exit(main(*sys.argv[1:6]))

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
 from tests.support.crash_reader import BesideReader, ReaderTally
+from tests.support.feed_follower import Follower
 from tests.support.streams import write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +137,7 @@ class CrashLoop:
     # run 1 task, so the staged slots task partition 1 left get no task and only the driver
     # can roll them (a task rolls its own partition's idle slots).
     lone_task_for_driver_rolls: bool = False
+    follower: Follower | None = None  # a change-feed query beside it, killed every life
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -203,6 +205,8 @@ class CrashLoop:
         armed.write_text(life.spec)
         started = time.monotonic()
         self.reader.start(self.rows_in)
+        if self.follower is not None:
+            self.follower.start(index)
         try:
             ending = self._run_child(life, armed, self.logs / f"life-{index:04d}.log")
             if life.kind == "failpoint":
@@ -210,6 +214,8 @@ class CrashLoop:
             self._verify(index, life)
         finally:
             self.reader.stop()
+            if self.follower is not None:
+                self.follower.kill()
         self.tally.problems += [f"life {index} ({life.label}): reader: {w}"
                                 for w in self.reads.wrong]
         self.reads.wrong.clear()

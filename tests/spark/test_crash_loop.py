@@ -80,3 +80,28 @@ def test_crash_loop_on_s3_with_encryption(spark, tmp_path, capsys, s3_endpoint):
     url, options = encrypted_s3_output(tmp_path, s3_endpoint)
     loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
     run_loop(spark, loop, capsys, random_kills=max(1, KILLS // 10), points=S3_POINTS)
+
+
+@pytest.mark.slow
+def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, capsys):
+    """A downstream query follows the output through the change feed and is killed with
+    every life of the upstream driver (random and failpoint kills, including mid-commit):
+    at the end it holds every upstream row exactly once."""
+    from tests.crashloop import SINK_OPTIONS
+    from tests.support.feed_follower import Follower
+
+    # the feed reads the log file of every upstream batch it has not read yet: the loop's
+    # quick clean-up would (rightly) fail it, naming log.cleanupDelay
+    loop = CrashLoop(tmp_path, seed=SEED, options={**SINK_OPTIONS, "log.cleanupDelay": "10m"})
+    loop.follower = Follower(tmp_path, loop.out_url)
+    run_loop(spark, loop, capsys, random_kills=max(1, KILLS // 6),
+             points=("driver.after_stage", "driver.after_rename", "task.after_append"))
+    assert loop.follower.finish() == 0
+    seen = loop.follower.ids(spark)
+    duplicated = sum(n - 1 for n in seen.values() if n > 1)
+    lost = set(range(loop.rows_in)) - set(seen)
+    with capsys.disabled():
+        print(f"follower: killed {loop.follower.kills} times, {sum(seen.values())} rows, "
+              f"lost {len(lost)}, duplicated {duplicated}")
+    assert (len(lost), duplicated) == (0, 0)
+    assert set(seen) == set(range(loop.rows_in))
