@@ -99,3 +99,18 @@ def test_starting_batch(spark, tmp_path, starting, expected):
     run_to_completion(spark, tmp_path / "in", up, tmp_path / "ck_up")
     follow(spark, up, down, tmp_path / "ck_down")
     assert rotsink_ids(spark, down) == list(expected)
+
+
+def test_admission_limit_and_retention(spark, tmp_path):
+    """maxBatchesPerTrigger=1: one downstream micro-batch per upstream batch. Upstream
+    log.retention drops old entries from the listing (Spark's readers no longer see those
+    files); the feed reads each batch's own state, so it still delivers every row."""
+    up, down = tmp_path / "up", tmp_path / "down"
+    total = write_numbered_source(tmp_path / "in", files=6, rows_per_file=10)
+    run_to_completion(spark, tmp_path / "in", up, tmp_path / "ck_up",
+                      **{"rotation.maxBatches": "1", "log.compactInterval": "2",
+                         "log.retention": "1ms"})
+    assert len(spark.read.schema(SCHEMA).json(str(up)).collect()) < total  # retention at work
+    query = follow(spark, up, down, tmp_path / "ck_down", maxBatchesPerTrigger="1")
+    assert query.lastProgress is not None and query.lastProgress.batchId == 5
+    assert rotsink_ids(spark, down) == list(range(total))
