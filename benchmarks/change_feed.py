@@ -131,8 +131,9 @@ def main() -> None:
 
 def catch_up(rows: int, repeats: int, fmt: str) -> None:
     """A feed starting from the earliest batch of ``rows`` finalized rows, against Spark's file
-    source reading the same files: both streams with availableNow into Spark's ``noop`` sink,
-    alternating, medians of ``repeats``."""
+    source reading the same files and the floor (a Python stream reader handing pyarrow's
+    decoding of the same files to Spark): every stream with availableNow into Spark's
+    ``noop`` sink, alternating, medians of ``repeats``."""
     from throughput import make_source
 
     from commit_protocol.formats import FORMATS
@@ -145,8 +146,13 @@ def catch_up(rows: int, repeats: int, fmt: str) -> None:
      .option("format", fmt).option("rotation.maxBatches", "1")
      .option("checkpointLocation", str(root / "ck")).trigger(availableNow=True)
      .start(str(root / "out")).awaitTermination())
+    import floors
+
+    floors.register(spark)
     reader = "json" if fmt == "jsonl" else fmt
     sides = {"rotsink change feed": lambda: spark.readStream.format("rotsink"),
+             "floor (pyarrow, no rotsink)": lambda: spark.readStream.format("floor")
+             .schema(schema).option("format", fmt),
              f"Spark file source ({reader})": lambda: spark.readStream.schema(schema)
              .format(reader)}
     times: dict[str, list[float]] = {name: [] for name in sides}
@@ -164,8 +170,9 @@ def catch_up(rows: int, repeats: int, fmt: str) -> None:
     medians = {name: statistics.median(t) for name, t in times.items()}
     for name, seconds in medians.items():
         print(f"  {name:<28} {seconds:6.2f} s  {rows / seconds:12,.0f} rows/s")
-    feed, spark_side = medians.values()
-    print(f"  throughput rotsink/Spark: {spark_side / feed:.2f}x (target >= 0.8x)")
+    feed, floor, spark_side = medians.values()
+    print(f"  throughput rotsink/Spark: {spark_side / feed:.2f}x (target >= 0.8x); "
+          f"floor/Spark {spark_side / floor:.2f}x; rotsink/floor {floor / feed:.2f}x")
 
 
 if __name__ == "__main__":

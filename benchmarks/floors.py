@@ -14,6 +14,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
@@ -66,8 +67,31 @@ class _PassThroughReader(DataSourceReader):
             yield from table.to_batches()
 
 
+class _PassThroughStreamReader(DataSourceStreamReader):
+    """The streaming floor: one micro-batch with every file, read as the batch floor reads."""
+
+    def __init__(self, path: str, fmt: str, schema) -> None:
+        self.batch = _PassThroughReader(path, fmt, schema)
+
+    def initialOffset(self):
+        return {"files": 0}
+
+    def latestOffset(self, start=None, limit=None):
+        return {"files": len(self.batch.partitions())}
+
+    def partitions(self, start, end):
+        return self.batch.partitions()[start["files"]:end["files"]]
+
+    def read(self, partition):
+        yield from self.batch.read(partition)
+
+    def commit(self, end):
+        pass
+
+
 class FloorSource(DataSource):
-    """``format("floor")``: writes count rows; reads hand pyarrow's own decoding to Spark."""
+    """``format("floor")``: writes count rows; reads (batch and streaming) hand pyarrow's own
+    decoding to Spark."""
 
     @classmethod
     def name(cls) -> str:
@@ -79,6 +103,10 @@ class FloorSource(DataSource):
     def reader(self, schema):
         return _PassThroughReader(self.options["path"], self.options.get("format", "parquet"),
                                   schema)
+
+    def streamReader(self, schema):
+        return _PassThroughStreamReader(self.options["path"],
+                                        self.options.get("format", "parquet"), schema)
 
 
 def register(spark) -> None:
