@@ -19,18 +19,13 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # PySpark >= 4.2
 from pyspark.sql.types import StructType
 
 from datasource.options import parse_duration_ms
 
 HEARTBEAT_FORMAT = "rotsink_heartbeat"
 INTERVAL = "interval"
-
-try:  # PySpark >= 4.2; older versions run availableNow through Spark's own wrapper
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
-except ImportError:  # pragma: no cover - PySpark 4.1
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Stand-in: PySpark 4.1 has no availableNow hook for Python sources."""
 
 
 def with_heartbeat(df: DataFrame, interval: str = "10 seconds") -> DataFrame:
@@ -88,10 +83,8 @@ class HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         return {"tick": self._tick()}
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict, limit: Any) -> dict:
         tick = self._tick()
-        if start is None:  # PySpark 4.1: no start, no admission control
-            return {"tick": tick}
         if self.available_now:
             if self.target is None:  # one interval per availableNow run
                 self.target = start["tick"] + 1

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (  # PySpark >= 4.2
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from commit_protocol.change_feed import FeedPosition, Piece, batches_within, piece_batches, plan
@@ -33,19 +39,6 @@ from datasource.options import (
     parse_size,
 )
 from datasource.reader import open_state, session_time_zone
-
-try:  # PySpark >= 4.2: admission control and availableNow for Python sources
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadMaxBytes,
-        ReadMaxFiles,
-        SupportsTriggerAvailableNow,
-    )
-except ImportError:  # pragma: no cover - PySpark 4.1
-    ReadAllAvailable = ReadMaxBytes = ReadMaxFiles = None  # type: ignore[assignment,misc]
-
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Stand-in: PySpark 4.1 has no availableNow hook for Python sources."""
 
 
 @dataclass(frozen=True)
@@ -101,32 +94,30 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return (FeedPosition(-1) if first == 0 else
                 FeedPosition.of(log.read_state(first - 1))).to_json()
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         log, latest = self._log()
         if self.target is not None:
             latest = min(latest, self.target)
-        if start is None:  # PySpark 4.1: no admission control
-            return FeedPosition.of(log.read_state(latest)).to_json()
         position = FeedPosition.from_json(start)
         if latest <= position.batch:
             return start
         max_files, max_bytes = self.max_files, self.max_bytes
-        if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
+        if isinstance(limit, ReadMaxFiles):
             max_files = limit.max_files
-        elif ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
+        elif isinstance(limit, ReadMaxBytes):
             max_bytes = limit.max_bytes
-        elif ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+        elif isinstance(limit, ReadAllAvailable):  # Spark's availableNow, or no limit set
             max_files = max_bytes = 0
         end = batches_within(log, position, latest, max_batches=self.max_batches,
                              max_files=max_files, max_bytes=max_bytes)
         return FeedPosition.of(log.read_state(end)).to_json()
 
-    def getDefaultReadLimit(self):
-        if ReadMaxFiles is not None and self.max_files:
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_files:
             return ReadMaxFiles(self.max_files)
-        if ReadMaxBytes is not None and self.max_bytes:
+        if self.max_bytes:
             return ReadMaxBytes(self.max_bytes)
-        return ReadAllAvailable() if ReadAllAvailable is not None else None
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         _, self.target = self._log()

@@ -101,8 +101,11 @@ def test_starting_batch(spark, tmp_path, starting, expected):
     assert rotsink_ids(spark, down) == list(expected)
 
 
-def test_admission_limit_and_retention(spark, tmp_path):
-    """maxBatchesPerTrigger=1: one downstream micro-batch per upstream batch. Upstream
+@pytest.mark.parametrize("limit", [{"maxBatchesPerTrigger": "1"},
+                                   {"maxFilesPerTrigger": "1"}, {"maxBytesPerTrigger": "1"}])
+def test_admission_limit_and_retention(spark, tmp_path, limit):
+    """Each limit takes one upstream batch per downstream micro-batch here (one file each;
+    a limit below one batch still takes one, so the feed never stalls). Upstream
     log.retention drops old entries from the listing (Spark's readers no longer see those
     files); the feed reads each batch's own state, so it still delivers every row."""
     up, down = tmp_path / "up", tmp_path / "down"
@@ -111,6 +114,6 @@ def test_admission_limit_and_retention(spark, tmp_path):
                       **{"rotation.maxBatches": "1", "log.compactInterval": "2",
                          "log.retention": "1ms"})
     assert len(spark.read.schema(SCHEMA).json(str(up)).collect()) < total  # retention at work
-    query = follow(spark, up, down, tmp_path / "ck_down", maxBatchesPerTrigger="1")
+    query = follow(spark, up, down, tmp_path / "ck_down", **limit)
     assert query.lastProgress is not None and query.lastProgress.batchId == 5
     assert rotsink_ids(spark, down) == list(range(total))
