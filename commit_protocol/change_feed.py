@@ -27,7 +27,6 @@ import pyarrow as pa
 
 from commit_protocol.errors import (
     CorruptLogError,
-    EncryptionKeyError,
     IntegrityError,
     RotsinkError,
     TruncatedFileError,
@@ -37,7 +36,9 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.reading import (
     CommittedFile,
     bulk_read_options,
+    decompressed,
     read_committed,
+    require_ring,
     with_partition_columns,
 )
 from commit_protocol.state import SinkState
@@ -225,24 +226,13 @@ def _plaintext(storage: Storage, f: CommittedFile, data: bytes, start: int, *,
                state: SinkState, ring: Mapping[str, bytes] | None) -> bytes:
     """Bytes ``[start, f.length)`` of ``f`` decrypted (records authenticate on their own:
     only the header is read besides) and decompressed (appends are independent members)."""
-    from commit_protocol.formats.codecs import RowCodec
-
     if state.encrypted:
         from commit_protocol.crypto.sealed import MAX_HEADER, open_sealed_range
 
-        if not ring:
-            raise EncryptionKeyError(f"{f.path} is encrypted: set encryption.key (or "
-                                     "encryption.keys) to read the feed")
         head = data if start == 0 else read_committed(
             storage, replace(f, length=min(MAX_HEADER, f.length), in_progress=True), 0)
-        data = open_sealed_range(head, data, start, ring, path=f.path)
-    if f.staged:
-        return data
-    try:
-        return RowCodec(state.compression).decompress(data)
-    except (OSError, EOFError, ValueError) as e:
-        raise IntegrityError(f"{f.path}: cannot decompress {state.compression} data from "
-                             f"byte {start} ({type(e).__name__}: {e})") from e
+        data = open_sealed_range(head, data, start, require_ring(ring, f.path), path=f.path)
+    return decompressed(data, f, state=state, start=start)
 
 
 def _finished_rows(storage: Storage, f: CommittedFile, *, skip: int, take: int | None,

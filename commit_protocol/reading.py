@@ -141,7 +141,7 @@ def bulk_read_options(data: bytes, f: CommittedFile, state: SinkState,
                              f"{data[-4:]!r}: the file was replaced")
     from commit_protocol.crypto.parquet import decryption_properties
 
-    return {"decryption_properties": decryption_properties(_require_ring(ring, f.path))}
+    return {"decryption_properties": decryption_properties(require_ring(ring, f.path))}
 
 
 def read_committed(storage: Storage, f: CommittedFile, start: int = 0) -> bytes:
@@ -284,19 +284,25 @@ def row_plaintext(data: bytes, f: CommittedFile, *, state: SinkState,
     from commit_protocol.crypto.sealed import open_sealed
 
     if state.encrypted:
-        data = open_sealed(data, _require_ring(ring, f.path), path=f.path,
+        data = open_sealed(data, require_ring(ring, f.path), path=f.path,
                            require_final=not f.in_progress)
+    return decompressed(data, f, state=state)
+
+
+def decompressed(data: bytes, f: CommittedFile, *, state: SinkState, start: int = 0) -> bytes:
+    """Row bytes of ``f`` (from byte ``start``) decompressed; a staged file's as they are."""
     if f.staged:
         return data
     try:
         return RowCodec(state.compression).decompress(data)
     except (OSError, EOFError, ValueError) as e:
         # gzip, bz2 and zstd raise different types; each means these are not our bytes
-        raise IntegrityError(f"{f.path}: cannot decompress {state.compression} data "
+        where = f" from byte {start}" if start else ""
+        raise IntegrityError(f"{f.path}: cannot decompress {state.compression} data{where} "
                              f"({type(e).__name__}: {e})") from e
 
 
-def _require_ring(ring: Mapping[str, bytes] | None, path: str) -> Mapping[str, bytes]:
+def require_ring(ring: Mapping[str, bytes] | None, path: str) -> Mapping[str, bytes]:
     if not ring:
         raise EncryptionKeyError(f"{path} is encrypted: set encryption.key (or encryption.keys "
                                  "for several keys) to read it")
