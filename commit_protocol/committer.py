@@ -24,7 +24,9 @@ not claim; if some other attempt holds it, those files are copied to fresh temp 
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
@@ -38,6 +40,7 @@ from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
 from commit_protocol.naming import (
+    INPROGRESS_DIR,
     INTENT_DIR,
     claim_path,
     partition_claim,
@@ -48,6 +51,11 @@ from commit_protocol.naming import (
 from commit_protocol.plan import WritePlan
 from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
 from commit_protocol.storage import Storage
+
+# Operators' view: one INFO line per committed batch, WARNING when the protocol repairs or
+# defends something (a commit finished by a later driver, a zombie fenced). Never key bytes:
+# keys are references here and resolved only where used.
+logger = logging.getLogger("rotsink.commit")
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,8 @@ class Committer:
             if latest is not None and batch_id <= latest:
                 self.log.discard_intent(batch_id)  # published; only the delete was cut short
             elif latest is None or batch_id == latest + 1:
+                logger.warning("batch %d: finishing the commit an earlier driver decided but did "
+                             "not publish (roll forward from its intent)", batch_id)
                 self._finish(self.log.read_intent_state(batch_id))
                 latest = batch_id
         failpoints.hit("driver.after_recover")
@@ -97,6 +107,7 @@ class Committer:
                 "(Spark never calls write() in continuous mode and data would be lost); "
                 "use a micro-batch trigger such as processingTime or availableNow")
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        started = time.monotonic()
         latest = self.recover()
         if latest is not None and batch_id <= latest:
             self._check_replay_owner(batch_id, latest, messages)
@@ -126,7 +137,9 @@ class Committer:
                 f"{batch_id}: another writer is committing to {self.storage.root_uri}") from None
         failpoints.hit("driver.after_stage")
         self._finish(new_state)
-        clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
+        deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
+        _log_commit(batch_id, reports, merged, new_state, deleted,
+                    time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
                             is_compaction_batch(batch_id, self.config.compact_interval))
 
@@ -150,6 +163,10 @@ class Committer:
         idle = {slot for slot in slots if slot not in touched and slot[0] not in claimed}
         lost = {p for p in sorted({slot[0] for slot in idle})
                 if not self.storage.create_marker(partition_claim(batch_id, p))}
+        if lost:
+            logger.warning("batch %d: another attempt holds the claim of task partition(s) %s "
+                         "(a zombie or a straggler): their in-progress files continue from "
+                         "fresh copies", batch_id, sorted(lost))
         fenced = dict(slots)
         for slot in sorted(s for s in idle if s[0] in lost):
             f = slots[slot]
@@ -317,3 +334,22 @@ class Committer:
                     self.storage.delete(f.final_temp)
                 if f.start == 0 and f.fenced_from is None:
                     self.storage.delete(f.temp)
+
+
+def _log_commit(batch_id: int, reports: list[TaskReport], merged: Merged, state: SinkState,
+                deleted: list[str], seconds: float) -> None:
+    """The INFO line of a committed batch (and a WARNING for orphans deleted)."""
+    files = [f for r in reports for f in r.files]
+    rows = sum(f.new_records for f in files)
+    size = sum(f.end - f.start for f in files)
+    rolled = Counter(f.reason for f in merged.finalized)
+    why = ", ".join(f"{n} by {reason}" for reason, n in sorted(rolled.items()))
+    logger.info("batch %d committed in %.0f ms: %d task(s), %d row(s), %d byte(s) appended; "
+              "%d file(s) finalized%s; %d in progress%s", batch_id, seconds * 1000,
+              len(reports), rows, size, len(merged.finalized), f" ({why})" if why else "",
+              len(state.in_progress),
+              f"; partitions complete: {', '.join(state.markers)}" if state.markers else "")
+    orphans = [p for p in deleted if p.startswith(INPROGRESS_DIR)]
+    if orphans:
+        logger.warning("batch %d: deleted %d orphan temp file(s) older than log.cleanupDelay "
+                     "(failed attempts, zombies, fenced files)", batch_id, len(orphans))

@@ -11,6 +11,7 @@ at commit (see ``Committer``), so a zombie arriving after the commit loses it to
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -32,6 +33,8 @@ from commit_protocol.plan import WritePlan
 from commit_protocol.rotation import roll_reason
 from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
+
+logger = logging.getLogger("rotsink.task")  # Spark's executor log (the worker's stderr)
 
 # Row formats encode (and compress, and seal) one append per chunk of about this many Arrow
 # bytes. Spark sends 10,000-row batches; encoding 100,000 rows at once is 1.4-2x faster per
@@ -243,6 +246,10 @@ class TaskWriter:
         if self._holds_claim() and actual == committed.size:
             return committed.temp, None
         fresh = temp_name(committed.name)
+        logger.warning("batch %d, task partition %d: %s continues from a fresh copy of its "
+                       "%d committed bytes (this attempt cannot prove it is the only writer: "
+                       "a retry, or a zombie beside it)", self.batch_id, self.partition,
+                       committed.name, committed.size)
         self.storage.copy_prefix(committed.temp, fresh, committed.size)
         failpoints.hit("task.after_fence_copy")
         return fresh, committed.temp

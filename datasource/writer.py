@@ -57,6 +57,9 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
         return open_storage(self.config.path, self.config.fs_options)
 
     def _committer(self) -> Committer:
+        from datasource import logs
+
+        logs.configure()  # runs in every process that plans, writes or commits
         return Committer(self._storage(), self.config, self.schema_json)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
@@ -64,7 +67,9 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
         from pyspark import TaskContext
 
         from commit_protocol.task_writer import TaskWriter
+        from datasource import logs
 
+        logs.configure()
         freeze_task_modules(self.config.format)
         context = TaskContext.get()
         if context is None:

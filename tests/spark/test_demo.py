@@ -3,6 +3,7 @@ script, its own Spark session), at a small size."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,11 +14,16 @@ def test_demo_streams_and_reads_back_every_row_exactly_once(tmp_path):
     script = Path(sys.executable).with_name("rotsink")
     command = str(script) if script.exists() else shutil.which("rotsink")
     assert command, "the rotsink console script is not installed (pip install -e .)"
+    env = {**os.environ, "ROTSINK_LOG_LEVEL": "INFO"}  # the operator's per-batch lines
     done = subprocess.run([command, "demo", "--batches", "4", "--rows", "300",
                            "--dir", str(tmp_path)], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert "OK: every row exactly once" in lines
     assert "rotsink reader: 1200 rows (1200 distinct ids; 1200 streamed)" in lines
     assert sum(line.startswith("batch ") for line in lines) == 4
+    # Spark's commit process logs each batch through the rotsink logger to stderr
+    committed = [line for line in done.stderr.splitlines()
+                 if " INFO rotsink.commit: batch " in line and " committed in " in line]
+    assert len(committed) == 4, done.stderr[-2000:]

@@ -1,0 +1,76 @@
+"""What an operator sees in ``logging.getLogger("rotsink")``: one INFO line per committed
+batch, a WARNING whenever the protocol repairs or defends something, never a key byte."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+
+import pytest
+
+from commit_protocol import failpoints
+from commit_protocol.committer import Committer
+from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.naming import partition_claim
+from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
+
+
+def test_each_committed_batch_is_one_info_line(tmp_path, caplog):
+    cfg = config(tmp_path, rotation={"max_records": 3})
+    with caplog.at_level(logging.INFO, logger="rotsink"):
+        commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 4)]))
+    (line,) = [r for r in caplog.records if r.name == "rotsink.commit"]
+    assert line.levelno == logging.INFO
+    assert line.getMessage().startswith("batch 0 committed in ")
+    assert ("1 task(s), 4 row(s)" in line.getMessage()
+            and "1 file(s) finalized (1 by maxRecords); 1 in progress" in line.getMessage())
+
+
+def test_repairs_and_fences_are_warnings(tmp_path, caplog, monkeypatch):
+    cfg = config(tmp_path)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 2)]))
+    monkeypatch.setenv(failpoints.ENV_VAR, "driver.before_log_write=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(2, 2)]))
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    storage_of(cfg).create_marker(partition_claim(2, 0))  # a zombie holds batch 2's claim
+    with caplog.at_level(logging.WARNING, logger="rotsink"):
+        Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover()
+        run_task(tmp_path, cfg, 2, [rows(4, 2)])
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("batch 1: finishing the commit an earlier driver decided" in m
+               for m in messages)
+    assert any("continues from a fresh copy of its" in m for m in messages)
+
+
+def test_no_key_byte_ever_reaches_the_log(tmp_path, caplog, monkeypatch):
+    key = os.urandom(32)
+    monkeypatch.setenv("LOG_KEY", base64.b64encode(key).decode())
+    cfg = config(tmp_path, compression="zstd", keys=KeyRefs("env:LOG_KEY"),
+                 rotation={"max_records": 2})
+    with caplog.at_level(logging.DEBUG, logger="rotsink"):
+        for batch in range(3):
+            commit(tmp_path, cfg, batch, run_task(tmp_path, cfg, batch, [rows(batch * 3, 3)]))
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert text and base64.b64encode(key).decode() not in text and key.hex() not in text
+
+
+def test_spark_started_processes_get_a_handler_at_the_chosen_level(monkeypatch):
+    from datasource import logs
+
+    logger = logging.getLogger("rotsink")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    try:
+        logger.handlers.clear()
+        monkeypatch.setenv(logs.ENV_VAR, "info")
+        logs.configure()
+        assert len(logger.handlers) == 1 and logger.level == logging.INFO
+        logs.configure()  # once per process
+        assert len(logger.handlers) == 1
+        logger.handlers.clear()
+        monkeypatch.setenv(logs.ENV_VAR, "loud")  # not a level: the default
+        logs.configure()
+        assert logger.level == logging.WARNING
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
