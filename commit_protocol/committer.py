@@ -122,7 +122,7 @@ class Committer:
         elif state.encrypted:
             merged = replace(merged, finalized=[self._seal_final(f, batch_id)
                                                 for f in merged.finalized])
-        new_state = self._next_state(state, batch_id, merged)
+        new_state = self._next_state(state, batch_id, merged, reports)
         if self.config.partition_commit_delay_ms is not None:
             new_state = self._complete_partitions(new_state, reports, merged, now_ms)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
@@ -138,8 +138,7 @@ class Committer:
         failpoints.hit("driver.after_stage")
         self._finish(new_state)
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
-        _log_commit(batch_id, reports, merged, new_state, deleted,
-                    time.monotonic() - started)
+        _log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
                             is_compaction_batch(batch_id, self.config.compact_interval))
 
@@ -239,10 +238,14 @@ class Committer:
         failpoints.hit("driver.after_convert")
         return replace(f, temp=temp, size=size)
 
-    def _next_state(self, state: SinkState, batch_id: int, merged: Merged) -> SinkState:
+    def _next_state(self, state: SinkState, batch_id: int, merged: Merged,
+                    reports: list[TaskReport]) -> SinkState:
         publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
+        files = [f for r in reports for f in r.files]
+        appended = (len(reports), sum(f.new_records for f in files),
+                    sum(f.end - f.start for f in files))
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
-                       markers=())
+                       markers=(), appended=appended)
 
     def _complete_partitions(self, state: SinkState, reports: list[TaskReport],
                              merged: Merged, now_ms: int) -> SinkState:
@@ -336,17 +339,15 @@ class Committer:
                     self.storage.delete(f.temp)
 
 
-def _log_commit(batch_id: int, reports: list[TaskReport], merged: Merged, state: SinkState,
-                deleted: list[str], seconds: float) -> None:
+def _log_commit(batch_id: int, merged: Merged, state: SinkState, deleted: list[str],
+                seconds: float) -> None:
     """The INFO line of a committed batch (and a WARNING for orphans deleted)."""
-    files = [f for r in reports for f in r.files]
-    rows = sum(f.new_records for f in files)
-    size = sum(f.end - f.start for f in files)
+    tasks, rows, size = state.appended
     rolled = Counter(f.reason for f in merged.finalized)
     why = ", ".join(f"{n} by {reason}" for reason, n in sorted(rolled.items()))
     logger.info("batch %d committed in %.0f ms: %d task(s), %d row(s), %d byte(s) appended; "
               "%d file(s) finalized%s; %d in progress%s", batch_id, seconds * 1000,
-              len(reports), rows, size, len(merged.finalized), f" ({why})" if why else "",
+              tasks, rows, size, len(merged.finalized), f" ({why})" if why else "",
               len(state.in_progress),
               f"; partitions complete: {', '.join(state.markers)}" if state.markers else "")
     orphans = [p for p in deleted if p.startswith(INPROGRESS_DIR)]

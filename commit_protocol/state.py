@@ -80,6 +80,8 @@ class SinkState:
     # commit time of their last rows; and the directories whose marker this batch writes.
     open_partitions: tuple[tuple[str, int], ...] = ()
     markers: tuple[str, ...] = ()
+    # what this batch's tasks appended: (tasks, rows, bytes); for `rotsink inspect`
+    appended: tuple[int, int, int] = (0, 0, 0)
 
     def slots(self) -> dict[Slot, InProgressFile]:
         return {f.slot: f for f in self.in_progress}
@@ -93,8 +95,9 @@ class SinkState:
         body["version"] = STATE_VERSION
         body["partition_by"] = list(self.partition_by)
         body["in_progress"] = [asdict(f) for f in self.in_progress]
-        del body["publish"], body["open_partitions"], body["markers"]
+        del body["publish"], body["open_partitions"], body["markers"], body["appended"]
         body["extra"] = {**self.extra, "publish": [p.to_json() for p in self.publish]}
+        body["extra"]["appended"] = list(self.appended)
         if self.open_partitions or self.markers:
             body["extra"]["partitions"] = {"open": [list(p) for p in self.open_partitions],
                                            "markers": list(self.markers)}
@@ -110,6 +113,7 @@ class SinkState:
         extra = dict(body.get("extra", {}))
         publish = extra.pop("publish", [])
         partitions = extra.pop("partitions", {})
+        appended = extra.pop("appended", [0, 0, 0])
         return cls(
             batch_id=int(body["batch_id"]),
             query_id=body["query_id"],
@@ -124,4 +128,5 @@ class SinkState:
             publish=tuple(Publish.from_json(row) for row in publish),
             open_partitions=tuple((str(d), int(t)) for d, t in partitions.get("open", [])),
             markers=tuple(str(d) for d in partitions.get("markers", [])),
+            appended=(int(appended[0]), int(appended[1]), int(appended[2])),
         )

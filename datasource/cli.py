@@ -71,8 +71,10 @@ def _inspect(path: str, fs_options: dict[str, str]) -> int:
 
     for s in batch_summaries(path, fs_options):
         kind = "compact" if s.compacted else "delta"
+        tasks, rows, size = s.appended
         print(f"batch {s.batch_id:>5} ({kind}): finalized {len(s.finalized)} file(s), "
-              f"{len(s.in_progress)} in progress")
+              f"{len(s.in_progress)} in progress; {tasks} task(s) appended {rows} row(s), "
+              f"{size} byte(s)")
         for name, size, reason in s.finalized:
             print(f"    + {name} ({size} bytes, rolled by {reason})")
         for directory in s.markers:

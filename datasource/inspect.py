@@ -20,6 +20,7 @@ class BatchSummary:
     in_progress: list[tuple[str, int, int]]
     compacted: bool
     markers: list[str]  # directories this batch marked complete (partition.commitDelay)
+    appended: tuple[int, int, int]  # tasks, rows, bytes
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list
         in_progress = [(f.name, f.size, f.records) for f in state.in_progress]
         compacted = log.path_of(batch_id).endswith(".compact")
         summaries.append(BatchSummary(batch_id, published, in_progress, compacted,
-                                      list(state.markers)))
+                                      list(state.markers), state.appended))
     return summaries
 
 

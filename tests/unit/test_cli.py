@@ -15,7 +15,8 @@ def committed_path(tmp_path):
 def test_inspect_lists_what_each_batch_rolled(tmp_path, capsys):
     assert main(["inspect", str(committed_path(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert "batch     0 (delta): finalized 1 file(s), 0 in progress" in out
+    assert ("batch     0 (delta): finalized 1 file(s), 0 in progress; 1 task(s) appended 1 "
+            "row(s), 9 byte(s)") in out
     assert "part-00000-000000-000.jsonl (9 bytes, rolled by maxBatches)" in out
 
 
