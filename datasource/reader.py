@@ -23,6 +23,7 @@ from commit_protocol.reading import CommittedFile, committed_files, open_committ
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
 from datasource.options import (
+    FEED_OPTIONS,
     INCLUDE_IN_PROGRESS,
     NUM_PARTITIONS,
     fs_options,
@@ -67,6 +68,11 @@ class RotSinkReader(DataSourceReader):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
+        for name in FEED_OPTIONS:
+            if name.lower() in options:
+                raise OptionError(f"option {name}={options[name.lower()]!r} is for the change "
+                                  "feed (spark.readStream.format('rotsink')); a batch read "
+                                  "returns every committed row")
         include = options.get(INCLUDE_IN_PROGRESS.lower(), "true").lower()
         if include not in ("true", "false"):
             raise OptionError(f"option {INCLUDE_IN_PROGRESS}={include!r}: expected true or false")

@@ -110,8 +110,11 @@ def test_schema_change_between_restarts_is_refused(spark, tmp_path):
      # Spark hands a data source its option keys lower-cased
      r"unknown option includeinprogres='false'; did you mean includeInProgress\?"),
     ({"format": "csv"}, "option format='csv' is a sink option"),
-    ({"maxFilesPerTrigger": "1"}, "unknown option maxfilespertrigger='1'; See the README"),
-], ids=["misspelt", "sink-option", "unknown"])
+    ({"startingOffsets": "earliest"}, "unknown option startingoffsets='earliest'; See the "
+                                      "README"),
+    ({"maxFilesPerTrigger": "1"}, r"option maxFilesPerTrigger='1' is for the change feed "
+                                  r"\(spark.readStream.format\('rotsink'\)\)"),
+], ids=["misspelt", "sink-option", "unknown", "feed-option-in-a-batch-read"])
 def test_reader_refuses_options_it_does_not_take(spark, tmp_path, options, message):
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import AnalysisException
