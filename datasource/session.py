@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 
 from commit_protocol.errors import JavaMissingError
 
@@ -29,11 +30,14 @@ def check_java() -> None:
         raise JavaMissingError(f"found Java {version} at {java}; {JAVA_HINT}")
 
 
-def local_session(*, app_name: str = "rotsink", cores: int = 2, task_attempts: int = 4):
+def local_session(*, app_name: str = "rotsink", cores: int = 2, task_attempts: int = 4,
+                  extra_jars: Sequence[str | os.PathLike] = ()):
     """A local Spark session whose Python workers run this interpreter (``PYSPARK_PYTHON``).
 
     ``task_attempts`` > 1 lets Spark retry a failed task, as on a cluster (local mode
-    otherwise fails the job on the first task failure).
+    otherwise fails the job on the first task failure). ``extra_jars`` go on the driver's
+    classpath (in local mode the executors run in the driver's JVM), as ``--packages`` would
+    put them: Spark's Kafka source, ``hadoop-aws``.
     """
     check_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -48,5 +52,6 @@ def local_session(*, app_name: str = "rotsink", cores: int = 2, task_attempts: i
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.driver.extraClassPath", os.pathsep.join(map(str, extra_jars)))
         .getOrCreate()
     )

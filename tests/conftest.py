@@ -27,8 +27,10 @@ os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)
 @pytest.fixture(scope="session")
 def spark():
     from datasource.session import local_session
+    from tests.support.jvm import spark_packages
 
-    session = local_session(app_name="rotsink-tests")
+    # Spark's Kafka source and hadoop-aws, as a user's --packages would add them.
+    session = local_session(app_name="rotsink-tests", extra_jars=spark_packages().jars)
     yield session
     session.stop()
 

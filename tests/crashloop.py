@@ -180,6 +180,8 @@ class CrashLoop:
         tries: Counter = Counter()
         while pending:
             life = pending.pop(0)
+            if life.point in DRIVER_CONVERT_POINTS and self.lone_task_for_driver_rolls:
+                self._stage_rows_in_task_partition_1()
             if self.live(life) not in ("not fired", "done"):
                 continue  # a random life that ended before its kill is tried again too
             tries[life] += 1
@@ -191,6 +193,17 @@ class CrashLoop:
             if self.live(Life("clean"), add_input=False) == "done":
                 return
         self.tally.problems.append("the final clean life did not consume the input")
+
+    def _stage_rows_in_task_partition_1(self) -> None:
+        """A life that kills the driver while it encodes needs staged rows of task partition 1
+        (which that life runs no task for): earlier lives may all have been killed before a
+        2-task batch committed, so a clean 2-task life stages some first when none are."""
+        from commit_protocol.log import open_committed
+
+        committed = open_committed(self.storage())
+        if committed and any(f.partition == 1 and f.size for f in committed[2].in_progress):
+            return
+        self.live(Life("clean"))
 
     def live(self, life: Life, *, add_input: bool = True) -> str:
         """One life of the driver; returns how it ended."""
