@@ -20,6 +20,8 @@ from pathlib import Path
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 LOOPBACK = "127.0.0.1"
+# SparkConnectServer logs this (at INFO, Spark's default level) once its gRPC port is bound.
+STARTED_LINE = "Spark Connect server started at: "
 
 # Run by this interpreter before it execs spark-submit (whose scripts exec the JVM, so the JVM
 # keeps this process id): the kernel kills the server when the test process dies, even by
@@ -63,13 +65,20 @@ class ConnectServer:
             workers = [pid for pid in workers if _alive(pid)]
             time.sleep(0.1)
         for pid in workers:
-            _signal_group(pid, signal.SIGKILL)  # each daemon leads its workers' group
+            _signal(pid, signal.SIGKILL)
 
 
 def _signal_group(group: int, sig: signal.Signals) -> None:
     try:
         os.killpg(group, sig)
     except ProcessLookupError:  # nothing of the group is left
+        pass
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # exited meanwhile
         pass
 
 
@@ -179,13 +188,20 @@ def start_connect_server(workdir: Path, *, cores: int = 2, attempts: int = 3,
 
 
 def _wait_until_listening(server: ConnectServer, port: int, deadline: float) -> str:
-    """'' once ``port`` accepts a connection, else why not (with the log's end)."""
+    """'' once the server says it listens on ``port`` and the port accepts a connection, else
+    why not (with the log's end). The log line comes first: it tells this server's listener
+    from another process's that took the port in between (with ``spark.port.maxRetries=0``
+    this server then fails to start, and a connection alone would wrongly pass)."""
+    started = f"{STARTED_LINE}{LOOPBACK}:{port}"
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            return f"exit code {server.process.returncode}; log:\n{server.log_tail()}"
-        try:
-            with socket.create_connection((LOOPBACK, port), timeout=1):
-                return ""
-        except OSError:
-            time.sleep(0.2)
-    return f"not listening on {LOOPBACK}:{port} in time; log:\n{server.log_tail()}"
+            return (f"exit code {server.process.returncode}; {server.log} ends:\n"
+                    f"{server.log_tail()}")
+        if started in server.log.read_text(errors="replace"):
+            try:
+                with socket.create_connection((LOOPBACK, port), timeout=1):
+                    return ""
+            except OSError:
+                pass
+        time.sleep(0.2)
+    return f"no {started!r} in time; {server.log} ends:\n{server.log_tail()}"
