@@ -6,6 +6,8 @@ driver, its JVM, Spark's Python workers) kills the whole driver, as a crash woul
 
     python -m tests.crash_job SOURCE OUT CHECKPOINT OPTIONS_JSON [TASKS]
 
+``SOURCE`` is a folder of JSON files, or ``kafka://host:port/topic``.
+
 ``TASKS`` > 0 repartitions the rows into that many tasks per micro-batch (a restart may change
 it: the slots of a task partition that no longer runs are then rolled by the driver).
 
@@ -21,14 +23,24 @@ import sys
 from commit_protocol.failpoints import KILL_PGID_ENV_VAR
 from tests.support.streams import SCHEMA
 
+KAFKA = "kafka://"
+KAFKA_RECORDS_PER_BATCH = 100
+
 
 def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str = "0") -> int:
     os.environ[KILL_PGID_ENV_VAR] = str(os.getpgid(0))  # inherited by the JVM and workers
     from datasource.session import local_session
 
-    spark = local_session(app_name="rotsink-crash-loop")
-    spark.sparkContext.setLogLevel("ERROR")
-    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
+    if source.startswith(KAFKA):
+        from tests.support.jvm import spark_packages
+
+        spark = local_session(app_name="rotsink-crash-loop", extra_jars=spark_packages().jars)
+        spark.sparkContext.setLogLevel("ERROR")
+        df = kafka_rows(spark, source)
+    else:
+        spark = local_session(app_name="rotsink-crash-loop")
+        spark.sparkContext.setLogLevel("ERROR")
+        df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
     if int(tasks):
         df = df.repartition(int(tasks))
     writer = (df.writeStream.format("rotsink").option("checkpointLocation", checkpoint)
@@ -41,6 +53,24 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
     print("DONE", flush=True)
     spark.stop()
     return 0
+
+
+def kafka_rows(spark, source: str):
+    """The rows of a Kafka topic (``kafka://host:port/topic``; values are numbered JSON rows),
+    with the partition and offset each came from: the pipeline of the README."""
+    from pyspark.sql import functions as F
+
+    bootstrap, topic = source.removeprefix(KAFKA).split("/", 1)
+    records = (spark.readStream.format("kafka")
+               .option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", topic)
+               .option("startingOffsets", "earliest")
+               .option("maxOffsetsPerTrigger", KAFKA_RECORDS_PER_BATCH)
+               .load())
+    rows = records.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("row"),
+                          F.col("partition").alias("kafka_partition"),
+                          F.col("offset").alias("kafka_offset"))
+    return rows.select("row.*", "kafka_partition", "kafka_offset")
 
 
 def follow(mode: str, upstream: str, out: str, checkpoint: str, options_json: str) -> int:

@@ -39,7 +39,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
+from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.support.feed_follower import Follower
 from tests.support.streams import write_numbered_source
@@ -162,7 +165,13 @@ class CrashLoop:
 
         keys = KeyRefs.from_options(self.options)
         return BesideReader(self.storage, keys.ring() if keys else None, self.reads,
-                            rows_per_group=self.rows_per_file if self.group_by_file else 0)
+                            rows_per_group=self.rows_per_file if self.group_by_file else 0,
+                            schema=self.read_schema)
+
+    @property
+    def read_schema(self) -> pa.Schema:
+        """The output's columns, as the reader beside the lives reads them."""
+        return READ_SCHEMA
 
     def storage(self):
         from commit_protocol.storage import open_storage
@@ -194,6 +203,17 @@ class CrashLoop:
                 return
         self.tally.problems.append("the final clean life did not consume the input")
 
+    @property
+    def source_arg(self) -> str:
+        """Where the child driver reads its input (see :mod:`tests.crash_job`)."""
+        return str(self.source)
+
+    def add_input(self) -> None:
+        """The next ``files_per_life`` numbered input files."""
+        write_numbered_source(self.source, files=self.files_per_life,
+                              rows_per_file=self.rows_per_file, start_file=self.files_written,
+                              group_by_file=self.group_by_file)
+
     def _stage_rows_in_task_partition_1(self) -> None:
         """A life that kills the driver while it encodes needs staged rows of task partition 1
         (which that life runs no task for): earlier lives may all have been killed before a
@@ -210,9 +230,7 @@ class CrashLoop:
         index = self.tally.lives
         self.tally.lives += 1
         if add_input:
-            write_numbered_source(self.source, files=self.files_per_life,
-                                  rows_per_file=self.rows_per_file, start_file=self.files_written,
-                                  group_by_file=self.group_by_file)
+            self.add_input()
             self.files_written += self.files_per_life
         armed = self.logs / f"life-{index:04d}.failpoints"
         armed.write_text(life.spec)
@@ -242,7 +260,7 @@ class CrashLoop:
         tasks = 0
         if self.lone_task_for_driver_rolls:
             tasks = 1 if life.point in DRIVER_CONVERT_POINTS else 2
-        command = [sys.executable, "-m", "tests.crash_job", str(self.source), self.out_url,
+        command = [sys.executable, "-m", "tests.crash_job", self.source_arg, self.out_url,
                    str(self.checkpoint), json.dumps(self.options), str(tasks)]
         with open(log, "w") as stderr:
             child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,

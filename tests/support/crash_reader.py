@@ -45,8 +45,10 @@ class BesideReader:
     """Reads in a thread between :meth:`start` and :meth:`stop` (one life, its repair)."""
 
     def __init__(self, storage: Callable[[], Storage], ring: Mapping[str, bytes] | None,
-                 tally: ReaderTally, *, rows_per_group: int = 0) -> None:
+                 tally: ReaderTally, *, rows_per_group: int = 0,
+                 schema: pa.Schema = SCHEMA) -> None:
         self.storage = storage
+        self.schema = schema  # the output's columns: SCHEMA and any the query added
         self.ring = ring
         self.tally = tally
         self.rows_per_group = rows_per_group  # see tests.support.streams.group_of
@@ -88,7 +90,7 @@ class BesideReader:
         log, latest, state = committed
         ids: list[int] = []
         for f in committed_files(log, latest, state, include_in_progress=True):
-            for batch in read_batches(storage, f, state=state, schema=SCHEMA, ring=self.ring):
+            for batch in read_batches(storage, f, state=state, schema=self.schema, ring=self.ring):
                 for row in batch.to_pylist():
                     expected = (f'row "{row["id"]}", ü\\',
                                 group_of(row["id"], rows_per_file=self.rows_per_group),

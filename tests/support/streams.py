@@ -20,14 +20,16 @@ def write_numbered_source(directory: Path, *, files: int, rows_per_file: int,
     directory.mkdir(parents=True, exist_ok=True)
     per_file = rows_per_file if group_by_file else 0
     for f in range(start_file, start_file + files):
-        lines = []
-        for r in range(rows_per_file):
-            i = f * rows_per_file + r
-            lines.append(json.dumps({"id": i, "name": f"row \"{i}\", ü\\",
-                                     "grp": group_of(i, rows_per_file=per_file),
-                                     "score": i / 4}))
+        lines = [numbered_row(f * rows_per_file + r, rows_per_file=per_file)
+                 for r in range(rows_per_file)]
         (directory / f"in-{f:05d}.json").write_text("\n".join(lines) + "\n")
     return files * rows_per_file
+
+
+def numbered_row(i: int, *, rows_per_file: int = 0) -> str:
+    """Row ``i`` as a JSON line (quotes, a backslash and a non-ASCII letter in its name)."""
+    return json.dumps({"id": i, "name": f"row \"{i}\", ü\\",
+                       "grp": group_of(i, rows_per_file=rows_per_file), "score": i / 4})
 
 
 def run_to_completion(spark, source: Path, out: Path, checkpoint: Path, *,
