@@ -201,7 +201,7 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
                      "is a reader option (spark.read.format('rotsink'))")
             raise OptionError(f"option {key}={value!r} {where}")
         close = difflib.get_close_matches(lowered, names, n=1, cutoff=0.8)
-        hint = f"; did you mean {names[close[0]]}?" if close else ";"
+        hint = f"; did you mean {names[close[0]]}?" if close else "."
         raise OptionError(f"unknown option {key}={value!r}{hint} See the README's option table")
 
 
