@@ -23,16 +23,38 @@ def driver_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def quiet_session(app_name: str):
-    """``local_session`` without the console progress bar, log level ERROR."""
+# The settings that move a Python sink's throughput (README, Tuning): printed by every run.
+SETTINGS = ("spark.master", "spark.driver.memory", "spark.sql.execution.arrow.maxRecordsPerBatch",
+            "spark.sql.shuffle.partitions")
+
+
+def quiet_session(app_name: str, conf: dict[str, str] | None = None):
+    """``local_session`` without the console progress bar, log level ERROR; prints the
+    settings it runs with (``conf`` overrides them: ``{"spark.driver.memory": "4g"}``)."""
     from datasource.session import local_session
 
     # The progress bar is set up with the SparkContext: only the launch arguments reach it.
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                           "--conf spark.ui.showConsoleProgress=false pyspark-shell")
-    spark = local_session(app_name=app_name)
+    spark = local_session(app_name=app_name, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
+    print(settings_line(spark), flush=True)
     return spark
+
+
+def settings_line(spark) -> str:
+    """``settings: spark.master=local[2,4], spark.driver.memory=2g, ...`` and versions."""
+    import platform
+
+    import pyarrow
+    import pyspark
+
+    conf = spark.sparkContext.getConf()
+    values = [f"{key}={conf.get(key, None) or spark.conf.get(key, '(default)')}"
+              for key in SETTINGS]
+    return (f"settings: {', '.join(values)}; {os.cpu_count()} cores; PySpark "
+            f"{pyspark.__version__}, pyarrow {pyarrow.__version__}, "
+            f"Python {platform.python_version()}")
 
 
 def _heap_pools(spark) -> list:

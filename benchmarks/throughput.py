@@ -238,7 +238,8 @@ def cold_run(root: Path, args, fmt: str, side: str) -> dict:
         side, env[KEEP_ZIP_ENV] = "rotsink", "1"
     done = subprocess.run(
         [sys.executable, __file__, "--cold-side", side, "--formats", fmt, "--root", str(root),
-         "--batches", str(args.batches), "--bulk-rotation", args.bulk_rotation],
+         "--batches", str(args.batches), "--bulk-rotation", args.bulk_rotation,
+         *(f"--conf={c}" for c in args.conf)],
         capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"cold {side} {fmt} run failed:\n{done.stderr[-3000:]}")
@@ -303,6 +304,9 @@ def main() -> None:
     parser.add_argument("--bulk-rotation", choices=("batches", "default"), default="batches",
                         help="rotsink's rotation for bulk formats: rotation.maxBatches=--batches "
                              "(files encoded within the run) or the default (rows stay staged)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for every session of the run (README, Tuning), "
+                             "e.g. --conf spark.driver.memory=4g; repeatable")
     parser.add_argument("--cold-side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -311,9 +315,13 @@ def main() -> None:
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         parser.error(f"--formats: unknown {', '.join(unknown)}; expected of {', '.join(FORMATS)}")
+    bad = [c for c in args.conf if "=" not in c]
+    if bad:
+        parser.error(f"--conf {bad[0]!r}: expected KEY=VALUE")
+    conf = dict(c.split("=", 1) for c in args.conf)
     if args.cold_side:  # the subprocess of cold_run()
         started = time.perf_counter()
-        spark = quiet_session("rotsink-throughput-cold")
+        spark = quiet_session("rotsink-throughput-cold", conf)
         floors.register(spark)
         session = time.perf_counter() - started
         root = Path(args.root)
@@ -330,7 +338,7 @@ def main() -> None:
     print(f"{args.rows:,} rows in {args.batches} micro-batches, {input_bytes / 1e6:.1f} MB of "
           f"Parquet input; local[2]")
     ratios: dict[str, tuple[float, float] | None] = {}
-    spark = quiet_session("rotsink-throughput")
+    spark = quiet_session("rotsink-throughput", conf)
     floors.register(spark)
     for fmt in formats:
         for variant in variants:

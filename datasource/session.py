@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from commit_protocol.errors import JavaMissingError
 
@@ -31,27 +31,33 @@ def check_java() -> None:
 
 
 def local_session(*, app_name: str = "rotsink", cores: int = 2, task_attempts: int = 4,
-                  extra_jars: Sequence[str | os.PathLike] = ()):
+                  extra_jars: Sequence[str | os.PathLike] = (),
+                  conf: Mapping[str, str] | None = None):
     """A local Spark session whose Python workers run this interpreter (``PYSPARK_PYTHON``).
 
     ``task_attempts`` > 1 lets Spark retry a failed task, as on a cluster (local mode
     otherwise fails the job on the first task failure). ``extra_jars`` go on the driver's
     classpath (in local mode the executors run in the driver's JVM), as ``--packages`` would
-    put them: Spark's Kafka source, ``hadoop-aws``.
+    put them: Spark's Kafka source, ``hadoop-aws``. ``conf`` overrides any setting (the
+    benchmarks' tuning runs).
     """
     check_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    return (
-        SparkSession.builder.master(f"local[{cores},{task_attempts}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(cores))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.driver.extraClassPath", os.pathsep.join(map(str, extra_jars)))
-        .getOrCreate()
-    )
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.sql.session.timeZone": "UTC",
+        # Local mode runs the executors in the driver's JVM: Spark's 1g default starves the
+        # Arrow path of Python sinks on large batches (README, Tuning).
+        "spark.driver.memory": "2g",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        "spark.driver.extraClassPath": os.pathsep.join(map(str, extra_jars)),
+        **(conf or {}),
+    }
+    builder = SparkSession.builder.master(f"local[{cores},{task_attempts}]").appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
