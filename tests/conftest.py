@@ -7,8 +7,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.support.s3server import LocalS3
 
 # Python workers must run the driver's interpreter, or they import nothing of ours.
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -64,10 +68,38 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def seaweedfs_endpoint() -> Iterator[str]:
+    """URL of a SeaweedFS S3 gateway (``weed mini``) on 127.0.0.1 shared by the session: a
+    real server whose requests run concurrently, unlike moto's."""
+    from tests.support.s3server import start_seaweedfs_server
+
+    endpoint, stop = start_seaweedfs_server()
+    yield endpoint
+    stop()
+
+
+@pytest.fixture
+def s3_server(request) -> LocalS3:
+    """The local S3 server of a test: moto, or the one a test names through indirect
+    parametrisation, ``@pytest.mark.parametrize("s3_server", SERVERS, indirect=True)``."""
+    from tests.support.s3server import LocalS3
+
+    name = getattr(request, "param", "moto")
+    fixture = {"moto": "s3_endpoint", "seaweedfs": "seaweedfs_endpoint"}[name]
+    return LocalS3(name, request.getfixturevalue(fixture))
+
+
+@pytest.fixture(scope="session")
 def s3_bucket(s3_endpoint) -> str:
     """One bucket on the local S3 server for the session; each test uses its own prefix."""
-    from commit_protocol.storage.object_store import open_object_storage
+    from tests.support.s3server import create_bucket
 
-    storage = open_object_storage("s3://rotsink-contract/x", {"endpoint_url": s3_endpoint})
-    storage.fs.call_s3("create_bucket", Bucket="rotsink-contract")
-    return "rotsink-contract"
+    return create_bucket(s3_endpoint, "rotsink-contract")
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_bucket(seaweedfs_endpoint) -> str:
+    """The same on SeaweedFS."""
+    from tests.support.s3server import create_bucket
+
+    return create_bucket(seaweedfs_endpoint, "rotsink-contract")

