@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome, kafka, report = run(spark, loop, random_kills=args.random_kills,
                                      points=POINTS[args.format])
     finally:
+        spark.stop()  # before the broker: its Kafka clients would retry a stopped broker
         broker.stop()
     print(report)
     return 0 if outcome.exact and kafka.exact and not loop.tally.problems else 1
