@@ -161,6 +161,7 @@ def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
 
 def summary(runs: list[dict]) -> dict:
     return {"wall": statistics.median(r["wall"] for r in runs),
+            "wall_min": min(r["wall"] for r in runs), "wall_max": max(r["wall"] for r in runs),
             "jvm_cpu": statistics.median(r["jvm_cpu"] for r in runs),
             "workers_cpu": statistics.median(r["workers_cpu"] for r in runs),
             "jvm_mb": max(r["jvm_mb"] for r in runs),
@@ -169,7 +170,8 @@ def summary(runs: list[dict]) -> dict:
 
 
 def show(label: str, r: dict, rows: int, input_bytes: int) -> None:
-    print(f"  {label:<22} {r['wall']:6.2f} s {rows / r['wall']:>11,.0f} rows/s "
+    spread = f" ({r['wall_min']:.2f}-{r['wall_max']:.2f})" if "wall_min" in r else ""
+    print(f"  {label:<22} {r['wall']:6.2f} s{spread} {rows / r['wall']:>11,.0f} rows/s "
           f"{input_bytes / 1e6 / r['wall']:7.1f} MB/s  peak RSS jvm {r['jvm_mb']:,.0f} MB, "
           f"python workers {r['workers_mb']:,.0f} MB", flush=True)
     print(f"  {'':<22} written: {r['finished'] / 1e6:,.1f} MB of finished files, "
@@ -213,6 +215,7 @@ def warm_cell(spark, root: Path, args, fmt: str, variant: str,
             times[side].append(run(spark, root / "src", root / f"out-{side}", fmt, variant,
                                    side, args.batches, rotation))
     result = {side: summary(runs) for side, runs in times.items()}
+    RESULTS[f"{fmt} {variant} warm"] = result
     anchor = "built-in" + (" (plain)" if variant == "encrypted" else "")
     encrypted = ", encrypted" if variant == "encrypted" else ""
     print(f"{fmt} {variant} ({codec(fmt, variant)}{encrypted}), warm, median of {args.repeats}; "
@@ -221,6 +224,10 @@ def warm_cell(spark, root: Path, args, fmt: str, variant: str,
     show("floor (count rows)", result["floor"], args.rows, input_bytes)
     show("rotsink", result["rotsink"], args.rows, input_bytes)
     return show_ratios(result)
+
+
+# Every warm cell's medians by side, for --json (benchmarks/tuning.py reads them).
+RESULTS: dict[str, dict] = {}
 
 
 # Cold only: rotsink with Spark's Python workers compiling PySpark from pyspark.zip, as they
@@ -307,6 +314,8 @@ def main() -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for every session of the run (README, Tuning), "
                              "e.g. --conf spark.driver.memory=4g; repeatable")
+    parser.add_argument("--json", metavar="FILE", help="also write the warm cells' medians "
+                                                         "and spreads by side to FILE")
     parser.add_argument("--cold-side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -351,6 +360,8 @@ def main() -> None:
             cell = f"{fmt} plain cold"
             ratios[cell] = attempt(cell, lambda f=fmt: cold_cell(root, args, f, input_bytes))
     show_summary(ratios)
+    if args.json:
+        Path(args.json).write_text(json.dumps(RESULTS, indent=1))
     shutil.rmtree(root, ignore_errors=True)
 
 if __name__ == "__main__":
