@@ -34,8 +34,9 @@ from commit_protocol.log_lines import (
     dumps,
     joined,
     kept_lines,
+    with_s3a_paths,
 )
-from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR
+from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR, to_uri
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
@@ -153,7 +154,8 @@ class MetadataLog:
         """The finalized entries listed as of ``batch_id``, as the next compaction writes them.
 
         The sink's own lines are checked a block at a time and copied byte for byte (no JSON
-        parsing or dumping: compaction is linear in the log, so its constant matters); any
+        parsing or dumping: compaction is linear in the log, so its constant matters), but
+        for the ``s3://`` paths earlier versions wrote, renamed ``s3a://`` for Spark; any
         other line is parsed, checked and rewritten. Entries modified before ``oldest`` are
         dropped. A missing log file fails the compaction: skipping it would drop its files
         from every later listing.
@@ -162,7 +164,7 @@ class MetadataLog:
         for path in self.listing_files(batch_id):
             for offset, block in raw_blocks(self.storage, path):
                 if oldest is None and OWN_BLOCK.fullmatch(block):
-                    yield block
+                    yield with_s3a_paths(block)
                     continue
                 try:
                     yield from kept_lines(path, 0, block, oldest)
@@ -173,7 +175,7 @@ class MetadataLog:
                     raise
 
     def _state_entry(self, state: SinkState, now_ms: int) -> dict[str, Any]:
-        return {"path": f"{self.storage.root_uri.rstrip('/')}/{STATE_DIR}", "size": 0,
+        return {"path": to_uri(self.storage.root_uri, STATE_DIR), "size": 0,
                 "isDir": True, "modificationTime": now_ms, "blockReplication": 1,
                 "blockSize": BLOCK_SIZE, "action": "add", "rotsink": state.to_json()}
 

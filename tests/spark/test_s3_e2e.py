@@ -1,9 +1,12 @@
-"""The sink on a local S3-compatible server (moto on 127.0.0.1): no append, no rename.
+"""The sink on the local S3-compatible servers (127.0.0.1): no append, no rename.
 
 The same streams as on local disk, read back exactly by rotsink's reader; failures in the
 task, in the driver and in the store's requests end with exact output after retry or
-restart. (Spark's own readers need hadoop-aws for s3a://, which this machine cannot fetch;
-the log's entries are checked directly instead.)
+restart. Every test runs on moto; those whose storage operations differ most run on
+SeaweedFS too, a real server whose requests run concurrently: fencing a failed task's file,
+rolling a cut-short commit forward, compaction with clean-up (which on SeaweedFS sees real
+upload times). The formats' streams run on SeaweedFS in ``test_s3a_readers.py``, read by
+Spark's readers beside rotsink's.
 """
 
 from __future__ import annotations
@@ -16,18 +19,21 @@ from pyspark.errors import StreamingQueryException
 
 from tests.spark.test_sink_e2e import to_text
 from tests.support.s3faults import FailingProxy
+from tests.support.s3server import SERVERS
 from tests.support.streams import rotsink_ids, run_to_completion, write_numbered_source
+
+BOTH = pytest.mark.parametrize("s3_server", SERVERS, indirect=True)
 
 
 @pytest.fixture
-def s3(s3_endpoint):
-    """A fresh bucket and the options that point rotsink at the server."""
+def s3(s3_server):
+    """A fresh bucket and the options that point rotsink at the test's server."""
     import s3fs
 
-    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint)
+    fs = s3fs.S3FileSystem(endpoint_url=s3_server.endpoint)
     bucket = f"rotsink-{uuid.uuid4().hex[:12]}"
     fs.mkdir(bucket)
-    return fs, f"s3://{bucket}/out", {"fs.endpoint_url": s3_endpoint}
+    return fs, f"s3://{bucket}/out", s3_server.options
 
 
 def objects(fs, url: str) -> list[str]:
@@ -37,19 +43,22 @@ def objects(fs, url: str) -> list[str]:
 
 
 def logged_files(url: str, options: dict[str, str]) -> list[str]:
-    """Every finalized file the log lists as of its latest batch (what Spark would read)."""
+    """Every finalized file the log lists as of its latest batch (what Spark would read),
+    relative to ``url`` (the log names them ``s3a://``: ``test_s3a_readers.py``)."""
+    from commit_protocol.naming import from_uri
     from commit_protocol.reading import open_committed
     from commit_protocol.storage import open_storage
 
     committed = open_committed(open_storage(url, {"endpoint_url": options["fs.endpoint_url"]}))
     assert committed is not None
     log, latest, _ = committed
-    return [e["path"] for e in log.finalized_entries(latest)]
+    return [from_uri(url, e["path"]) for e in log.finalized_entries(latest)]
 
 
 def visible_files(fs, url: str) -> list[str]:
-    """Objects any directory listing shows (not under a ``_`` or ``.`` name)."""
-    return sorted(f"{url}/{o}" for o in objects(fs, url)
+    """Objects any directory listing shows (not under a ``_`` or ``.`` name), relative to
+    ``url``."""
+    return sorted(o for o in objects(fs, url)
                   if not any(part.startswith(("_", ".")) for part in o.split("/")))
 
 
@@ -94,6 +103,7 @@ def test_encrypted_compressed_output_on_s3(spark, tmp_path, s3):
     assert rotsink_ids(spark, out, **keys, **options) == list(range(60))
 
 
+@BOTH
 def test_task_failing_mid_write_on_s3(spark, tmp_path, s3, failpoints):
     fs, out, options = s3
     write_numbered_source(tmp_path / "in", files=2, rows_per_file=30)
@@ -104,6 +114,7 @@ def test_task_failing_mid_write_on_s3(spark, tmp_path, s3, failpoints):
     assert rotsink_ids(spark, out, **options) == list(range(120))
 
 
+@BOTH
 def test_driver_killed_before_log_write_on_s3(spark, tmp_path, s3, failpoints):
     fs, out, options = s3
     write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
@@ -118,6 +129,7 @@ def test_driver_killed_before_log_write_on_s3(spark, tmp_path, s3, failpoints):
     assert visible_files(fs, out) == sorted(logged_files(out, options))
 
 
+@BOTH
 def test_compaction_and_cleanup_on_s3(spark, tmp_path, s3):
     fs, out, options = s3
     write_numbered_source(tmp_path / "in", files=12, rows_per_file=2)
@@ -129,11 +141,13 @@ def test_compaction_and_cleanup_on_s3(spark, tmp_path, s3):
     assert rotsink_ids(spark, out, **options) == list(range(24))
 
 
-def test_store_failing_mid_commit_then_restart_is_exact(spark, tmp_path, s3, s3_endpoint):
+def test_store_failing_mid_commit_then_restart_is_exact(spark, tmp_path, s3, s3_server):
     """The log write fails past the client's retries: the batch is not committed, the query
-    stops; after the store recovers a restart commits everything exactly once."""
+    stops; after the store recovers a restart commits everything exactly once. On moto only:
+    the proxy answers the failures itself, so the server behind it changes nothing, and the
+    client's retries make this the slowest test here."""
     fs, out, _ = s3
-    proxy = FailingProxy(s3_endpoint)
+    proxy = FailingProxy(s3_server.endpoint)
     options = {"fs.endpoint_url": proxy.endpoint}
     try:
         write_numbered_source(tmp_path / "in", files=2, rows_per_file=10)
