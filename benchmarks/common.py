@@ -42,6 +42,14 @@ def quiet_session(app_name: str, conf: dict[str, str] | None = None):
     return spark
 
 
+def _session_conf(spark, key: str) -> str:
+    """A SQL setting's value, its default included; "(unset)" for a key Spark doesn't know."""
+    try:
+        return str(spark.conf.get(key))
+    except Exception:  # noqa: BLE001 - py4j raises a generic error for an unknown key
+        return "(unset)"
+
+
 def settings_line(spark) -> str:
     """``settings: spark.master=local[2,4], spark.driver.memory=2g, ...`` and versions."""
     import platform
@@ -50,8 +58,7 @@ def settings_line(spark) -> str:
     import pyspark
 
     conf = spark.sparkContext.getConf()
-    values = [f"{key}={conf.get(key, None) or spark.conf.get(key, '(default)')}"
-              for key in SETTINGS]
+    values = [f"{key}={conf.get(key, None) or _session_conf(spark, key)}" for key in SETTINGS]
     return (f"settings: {', '.join(values)}; {os.cpu_count()} cores; PySpark "
             f"{pyspark.__version__}, pyarrow {pyarrow.__version__}, "
             f"Python {platform.python_version()}")
