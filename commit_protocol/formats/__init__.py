@@ -68,7 +68,7 @@ class Format:
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("jsonl", ".jsonl", bulk=False, module="commit_protocol.formats.jsonl",
            preload=("polars",)),
-    Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv"),
+    Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv", preload=("polars",)),
     Format("text", ".txt", bulk=False, module="commit_protocol.formats.text"),
     # Spark's Parquet reader ships no brotli codec; pyarrow's "lz4" is LZ4_RAW, offered under
     # that name. snappy is Spark's own Parquet default.

