@@ -1,11 +1,13 @@
 """S3 requests per micro-batch: what one batch's plan, task and commit send to the store.
 
-    python benchmarks/s3_requests.py --batches 20 --rows 1000
+    python benchmarks/s3_requests.py --batches 20 --rows 1000 [--server moto|seaweedfs|both]
 
 Runs the protocol as Spark drives it (the driver plans from the log, one task writes, a
-fresh committer commits) against a local S3 server (moto on 127.0.0.1) through a counting
-proxy, without Spark, and prints requests per batch by kind: a batch that only appends,
-one that also rolls a file, and a compaction batch.
+fresh committer commits) against local S3 servers on 127.0.0.1 (moto, and SeaweedFS, a real
+server) through a counting proxy, without Spark, and prints requests per batch by kind, one
+column per server: a batch that only appends, one that also rolls a file, and a compaction
+batch. The counts are the protocol's, so they should match; a server that answers
+differently (a retry, an error) shows as a difference.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,7 +30,16 @@ from commit_protocol.plan import WritePlan  # noqa: E402
 from commit_protocol.storage import open_storage  # noqa: E402
 from commit_protocol.task_writer import TaskWriter  # noqa: E402
 from tests.support.s3faults import FailingProxy  # noqa: E402
-from tests.support.s3server import start_moto_server  # noqa: E402
+from tests.support.s3server import (  # noqa: E402
+    DUMMY_CREDENTIALS,
+    SERVERS,
+    create_bucket,
+    start_moto_server,
+    start_seaweedfs_server,
+)
+
+STARTERS: dict[str, Callable[[], tuple[str, Callable[[], None]]]] = {
+    "moto": start_moto_server, "seaweedfs": start_seaweedfs_server}
 
 
 def one_batch(cfg: SinkConfig, batch_id: int, rows: int) -> None:
@@ -39,32 +52,56 @@ def one_batch(cfg: SinkConfig, batch_id: int, rows: int) -> None:
     Committer(open_storage(cfg.path, cfg.fs_options), cfg, "{}").commit(batch_id, [report])
 
 
+def batch_kind(batch_id: int) -> str:
+    kind = ("compaction" if (batch_id + 1) % 10 == 0 else "") + \
+        (" + roll" if (batch_id + 1) % 5 == 0 else "")
+    return kind.strip(" +") or "append"
+
+
+def count_requests(server: str, batches: int, rows: int) -> tuple[list[Counter], float]:
+    """Requests by method of each batch, against a fresh ``server``, and the batches' wall
+    time in seconds."""
+    endpoint, stop = STARTERS[server]()
+    proxy = FailingProxy(endpoint)
+    try:
+        create_bucket(endpoint, "bench")
+        cfg = SinkConfig(path="s3://bench/out", fs_options={"endpoint_url": proxy.endpoint},
+                         rotation=RotationPolicy(max_batches=5, interval_ms=0,
+                                                 inactivity_ms=0))
+        counts = []
+        started = time.monotonic()
+        for batch_id in range(batches):
+            before = len(proxy.seen)
+            one_batch(cfg, batch_id, rows)
+            counts.append(Counter(r.split()[0] for r in proxy.seen[before:]))
+        return counts, time.monotonic() - started
+    finally:
+        proxy.stop()
+        stop()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--server", choices=(*SERVERS, "both"), default="both")
     args = parser.parse_args()
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"})
-    endpoint, stop = start_moto_server()
-    proxy = FailingProxy(endpoint)
-    import s3fs
-
-    s3fs.S3FileSystem(endpoint_url=endpoint).mkdir("bench")
-    cfg = SinkConfig(path="s3://bench/out", fs_options={"endpoint_url": proxy.endpoint},
-                     rotation=RotationPolicy(max_batches=5, interval_ms=0, inactivity_ms=0))
-    print(f"{'batch':>5} {'kind':<22} {'requests':>8}  by method")
+    os.environ.update(DUMMY_CREDENTIALS)
+    servers = SERVERS if args.server == "both" else (args.server,)
+    results = {server: count_requests(server, args.batches, args.rows) for server in servers}
+    print(f"{'batch':>5} {'kind':<18} " + " ".join(f"{s:>9}" for s in servers)
+          + "  by method")
     for batch_id in range(args.batches):
-        before = len(proxy.seen)
-        one_batch(cfg, batch_id, args.rows)
-        sent = proxy.seen[before:]
-        kind = ("compaction" if (batch_id + 1) % 10 == 0 else "") + \
-            (" + roll" if (batch_id + 1) % 5 == 0 else "")
-        methods = Counter(r.split()[0] for r in sent)
-        print(f"{batch_id:>5} {kind.strip(' +') or 'append':<22} {len(sent):>8}  "
-              f"{dict(sorted(methods.items()))}")
-    proxy.stop()
-    stop()
+        counts = [results[s][0][batch_id] for s in servers]
+        methods = [dict(sorted(c.items())) for c in counts]
+        shown = methods[0] if all(m == methods[0] for m in methods) else \
+            "; ".join(f"{s}: {m}" for s, m in zip(servers, methods, strict=True))
+        print(f"{batch_id:>5} {batch_kind(batch_id):<18} "
+              + " ".join(f"{sum(c.values()):>9}" for c in counts) + f"  {shown}")
+    print(f"{'':>5} {'wall time, s':<18} "
+          + " ".join(f"{results[s][1]:>9.1f}" for s in servers)
+          + "  (through the proxy; moto serialises its requests)")
 
 
 if __name__ == "__main__":
