@@ -421,7 +421,7 @@ class Outcome:
 def check_output(spark, loop: CrashLoop) -> Outcome:
     """Every input id exactly once through rotsink's reader; Spark's JSON reader (which
     honours ``_spark_metadata``) returns exactly the rows of the finalized files. Spark reads
-    neither ``.enc`` files nor ``s3a://`` here (no hadoop-aws): then only rotsink's reader."""
+    no ``.enc`` files (the S3 loop's are encrypted): then only rotsink's reader."""
     from commit_protocol.reading import open_committed
 
     def ids(**options: str) -> Counter:
@@ -454,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", help="default: a new temp directory")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--s3", action="store_true",
-                        help="write zstd, encrypted output to a local S3 server (127.0.0.1)")
+                        help="write zstd, encrypted output to a local S3 server (SeaweedFS on "
+                             "127.0.0.1)")
     parser.add_argument("--bulk", choices=sorted(SPARK_READERS),
                         help="write staged Parquet or ORC (encoded at every roll) instead of "
                              "JSON lines")
@@ -468,12 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     stop_server = None
     loop = CrashLoop(workdir, seed=args.seed)
     if args.s3:
-        from tests.support.s3server import start_moto_server
+        from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_server
 
         # Dummy credentials for the loopback server only; inherited by every child driver.
-        os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                           "AWS_DEFAULT_REGION": "us-east-1"})
-        endpoint, stop_server = start_moto_server()
+        os.environ.update(DUMMY_CREDENTIALS)
+        endpoint, stop_server = start_seaweedfs_server()
         url, options = encrypted_s3_output(workdir, endpoint)
         loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
     if args.bulk:

@@ -1,7 +1,7 @@
 """The crash loop (``tests/crashloop.py``) at CI size: at least 6 random SIGKILLs of the whole
 driver plus one kill at every failpoint, then every input row exactly once; loops in Parquet
 and in ORC that kill at every step of encoding staged rows (in tasks and on the driver); and
-a smaller loop on the local S3 server with zstd and encryption.
+a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption.
 
 The size is a parameter: ``ROTSINK_CRASH_KILLS=200 pytest tests/spark/test_crash_loop.py``
 (or ``python -m tests.crashloop --random-kills 200 [--s3 | --bulk orc]``) runs the long
@@ -76,8 +76,11 @@ def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
 
 
 @pytest.mark.slow
-def test_crash_loop_on_s3_with_encryption(spark, tmp_path, capsys, s3_endpoint):
-    url, options = encrypted_s3_output(tmp_path, s3_endpoint)
+def test_crash_loop_on_s3_with_encryption(spark, tmp_path, capsys, seaweedfs_endpoint):
+    """On SeaweedFS, not moto: its requests run concurrently, as S3's do (moto's pass through
+    one lock), so the tasks, the reader beside the lives and ``verify --repair`` really race
+    on the store."""
+    url, options = encrypted_s3_output(tmp_path, seaweedfs_endpoint)
     loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
     run_loop(spark, loop, capsys, random_kills=max(1, KILLS // 10), points=S3_POINTS)
 
