@@ -32,6 +32,16 @@ def base64_decode(arr: pa.Array) -> pa.Array:
     return pl.Series(arr.cast(pa.large_string())).str.decode("base64").to_arrow()
 
 
+def contiguous(column: pa.ChunkedArray) -> pa.Array:
+    """``column`` as one array: its only chunk as it is, several chunks concatenated.
+
+    ``ChunkedArray.combine_chunks`` copies even a single chunk (2.7 ms per 1.4 million
+    strings measured), and a row format's chunk arrives as one chunk per column: the task
+    writer concatenated Spark's batches already.
+    """
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def concat_bytes(lines: pa.Array) -> bytes:
     """The UTF-8 bytes of all values of a null-free string array, back to back.
 

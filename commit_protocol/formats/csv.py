@@ -43,6 +43,7 @@ from commit_protocol.formats.arrow import (
     MAX_BLOCK,
     base64_encode,
     concat_bytes,
+    contiguous,
     float_text,
     from_wire_chunked,
     has_non_finite,
@@ -67,7 +68,7 @@ def encode(table: pa.Table, *, with_header: bool) -> bytes:
     header = csv_header(table.column_names) if with_header else b""
     if table.num_rows == 0:
         return header
-    return header + _polars_lines([_polars_input(c.combine_chunks()) for c in table.columns])
+    return header + _polars_lines([_polars_input(contiguous(c)) for c in table.columns])
 
 
 def _polars_input(arr: pa.Array) -> pa.Array:

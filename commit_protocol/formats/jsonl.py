@@ -32,6 +32,7 @@ import pyarrow as pa
 from commit_protocol.errors import UnencodableValueError
 from commit_protocol.formats.arrow import (
     base64_encode,
+    contiguous,
     float_text,
     from_wire_chunked,
     has_non_finite,
@@ -83,7 +84,7 @@ def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
         return b""
     for _ in range(_MARKER_ATTEMPTS):
         marker = _FloatMarker()
-        wire = pa.Table.from_arrays([_as_view(_to_wire(c.combine_chunks(), marker))
+        wire = pa.Table.from_arrays([_as_view(_to_wire(contiguous(c), marker))
                                      for c in table.columns], names=table.column_names)
         data = _polars_ndjson(wire)
         unwrapped = data if marker.used == 0 else marker.unwrap(data)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from commit_protocol.errors import UnencodableValueError
-from commit_protocol.formats.arrow import concat_bytes, join
+from commit_protocol.formats.arrow import concat_bytes, contiguous, join
 
 
 def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
@@ -25,7 +25,7 @@ def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
     """
     if table.num_rows == 0:
         return b""
-    values = table.column(0).combine_chunks().cast(pa.large_string())
+    values = contiguous(table.column(0)).cast(pa.large_string())
     breaks = pc.match_substring_regex(values, r"[\r\n]")
     if pc.any(breaks).as_py():
         row = pc.index(breaks, True).as_py()

@@ -141,3 +141,22 @@ def test_a_chunk_with_non_finite_floats_reads_back_as_its_batches_do(fmt):
     assert _same_with_nan(decode_rows(fmt, whole, table.schema),
                           decode_rows(fmt, parts, table.schema))
     assert _same_with_nan(decode_rows(fmt, whole, table.schema), table)
+
+
+def test_contiguous_takes_a_single_chunk_as_it_is():
+    from commit_protocol.formats.arrow import contiguous
+
+    values = pa.array(["a", "bc", None])
+    one = contiguous(pa.chunked_array([values]))
+    assert one.buffers()[2].address == values.buffers()[2].address  # no copy
+    assert contiguous(pa.chunked_array([values, values])).to_pylist() == values.to_pylist() * 2
+    assert len(contiguous(pa.chunked_array([], pa.string()))) == 0
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text"])
+def test_a_table_of_several_chunks_encodes_as_one_chunk_does(fmt):
+    values = pa.array([f"v{i}" for i in range(100)])
+    several = pa.Table.from_batches([pa.record_batch({"value": values.slice(i, 10)})
+                                     for i in range(0, 100, 10)])
+    one = pa.table({"value": values})
+    assert encode_rows(fmt, several, with_header=True) == encode_rows(fmt, one, with_header=True)
