@@ -111,7 +111,7 @@ def as_written_before_s3a(fs, url: str) -> int:
 def test_spark_reads_exactly_the_finalized_rows(spark, tmp_path, s3_server, scheme, fmt,
                                                 partition_by):
     bucket = new_bucket(spark, s3_server)
-    write_numbered_source(tmp_path / "in", files=5, rows_per_file=30)
+    write_numbered_source(tmp_path / "in", files=3, rows_per_file=50)  # 3 micro-batches
     written = f"{scheme}://{bucket}/out"
     partitions = {"partitionBy": partition_by} if partition_by else {}
     run_to_completion(spark, tmp_path / "in", cast(Path, written),  # a URL does as well
