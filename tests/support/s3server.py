@@ -163,6 +163,8 @@ def start_seaweedfs_server(*, timeout_s: float = 60.0) -> tuple[str, Callable[[]
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         shutil.rmtree(workdir, ignore_errors=True)
+        for name, port in ports.items():  # weed makes these in /tmp whatever TMPDIR says
+            Path(f"/tmp/seaweedfs-{name}-grpc-{port + _GRPC_OFFSET}.sock").unlink(missing_ok=True)
 
     endpoint = f"http://127.0.0.1:{ports['s3']}"
     try:
