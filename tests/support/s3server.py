@@ -134,15 +134,32 @@ def free_port_pairs(count: int) -> list[int]:
             s.close()
 
 
+class _WeedExited(RuntimeError):
+    """weed mini ended before its S3 API answered (a port taken between choosing and binding,
+    say)."""
+
+
 def start_seaweedfs_server(*, timeout_s: float = 60.0) -> tuple[str, Callable[[], None]]:
     """Start ``weed mini`` (master, volume, filer and S3 gateway in one process) on free
     loopback ports with its data and logs in a new temp directory; return its S3 URL once the
     S3 API answers a signed request, and a stop function that ends it and removes the data.
+    A start that exits early (another process took a chosen port first) is tried twice more
+    on other ports.
 
     It runs with S3 authentication on, its only identity the dummy credentials (``weed mini``
     creates it from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``), so signing is checked
-    as on S3.
+    as on S3 (a wrong secret gets SignatureDoesNotMatch).
     """
+    for attempt in range(3):
+        try:
+            return _start_weed(timeout_s)
+        except _WeedExited:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_weed(timeout_s: float) -> tuple[str, Callable[[], None]]:
     workdir = Path(tempfile.mkdtemp(prefix="rotsink-weed-"))
     ports = dict(zip(_WEED_COMPONENTS, free_port_pairs(len(_WEED_COMPONENTS)), strict=True))
     command = [weed_binary(), f"-logdir={workdir}", "mini", f"-dir={workdir / 'data'}",
@@ -189,8 +206,8 @@ def _await_s3(endpoint: str, process: subprocess.Popen, log: Path, timeout_s: fl
     deadline = time.monotonic() + timeout_s
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"weed mini exited with {process.returncode}: "
-                               f"{log.read_text(errors='replace')[-3000:]}")
+            raise _WeedExited(f"weed mini exited with {process.returncode}: "
+                              f"{log.read_text(errors='replace')[-3000:]}")
         try:
             client.list_buckets()
             return
