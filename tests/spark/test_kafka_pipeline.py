@@ -9,7 +9,9 @@ The size is a parameter: ``ROTSINK_CRASH_KILLS=60 pytest tests/spark/test_kafka_
 
 from __future__ import annotations
 
+import json
 import os
+from collections import Counter
 
 import pytest
 
@@ -46,3 +48,62 @@ def test_kafka_to_rotsink_exactly_once_through_driver_kills(spark, tmp_path, cap
     assert kafka.records == loop.produced and kafka.partitions == 3, report
     assert kafka.exact, report
     assert outcome.exact, report
+
+
+def readme_pipeline(spark, bootstrap: str, topic: str):
+    """The README's pipeline, as written there: Kafka records parsed, a day column added."""
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 200)
+            .load()
+            .select(F.from_json(F.col("value").cast("string"),
+                                "id LONG, kind STRING, ts TIMESTAMP").alias("e"),
+                    "partition", "offset")
+            .select("e.*", F.to_date("e.ts").alias("day"), "partition", "offset"))
+
+
+def produce_events(spark, bootstrap: str, topic: str, ids: range) -> None:
+    records = [(f"key-{i}", json.dumps({"id": i, "kind": "click" if i % 2 else "view",
+                                        "ts": f"2026-11-{1 + i % 3:02d}T10:00:00Z"}))
+               for i in ids]
+    spark_producer(spark, bootstrap, topic)(records)
+
+
+@pytest.mark.parametrize("s3_server", ["seaweedfs"], indirect=True)
+def test_the_readme_pipeline_kafka_to_parquet_on_s3(spark, tmp_path, kafka_broker, s3_server):
+    """Kafka -> rotsink Parquet on S3 (given as s3://, Spark's checkpoint on s3a://), two
+    runs; Spark's s3a reader sees exactly the finalized rows, rotsink's every record once."""
+    from tests.support.s3server import new_bucket
+
+    bucket, topic = new_bucket(spark, s3_server), "readme-events"
+    out, checkpoint = f"s3://{bucket}/events", f"s3a://{bucket}/_checkpoints/events"
+    for ids in (range(0, 600), range(600, 900)):
+        produce_events(spark, kafka_broker.bootstrap, topic, ids)
+        (readme_pipeline(spark, kafka_broker.bootstrap, topic).writeStream.format("rotsink")
+         .option("checkpointLocation", checkpoint)
+         .option("format", "parquet")
+         .option("rotation.maxRecords", "40")    # some files finish, some stay in progress
+         .option("partitionBy", "day")
+         .options(**s3_server.options)
+         .trigger(availableNow=True)
+         .start(out).awaitTermination())
+    topic_records = Counter((r.partition, r.offset) for r in (
+        spark.read.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+        .option("subscribe", topic).load().select("partition", "offset").collect()))
+
+    def rows(df) -> Counter:
+        return Counter((r.partition, r.offset, r.id, str(r.day)) for r in
+                       df.select("partition", "offset", "id", "day").collect())
+
+    rotsink = spark.read.format("rotsink").options(**s3_server.options)
+    everything, finalized = rows(rotsink.load(out)), rows(
+        rotsink.option("includeInProgress", "false").load(out))
+    assert Counter({(p, o): 1 for p, o, _, _ in everything}) == topic_records
+    assert sum(topic_records.values()) == 900 and max(everything.values()) == 1
+    assert all(day == f"2026-11-{1 + i % 3:02d}" for _, _, i, day in everything)
+    by_spark = rows(spark.read.parquet(f"s3a://{bucket}/events"))
+    assert by_spark == finalized and 0 < sum(finalized.values()) < 900

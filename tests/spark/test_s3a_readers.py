@@ -12,41 +12,16 @@ reading logs whose entries an earlier version wrote as ``s3://``.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import cast
 
 import pytest
 
-from tests.support.s3server import DUMMY_CREDENTIALS, SERVERS, LocalS3, create_bucket
+from tests.support.s3server import SERVERS, LocalS3, new_bucket
 from tests.support.streams import run_to_completion, write_numbered_source
 
 BOTH = pytest.mark.parametrize("s3_server", SERVERS, indirect=True)
-
-
-def point_s3a_at(spark, bucket: str, server: LocalS3) -> None:
-    """s3a settings for ``bucket`` on ``server``, per bucket because the two servers have
-    different endpoints. Set on the shared session's Hadoop configuration before the bucket is
-    first read (Hadoop caches one filesystem per bucket, built from the settings then)."""
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    settings = {
-        "endpoint": server.endpoint,                 # http://127.0.0.1:<port>
-        "endpoint.region": DUMMY_CREDENTIALS["AWS_DEFAULT_REGION"],
-        "path.style.access": "true",                 # bucket in the path: no DNS per bucket
-        "connection.ssl.enabled": "false",
-        "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        "access.key": DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        "secret.key": DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    }
-    for key, value in settings.items():
-        hadoop.set(f"fs.s3a.bucket.{bucket}.{key}", value)
-
-
-def new_bucket(spark, server: LocalS3) -> str:
-    bucket = create_bucket(server.endpoint, f"rotsink-s3a-{uuid.uuid4().hex[:10]}")
-    point_s3a_at(spark, bucket, server)
-    return bucket
 
 
 def rotsink_rows(spark, url: str, server: LocalS3, **options: str) -> Counter:

@@ -56,6 +56,33 @@ def create_bucket(endpoint: str, bucket: str) -> str:
     return bucket
 
 
+def point_s3a_at(spark, bucket: str, server: LocalS3) -> None:
+    """s3a settings for ``bucket`` on ``server``, per bucket because the two servers have
+    different endpoints. Set on the shared session's Hadoop configuration before the bucket is
+    first read (Hadoop caches one filesystem per bucket, built from the settings then)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = {
+        "endpoint": server.endpoint,                 # http://127.0.0.1:<port>
+        "endpoint.region": DUMMY_CREDENTIALS["AWS_DEFAULT_REGION"],
+        "path.style.access": "true",                 # bucket in the path: no DNS per bucket
+        "connection.ssl.enabled": "false",
+        "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "access.key": DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "secret.key": DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    }
+    for key, value in settings.items():
+        hadoop.set(f"fs.s3a.bucket.{bucket}.{key}", value)
+
+
+def new_bucket(spark, server: LocalS3) -> str:
+    """A fresh bucket on ``server`` that Spark's s3a reaches too (:func:`point_s3a_at`)."""
+    import uuid
+
+    bucket = create_bucket(server.endpoint, f"rotsink-s3a-{uuid.uuid4().hex[:10]}")
+    point_s3a_at(spark, bucket, server)
+    return bucket
+
+
 def start_moto_server() -> tuple[str, Callable[[], None]]:
     """Start moto's threaded server on a free loopback port; return its URL and a stop function.
 
