@@ -67,9 +67,10 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
         from pyspark import TaskContext
 
         from commit_protocol.task_writer import TaskWriter
-        from datasource import logs
+        from datasource import heap_check, logs
 
         logs.configure()
+        heap_check.warn_once_if_heap_is_small()
         freeze_task_modules(self.config.format)
         context = TaskContext.get()
         if context is None:
