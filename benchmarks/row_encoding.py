@@ -41,8 +41,10 @@ from commit_protocol.plan import WritePlan  # noqa: E402
 from commit_protocol.storage import LocalStorage  # noqa: E402
 from commit_protocol.task_writer import ROW_CHUNK_BYTES, TaskWriter, coalesce  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conversion import make_rows  # noqa: E402
+
 SPARK_BATCH_ROWS = 10_000
-EPOCH_2026_US = 1_767_225_600_000_000
 
 
 def throughput_rows(n: int) -> pa.Table:
@@ -53,12 +55,9 @@ def throughput_rows(n: int) -> pa.Table:
 
 
 def event_rows(n: int) -> pa.Table:
-    ids = pa.array(range(n), pa.int64())
-    key = pc.bit_wise_and(pc.multiply(ids, 2_654_435_761), (1 << 31) - 1)
-    name = pc.binary_join_element_wise(
-        "event-", pc.cast(pc.bit_wise_and(key, 1023), pa.string()), "")
-    ts = pc.cast(pc.add(pc.multiply(ids, 1000), EPOCH_2026_US), pa.timestamp("us", tz="UTC"))
-    return pa.table({"id": ids, "key": key, "name": name, "ts": ts})
+    """The issue's workload: id, a derived long, a string, a timestamp (conversion.py's
+    event table without its double)."""
+    return make_rows(n).drop_columns(["score"])
 
 
 TABLES: dict[str, Callable[[int], pa.Table]] = {"throughput": throughput_rows,
