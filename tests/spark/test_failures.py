@@ -110,7 +110,7 @@ def test_schema_change_between_restarts_is_refused(spark, tmp_path):
      # Spark hands a data source its option keys lower-cased
      r"unknown option includeinprogres='false'; did you mean includeInProgress\?"),
     ({"format": "csv"}, "option format='csv' is a sink option"),
-    ({"startingOffsets": "earliest"}, "unknown option startingoffsets='earliest'; See the "
+    ({"startingOffsets": "earliest"}, "unknown option startingoffsets='earliest'. See the "
                                       "README"),
     ({"maxFilesPerTrigger": "1"}, r"option maxFilesPerTrigger='1' is for the change feed "
                                   r"\(spark.readStream.format\('rotsink'\)\)"),
