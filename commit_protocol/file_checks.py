@@ -69,7 +69,7 @@ def check_in_progress(storage: Storage, state: SinkState, problems: list[str]
         elif stored is not None and stored < f.size:
             problems.append(f"{where}: holds {stored} bytes; the log commits {f.size}")
         elif f.size:
-            intact.append(CommittedFile(f.temp, f.size, f.directory, True,
+            intact.append(CommittedFile(f.temp, f.size, f.directory, True, final=f.name,
                                         staged=FORMATS[state.format].bulk))
     return checks, intact
 

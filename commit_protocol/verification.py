@@ -9,8 +9,9 @@ did not publish, exactly as the next plan or commit of the query would.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
@@ -81,9 +82,41 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     -------
     Verification
         Never raises for what it finds on storage: damage becomes a problem line.
+
+    A check compares storage with one committed state, so a commit that lands meanwhile (a
+    running query, or a killed driver's commit worker that outlives it for a moment) can move
+    a file the check then misses. Problems count only if the log and its intents did not
+    change during the check; otherwise the check runs again on the newer state.
     """
     problems: list[str] = []
     repaired = _repair(storage, problems) if repair else []
+    for attempt in range(_ATTEMPTS):
+        before = _log_version(storage)
+        found = _check(storage, ring=ring, deep=deep, repaired=repaired)
+        if found.ok or _log_version(storage) == before:
+            break
+        time.sleep(_BACKOFF_S * (attempt + 1))
+    else:
+        found = replace(found, problems=[*found.problems, (
+            f"{storage.root_uri}: the log changed during each of {_ATTEMPTS} checks (a query "
+            "is committing): problems above may be moves by its commits; verify again")])
+    return replace(found, problems=problems + found.problems)
+
+
+_ATTEMPTS = 5
+_BACKOFF_S = 0.2
+
+
+def _log_version(storage: Storage) -> tuple[frozenset[str], frozenset[str]]:
+    """The names in the log and intent directories: any commit step changes them."""
+    return (frozenset(i.path for i in storage.list(LOG_DIR)),
+            frozenset(i.path for i in storage.list(INTENT_DIR)))
+
+
+def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
+           repaired: list[int]) -> Verification:
+    """One check of storage against the latest committed state."""
+    problems: list[str] = []
     names = _log_names(storage)
     problems += _duplicate_log_files(names)
     latest = max(names, default=None)

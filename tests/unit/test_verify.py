@@ -14,6 +14,7 @@ import pytest
 from commit_protocol import failpoints
 from commit_protocol.crypto.keys import KeyRefs, derive_key_id
 from commit_protocol.crypto.sealed import RECORD_OVERHEAD
+from commit_protocol.naming import INPROGRESS_DIR
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.verification import Verification, verify_output
@@ -86,6 +87,60 @@ def test_healthy_output_is_ok_with_its_counts(tmp_path):
     (check,) = result.in_progress
     assert (check.temp, check.committed, check.uncommitted) == (out.temp, out.committed, 0)
     assert result.authenticated == 0  # nothing decoded unless asked
+
+
+class CommitsDuringCheck(LocalStorage):
+    """Storage on which the next batch commits the first time a check sizes an in-progress
+    file: after the check read its state, before it looked at that state's files."""
+
+    def __init__(self, root: Path, commit_next: Callable[[], object]) -> None:
+        super().__init__(str(root))
+        self.commit_next: Callable[[], object] | None = commit_next
+
+    def size(self, path: str) -> int:
+        if self.commit_next is not None and path.startswith(INPROGRESS_DIR):
+            commit_next, self.commit_next = self.commit_next, None
+            commit_next()
+        return super().size(path)
+
+
+@pytest.mark.parametrize("ring", [False, True], ids=["sizes", "authenticated"])
+def test_a_commit_landing_during_the_check_is_not_damage(tmp_path, monkeypatch, ring):
+    """``rotsink verify`` beside a running query (or a killed driver's commit worker that
+    outlives it): a roll that moves an in-progress file mid-check is no problem; the check
+    runs again on the newer state."""
+    monkeypatch.setenv("VERIFY_KEY", base64.b64encode(os.urandom(32)).decode())
+    encrypted = {"compression": "zstd", "keys": KeyRefs("env:VERIFY_KEY"),
+                 "file_suffix": ".jsonl.zst.enc"}
+    cfg = config(tmp_path, rotation={"max_records": 2}, **(encrypted if ring else {}))
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))  # 1 row in progress
+
+    def roll_it() -> None:
+        commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(3, 3)]))
+
+    keys = cfg.keys.ring() if ring and cfg.keys is not None else None
+    result = verify_output(CommitsDuringCheck(tmp_path, roll_it), ring=keys)
+    assert result.ok, result.problems
+    assert (result.latest, result.finalized_files) == (1, 3)
+
+
+def test_a_query_committing_through_every_check_is_said_so(tmp_path, monkeypatch):
+    """When every check races a commit, the problems come with the reason to verify again."""
+    monkeypatch.setattr("commit_protocol.verification._BACKOFF_S", 0)
+    cfg = config(tmp_path, rotation={"max_records": 2})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
+    batches = iter(range(1, 100))
+
+    class AlwaysCommitting(LocalStorage):
+        def size(self, path: str) -> int:
+            if path.startswith(INPROGRESS_DIR):
+                batch_id = next(batches)
+                commit(tmp_path, cfg, batch_id, run_task(tmp_path, cfg, batch_id,
+                                                         [rows(3 + 2 * batch_id, 2)]))
+            return super().size(path)
+
+    result = verify_output(AlwaysCommitting(str(tmp_path)))
+    assert "the log changed during each of 5 checks" in result.problems[-1]
 
 
 Damage = Callable[[Output], object]
