@@ -35,7 +35,7 @@ from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
 from commit_protocol.housekeeping import clean_up
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import batch_files, is_compaction_batch
+from commit_protocol.log_files import batch_names, is_compaction_batch
 from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import TaskReport
@@ -82,7 +82,7 @@ class Committer:
     def recover(self) -> int | None:
         """Finish any decided-but-unpublished commit; return the latest committed batch id."""
         latest = self.log.latest_batch_id()
-        for batch_id in sorted(batch_files(self.storage, INTENT_DIR)):
+        for batch_id in sorted(batch_names(self.storage, INTENT_DIR)):
             if latest is not None and batch_id <= latest:
                 self.log.discard_intent(batch_id)  # published; only the delete was cut short
             elif latest is None or batch_id == latest + 1:

@@ -70,6 +70,16 @@ def batch_files(storage: Storage, directory: str) -> dict[int, list[FileInfo]]:
     return found
 
 
+def batch_names(storage: Storage, directory: str) -> dict[int, list[str]]:
+    """:func:`batch_files` by name only (paths relative to the root), listed without a size
+    per file: what the many per-batch listings of the log and intents need."""
+    found: dict[int, list[str]] = {}
+    for path in storage.names(directory):
+        if (batch_id := batch_id_of(path.rsplit("/", 1)[-1])) is not None:
+            found.setdefault(batch_id, []).append(path)
+    return found
+
+
 def log_file_names(storage: Storage) -> dict[int, str]:
     """The name of every log file on storage by batch id.
 
@@ -77,14 +87,14 @@ def log_file_names(storage: Storage) -> dict[int, str]:
     Spark's readers would take either, so neither may be trusted.
     """
     names: dict[int, str] = {}
-    for batch_id, infos in batch_files(storage, LOG_DIR).items():
-        if len(infos) > 1:
-            both = " and ".join(sorted(info.path for info in infos))
+    for batch_id, paths in batch_names(storage, LOG_DIR).items():
+        if len(paths) > 1:
+            both = " and ".join(sorted(paths))
             raise CorruptLogError(
                 f"metadata log files {both} both hold batch {batch_id}: expected one file per "
                 "batch; one was copied or renamed by hand? Remove the one that does not "
                 "belong (readers may take either)")
-        names[batch_id] = infos[0].path.rsplit("/", 1)[-1]
+        names[batch_id] = paths[0].rsplit("/", 1)[-1]
     return names
 
 

@@ -244,6 +244,10 @@ class ObjectStorage:
         1,000 objects below ``directory``, subdirectories included)."""
         return list(self._files(directory, recursive=False))
 
+    def names(self, directory: str) -> builtins.list[str]:
+        """Paths of the files directly in ``directory`` (the same LISTs as :meth:`list`)."""
+        return [info.path for info in self._files(directory, recursive=False)]
+
     def walk(self, directory: str = "") -> Iterator[FileInfo]:
         """Every file below ``directory``, recursively."""
         return self._files(directory, recursive=True)

@@ -372,7 +372,8 @@ def test_list_shows_a_segmented_file_as_one_entry(storage):
     storage.write_exclusive("d/sub/deeper", [b"not listed"])
     listed = sorted((i.path, i.size) for i in storage.list("d"))
     assert listed == [("d/plain", 3), ("d/seg", 20)]
-    assert storage.list("missing") == []
+    assert sorted(storage.names("d")) == ["d/plain", "d/seg"]  # the same files, sizes unread
+    assert storage.list("missing") == [] and storage.names("missing") == []
     walked = sorted((i.path, i.size) for i in storage.walk())
     assert walked == [("d/plain", 3), ("d/seg", 20), ("d/sub/deeper", 10)]
 
