@@ -121,41 +121,36 @@ class LocalStorage:
 
     def list(self, directory: str) -> builtins.list[FileInfo]:
         """Files directly in ``directory`` (empty if it does not exist)."""
-        try:
-            entries = list(os.scandir(self._abs(directory)))
-        except FileNotFoundError:
-            return []
-        prefix = f"{directory.rstrip('/')}/" if directory else ""
         found = []
-        for entry in entries:
+        for path, entry in self._files_in(directory):
             # A file deleted between the directory read and its stat (a clean-up beside a
             # reader) was not there: a listing is one moment, not an error.
             try:
-                if entry.is_file():
-                    st = entry.stat()
-                    found.append(FileInfo(prefix + entry.name, st.st_size,
-                                          int(st.st_mtime * 1000)))
+                st = entry.stat()
             except FileNotFoundError:
                 continue
+            found.append(FileInfo(path, st.st_size, int(st.st_mtime * 1000)))
         return found
 
     def names(self, directory: str) -> builtins.list[str]:
         """Paths of the files directly in ``directory``, without their sizes: no ``stat`` per
         file (the directory entry's type suffices), where :meth:`list` stats each. The log's
         listing runs several times per micro-batch over hundreds of files."""
+        return [path for path, _ in self._files_in(directory)]
+
+    def _files_in(self, directory: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """(path, directory entry) of each file directly in ``directory``."""
         try:
             entries = list(os.scandir(self._abs(directory)))
         except FileNotFoundError:
-            return []
+            return
         prefix = f"{directory.rstrip('/')}/" if directory else ""
-        found = []
         for entry in entries:
             try:
                 if entry.is_file():
-                    found.append(prefix + entry.name)
-            except FileNotFoundError:  # deleted while listed, as in list()
+                    yield prefix + entry.name, entry
+            except FileNotFoundError:  # deleted while listed (is_file may stat)
                 continue
-        return found
 
     def walk(self, directory: str = "") -> Iterator[FileInfo]:
         """Every file below ``directory``, recursively."""
