@@ -5,7 +5,8 @@ moved 15-25% slower on every side than with 2g, and rotsink's runs varied most. 
 mode the executors live in the driver's JVM, so ``spark.driver.memory`` is the setting; on a
 cluster ``spark.executor.memory``. The check is cheap: a task's Python worker looks up its
 JVM among its ancestors in ``/proc`` (Linux; elsewhere it says nothing) and reads ``-Xmx``
-from its command line, once per process; a marker file per JVM makes it one line per JVM.
+from its command line, once per process; a marker file per JVM (named by its pid and start
+time, so a reused pid warns again; markers of JVMs gone are removed) makes it one line per JVM.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ ENOUGH_HEAP = 2 << 30  # below this, the warning (Spark's default is 1g)
 _XMX = re.compile(r"^-Xmx(\d+)([kKmMgGtT]?)$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _checked = False
+_MARKER = "rotsink-small-heap-warned-"
 
 
 def max_heap_bytes(argv: list[str]) -> int | None:
@@ -71,13 +73,36 @@ def warn_once_if_heap_is_small(proc: Path = Path("/proc"), markers: Path | None 
     heap = max_heap_bytes(argv)
     if heap is None or heap >= ENOUGH_HEAP:
         return False
+    directory = markers or Path(tempfile.gettempdir())
     try:  # one line per JVM, whichever of its Python workers gets here first
-        marker = (markers or Path(tempfile.gettempdir())) / f"rotsink-small-heap-warned-{jvm}"
-        marker.open("x").close()
+        (directory / f"{_MARKER}{jvm}-{start_time(jvm, proc)}").open("x").close()
     except OSError:
         return False
+    remove_stale_markers(directory, proc)
     LOG.warning("the JVM running this task (pid %d) has a %d MB heap: Spark's Arrow path to "
                 "Python sinks runs 15-25%% slower and less steadily below 2g (README, "
                 "Tuning); set spark.driver.memory (local mode) or spark.executor.memory to 2g "
                 "or more", jvm, heap >> 20)
     return True
+
+
+def start_time(pid: int, proc: Path = Path("/proc")) -> str:
+    """The process's start time (``/proc/<pid>/stat`` field 22, clock ticks since boot): with
+    the pid it names one process, though pids are reused; "0" when unreadable."""
+    try:
+        fields = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return fields[19]  # fields after the command start at field 3 (the state)
+    except (OSError, IndexError):
+        return "0"
+
+
+def remove_stale_markers(directory: Path, proc: Path = Path("/proc")) -> list[Path]:
+    """Delete the markers of JVMs no longer running (so they do not pile up in the temp
+    directory, one per JVM ever started); returns what it deleted."""
+    removed = []
+    for marker in directory.glob(f"{_MARKER}*"):
+        pid, _, started = marker.name[len(_MARKER):].partition("-")
+        if pid.isdigit() and start_time(int(pid), proc) != started:
+            marker.unlink(missing_ok=True)
+            removed.append(marker)
+    return removed

@@ -15,7 +15,9 @@ def fake_proc(root: Path, processes: dict[int, tuple[int, list[str]]]) -> Path:
     for pid, (ppid, argv) in processes.items():
         entry = root / str(pid)
         entry.mkdir(parents=True)
-        (entry / "stat").write_text(f"{pid} (python3 (x) y) S {ppid} 1 1 0")
+        # 19 fields after the state; the last is the start time (field 22), here 1000 + pid
+        fields = [str(ppid)] + ["0"] * 17 + [str(1000 + pid)]
+        (entry / "stat").write_text(f"{pid} (python3 (x) y) S {' '.join(fields)} 0 0")
         (entry / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     return root
 
@@ -59,3 +61,16 @@ def test_no_jvm_among_the_ancestors_says_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(heap_check.os, "getpid", lambda: 20)
     assert not heap_check.warn_once_if_heap_is_small(proc, tmp_path)
     assert heap_check.jvm_ancestor(20, tmp_path / "nowhere") is None
+
+
+def test_a_reused_pid_warns_again_and_markers_of_gone_jvms_are_removed(tmp_path, monkeypatch):
+    """Markers are named by pid and start time: a new JVM that got an old JVM's pid warns,
+    and the markers of JVMs no longer running do not pile up in the temp directory."""
+    proc = fake_proc(tmp_path / "proc", {20: (10, ["python3"]), 10: (1, ["java", "-Xmx1g"])})
+    monkeypatch.setattr(heap_check.os, "getpid", lambda: 20)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    (markers / "rotsink-small-heap-warned-10-777").touch()  # pid 10, an earlier JVM
+    (markers / "rotsink-small-heap-warned-4242-5").touch()  # a JVM gone
+    assert heap_check.warn_once_if_heap_is_small(proc, markers)
+    assert sorted(p.name for p in markers.iterdir()) == ["rotsink-small-heap-warned-10-1010"]
