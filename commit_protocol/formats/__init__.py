@@ -65,9 +65,13 @@ class Format:
         return importlib.import_module(self.module)
 
 
-# A task's Python worker imports pandas during its first task whatever the format (339
-# modules, ~29,000 objects: measured in a Spark worker); imported after the freeze, they cost
-# every later task's full collection ~10 ms of CPU. Preloaded, they are frozen with the rest.
+# pyarrow imports pandas the first time a Python value becomes an Arrow scalar (its pandas
+# check), as in compute calls with a constant: the partitioner's fill_null, CSV's quoting
+# check, ORC's date rebase, Parquet's dictionary choice; of the task paths only unpartitioned
+# JSON lines avoids it (measured with an import hook; a worker that only iterates its Arrow
+# batches never imports pandas). 339 modules, ~29,000 objects: imported after the freeze,
+# they cost every later task's full collection ~10 ms of CPU. Preloaded, they are frozen with
+# the rest.
 _ROW_PRELOAD = ("polars", "pandas")
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
