@@ -5,7 +5,9 @@
     python benchmarks/throughput.py --formats orc --variants plain,compressed --no-cold
 
 Input: a pre-generated Parquet file source (4 columns: long, string, double, string), read
-by both sides as a stream of ``--batches`` micro-batches (``availableNow``).
+by both sides as a stream of ``--batches`` micro-batches (``availableNow``). The default,
+6,000,000 rows, gives each side several seconds per query, which this noisy 2-core machine
+needs for medians that hold from run to run.
 
 Each cell of the matrix is a format (``parquet``, ``jsonl``, ``csv``, ``orc``; by default
 those the sink offers) and a variant: ``plain`` (bulk formats: snappy, Parquet's default on
@@ -301,12 +303,12 @@ def show_summary(ratios: dict[str, tuple[float, float] | None]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--rows", type=int, default=6_000_000)
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--formats", default=",".join(offered_formats()),
                         help=f"of {', '.join(FORMATS)}; default: those the sink offers")
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cold-repeats", type=int, default=2)
     parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
     parser.add_argument("--bulk-rotation", choices=("batches", "default"), default="batches",
