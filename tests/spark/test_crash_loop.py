@@ -1,4 +1,4 @@
-"""The crash loop (``tests/crashloop.py``) at CI size: at least 6 random SIGKILLs of the whole
+"""The crash loop (``tests/crashloop.py``) at CI size: at least 4 random SIGKILLs of the whole
 driver plus one kill at every failpoint, then every input row exactly once; loops in Parquet
 and in ORC that kill at every step of encoding staged rows (in tasks and on the driver); and
 a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption.
@@ -26,7 +26,7 @@ from tests.crashloop import (
     summary,
 )
 
-KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "6"))
+KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "4"))
 SEED = int(os.environ.get("ROTSINK_CRASH_SEED", "7"))
 # On S3 the steps whose storage operations differ from local disk: segment writes, the
 # server-side compose of a publish (the conditional PUT of the log file follows it), the
