@@ -32,7 +32,13 @@ from commit_protocol.log_files import (
     log_file_name,
     log_file_names,
 )
-from commit_protocol.naming import INTENT_DIR, LOG_DIR, from_uri, success_marker
+from commit_protocol.naming import (
+    INPROGRESS_DIR,
+    INTENT_DIR,
+    LOG_DIR,
+    from_uri,
+    success_marker,
+)
 from commit_protocol.reading import (
     open_committed,
 )
@@ -91,9 +97,9 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     problems: list[str] = []
     repaired = _repair(storage, problems) if repair else []
     for attempt in range(_ATTEMPTS):
-        before = _log_version(storage)
+        before = _commit_traces(storage)
         found = _check(storage, ring=ring, deep=deep, repaired=repaired)
-        if found.ok or _log_version(storage) == before:
+        if found.ok or _commit_traces(storage) == before:
             break
         time.sleep(_BACKOFF_S * (attempt + 1))
     else:
@@ -107,10 +113,12 @@ _ATTEMPTS = 5
 _BACKOFF_S = 0.2
 
 
-def _log_version(storage: Storage) -> tuple[frozenset[str], frozenset[str]]:
-    """The names in the log and intent directories: any commit step changes them."""
-    return (frozenset(i.path for i in storage.list(LOG_DIR)),
-            frozenset(i.path for i in storage.list(INTENT_DIR)))
+def _commit_traces(storage: Storage) -> frozenset[str]:
+    """The names in the log, intent and in-progress directories: every commit step that can
+    move a checked file changes one of them (staging an intent, publishing a temp file,
+    fencing a copy, cleaning up orphans, writing the log file)."""
+    return frozenset(path for directory in (LOG_DIR, INTENT_DIR, INPROGRESS_DIR)
+                     for path in storage.names(directory))
 
 
 def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from commit_protocol import failpoints
+from commit_protocol.committer import Committer
 from commit_protocol.crypto.keys import KeyRefs, derive_key_id
 from commit_protocol.crypto.sealed import RECORD_OVERHEAD
 from commit_protocol.naming import INPROGRESS_DIR
@@ -21,7 +22,14 @@ from commit_protocol.verification import Verification, verify_output
 from datasource.cli import main
 from tests.support.damage import append, flip_byte, truncate
 from tests.unit.test_committer import make, report, task_file
-from tests.unit.test_task_writer import commit, config, rows, run_task, storage_of
+from tests.unit.test_task_writer import (
+    SCHEMA_JSON,
+    commit,
+    config,
+    rows,
+    run_task,
+    storage_of,
+)
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,34 @@ def test_a_commit_landing_during_the_check_is_not_damage(tmp_path, monkeypatch, 
     result = verify_output(CommitsDuringCheck(tmp_path, roll_it), ring=keys)
     assert result.ok, result.problems
     assert (result.latest, result.finalized_files) == (1, 3)
+
+
+def test_a_commit_publishing_during_the_check_is_waited_for(tmp_path, monkeypatch):
+    """The window the log's listing cannot see: a commit staged its intent before the check
+    began, publishes (moves the in-progress file) while the check reads, and writes its log
+    file only after the check. The in-progress directory changed, so the check runs again."""
+    cfg = config(tmp_path, rotation={"max_records": 2})
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))  # 1 row in progress
+    rolls_it = run_task(tmp_path, cfg, 1, [rows(3, 3)])
+    monkeypatch.setenv(failpoints.ENV_VAR, "driver.after_stage=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit(tmp_path, cfg, 1, rolls_it)  # decided (its intent staged), nothing published
+
+    def publish_without_the_log() -> None:
+        monkeypatch.setenv(failpoints.ENV_VAR, "driver.before_log_write=raise")
+        with pytest.raises(failpoints.FailpointError):
+            Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover()
+        monkeypatch.delenv(failpoints.ENV_VAR)
+
+    def write_the_log_while_verify_waits(_seconds: float) -> None:
+        Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover()
+
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    monkeypatch.setattr("commit_protocol.verification.time.sleep",
+                        write_the_log_while_verify_waits)
+    result = verify_output(CommitsDuringCheck(tmp_path, publish_without_the_log))
+    assert result.ok, result.problems
+    assert (result.latest, result.pending) == (1, [])
 
 
 def test_a_query_committing_through_every_check_is_said_so(tmp_path, monkeypatch):
