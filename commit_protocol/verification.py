@@ -104,8 +104,9 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
         time.sleep(_BACKOFF_S * (attempt + 1))
     else:
         found = replace(found, problems=[*found.problems, (
-            f"{storage.root_uri}: the log changed during each of {_ATTEMPTS} checks (a query "
-            "is committing): problems above may be moves by its commits; verify again")])
+            f"{storage.root_uri}: the log or the in-progress files changed during each of "
+            f"{_ATTEMPTS} checks (a query is writing): problems above may be moves by its "
+            "commits; verify again")])
     return replace(found, problems=problems + found.problems)
 
 

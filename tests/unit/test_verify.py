@@ -176,7 +176,7 @@ def test_a_query_committing_through_every_check_is_said_so(tmp_path, monkeypatch
             return super().size(path)
 
     result = verify_output(AlwaysCommitting(str(tmp_path)))
-    assert "the log changed during each of 5 checks" in result.problems[-1]
+    assert "changed during each of 5 checks (a query is writing)" in result.problems[-1]
 
 
 Damage = Callable[[Output], object]
