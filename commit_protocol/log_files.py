@@ -9,14 +9,16 @@ id, ``<id>.compact`` for the compaction batches (``(id + 1) % interval == 0``), 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO, TypeVar
 
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.log_lines import CHUNK, parse_line
 from commit_protocol.naming import LOG_DIR
 from commit_protocol.state import SinkState
 from commit_protocol.storage import FileInfo, Storage
+
+T = TypeVar("T")
 
 VERSION_LINE = "v1"
 _COMPACT = ".compact"
@@ -63,20 +65,20 @@ def batch_files(storage: Storage, directory: str) -> dict[int, list[FileInfo]]:
     """The files of ``directory`` (the log, or the intents) named by a batch id, by id; other
     names (temp files, strays) are left out. Two files for one id is damage the caller names.
     """
-    found: dict[int, list[FileInfo]] = {}
-    for info in storage.list(directory):
-        if (batch_id := batch_id_of(info.path.rsplit("/", 1)[-1])) is not None:
-            found.setdefault(batch_id, []).append(info)
-    return found
+    return _by_batch_id(storage.list(directory), lambda info: info.path)
 
 
 def batch_names(storage: Storage, directory: str) -> dict[int, list[str]]:
     """:func:`batch_files` by name only (paths relative to the root), listed without a size
     per file: what the many per-batch listings of the log and intents need."""
-    found: dict[int, list[str]] = {}
-    for path in storage.names(directory):
-        if (batch_id := batch_id_of(path.rsplit("/", 1)[-1])) is not None:
-            found.setdefault(batch_id, []).append(path)
+    return _by_batch_id(storage.names(directory), lambda path: path)
+
+
+def _by_batch_id(items: Iterable[T], path_of: Callable[[T], str]) -> dict[int, list[T]]:
+    found: dict[int, list[T]] = {}
+    for item in items:
+        if (batch_id := batch_id_of(path_of(item).rsplit("/", 1)[-1])) is not None:
+            found.setdefault(batch_id, []).append(item)
     return found
 
 

@@ -26,8 +26,8 @@ from commit_protocol.file_checks import (
 from commit_protocol.housekeeping import orphans
 from commit_protocol.log import MetadataLog
 from commit_protocol.log_files import (
-    batch_files,
     batch_id_of,
+    batch_names,
     last_compaction_at_or_before,
     log_file_name,
     log_file_names,
@@ -91,8 +91,9 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
 
     A check compares storage with one committed state, so a commit that lands meanwhile (a
     running query, or a killed driver's commit worker that outlives it for a moment) can move
-    a file the check then misses. Problems count only if the log and its intents did not
-    change during the check; otherwise the check runs again on the newer state.
+    a file the check then misses. Problems count only if the names in the log, intent and
+    in-progress directories did not change during the check; otherwise the check runs again
+    on the newer state (up to ``_ATTEMPTS`` times).
     """
     problems: list[str] = []
     repaired = _repair(storage, problems) if repair else []
@@ -165,8 +166,8 @@ def _committed_state(storage: Storage) -> SinkState:
 
 def _log_names(storage: Storage) -> dict[int, list[str]]:
     """Names of the log files on storage by batch id (two for one id is damage)."""
-    return {batch_id: [info.path.rsplit("/", 1)[-1] for info in infos]
-            for batch_id, infos in batch_files(storage, LOG_DIR).items()}
+    return {batch_id: [path.rsplit("/", 1)[-1] for path in paths]
+            for batch_id, paths in batch_names(storage, LOG_DIR).items()}
 
 
 def _duplicate_log_files(names: dict[int, list[str]]) -> list[str]:

@@ -98,16 +98,21 @@ def test_healthy_output_is_ok_with_its_counts(tmp_path):
 
 
 class CommitsDuringCheck(LocalStorage):
-    """Storage on which the next batch commits the first time a check sizes an in-progress
-    file: after the check read its state, before it looked at that state's files."""
+    """Storage on which the next batch commits when a check sizes an in-progress file: after
+    the check read its state, before it looked at that state's files. Once, or (``every``)
+    each time."""
 
-    def __init__(self, root: Path, commit_next: Callable[[], object]) -> None:
+    def __init__(self, root: Path, commit_next: Callable[[], object], *,
+                 every: bool = False) -> None:
         super().__init__(str(root))
         self.commit_next: Callable[[], object] | None = commit_next
+        self.every = every
 
     def size(self, path: str) -> int:
         if self.commit_next is not None and path.startswith(INPROGRESS_DIR):
-            commit_next, self.commit_next = self.commit_next, None
+            commit_next = self.commit_next
+            if not self.every:
+                self.commit_next = None
             commit_next()
         return super().size(path)
 
@@ -167,15 +172,12 @@ def test_a_query_committing_through_every_check_is_said_so(tmp_path, monkeypatch
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
     batches = iter(range(1, 100))
 
-    class AlwaysCommitting(LocalStorage):
-        def size(self, path: str) -> int:
-            if path.startswith(INPROGRESS_DIR):
-                batch_id = next(batches)
-                commit(tmp_path, cfg, batch_id, run_task(tmp_path, cfg, batch_id,
-                                                         [rows(3 + 2 * batch_id, 2)]))
-            return super().size(path)
+    def commit_the_next_batch() -> None:
+        batch_id = next(batches)
+        commit(tmp_path, cfg, batch_id, run_task(tmp_path, cfg, batch_id,
+                                                 [rows(3 + 2 * batch_id, 2)]))
 
-    result = verify_output(AlwaysCommitting(str(tmp_path)))
+    result = verify_output(CommitsDuringCheck(tmp_path, commit_the_next_batch, every=True))
     assert "changed during each of 5 checks (a query is writing)" in result.problems[-1]
 
 
