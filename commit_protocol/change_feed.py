@@ -20,27 +20,17 @@ the setting to raise (``log.cleanupDelay``), never silently skipped rows.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from commit_protocol.errors import (
-    CorruptLogError,
-    IntegrityError,
-    RotsinkError,
-    TruncatedFileError,
-)
-from commit_protocol.formats import FORMATS, READ_BATCH_ROWS, decode_rows, encode_rows
+from commit_protocol.errors import CorruptLogError, RotsinkError
+from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
-from commit_protocol.reading import (
-    CommittedFile,
-    bulk_read_options,
-    decompressed,
-    read_committed,
-    require_ring,
-    with_partition_columns,
-)
+from commit_protocol.reading import CommittedFile, with_partition_columns
+from commit_protocol.reading.bulk import rows_of_finished, staged_batches
+from commit_protocol.reading.rows import row_batches
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
@@ -187,69 +177,16 @@ def piece_batches(storage: Storage, piece: Piece, *, state: SinkState, schema: p
 
 def _rows(storage: Storage, piece: Piece, *, state: SinkState, schema: pa.Schema,
           ring: Mapping[str, bytes] | None) -> Iterator[pa.RecordBatch]:
-    fmt = FORMATS[state.format]
+    bulk = FORMATS[state.format].bulk
     f = CommittedFile(piece.path, piece.end, piece.directory, piece.in_progress,
                       final=piece.name if piece.in_progress else None,
-                      staged=fmt.bulk and piece.in_progress)
-    if fmt.bulk and not piece.in_progress:
-        yield from _finished_rows(storage, f, skip=piece.skip, take=None, state=state,
-                                  schema=schema, ring=ring)
-        return
-    try:
-        data = read_committed(storage, f, piece.start)
-    except TruncatedFileError:
-        # a staged file rolled (encoded) and cleaned up after the planned state: its rows
-        # are the same rows, in order, in the finished file
-        if not f.staged or not storage.exists(piece.name):
-            raise
-        finished = CommittedFile(piece.name, storage.size(piece.name), piece.directory, False)
-        yield from _finished_rows(storage, finished, skip=piece.skip, take=piece.records,
-                                  state=state, schema=schema, ring=ring)
-        return
-    plain = _plaintext(storage, f, data, piece.start, state=state, ring=ring)
-    if f.staged:
-        from commit_protocol.formats.ipc import iter_batches
-
-        yield from iter_batches(plain, schema)
-        return
-    if state.format == "csv" and piece.start > 0:  # the header is the file's first chunk
-        plain = encode_rows("csv", schema.empty_table(), with_header=True) + plain
-    try:
-        table = decode_rows(state.format, plain, schema)
-    except (ValueError, pa.ArrowException) as e:
-        raise IntegrityError(f"{piece.path}: cannot decode {state.format} data from byte "
-                             f"{piece.start} ({type(e).__name__}: {e})") from e
-    yield from table.to_batches(max_chunksize=READ_BATCH_ROWS)
-
-
-def _plaintext(storage: Storage, f: CommittedFile, data: bytes, start: int, *,
-               state: SinkState, ring: Mapping[str, bytes] | None) -> bytes:
-    """Bytes ``[start, f.length)`` of ``f`` decrypted (records authenticate on their own:
-    only the header is read besides) and decompressed (appends are independent members)."""
-    if state.encrypted:
-        from commit_protocol.crypto.sealed import MAX_HEADER, open_sealed_range
-
-        head = data if start == 0 else read_committed(
-            storage, replace(f, length=min(MAX_HEADER, f.length), in_progress=True), 0)
-        data = open_sealed_range(head, data, start, require_ring(ring, f.path), path=f.path)
-    return decompressed(data, f, state=state, start=start)
-
-
-def _finished_rows(storage: Storage, f: CommittedFile, *, skip: int, take: int | None,
-                   state: SinkState, schema: pa.Schema,
-                   ring: Mapping[str, bytes] | None) -> Iterator[pa.RecordBatch]:
-    """Rows ``[skip, skip + take)`` (``take`` None: to the end) of a finished bulk file."""
-    data = read_committed(storage, f)
-    for batch in FORMATS[state.format].implementation().iter_file(
-            data, schema, **bulk_read_options(data, f, state, ring)):
-        if skip >= batch.num_rows:
-            skip -= batch.num_rows
-            continue
-        batch = batch.slice(skip)
-        skip = 0
-        if take is not None:
-            if take <= 0:
-                return
-            batch = batch.slice(0, take)
-            take -= batch.num_rows
-        yield batch
+                      staged=bulk and piece.in_progress, records=piece.skip + piece.records)
+    options: dict[str, Any] = {"layout": state, "schema": schema, "ring": ring}
+    if bulk and not piece.in_progress:
+        yield from rows_of_finished(storage, f, skip=piece.skip, **options)
+    elif bulk:
+        # a staged file rolled (encoded) and cleaned up after the planned state has the same
+        # rows, in order, in the finished file: staged_batches reads them there
+        yield from staged_batches(storage, f, start=piece.start, skip=piece.skip, **options)
+    else:
+        yield from row_batches(storage, f, start=piece.start, **options)

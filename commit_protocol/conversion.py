@@ -20,46 +20,20 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from commit_protocol.config import SinkConfig
-from commit_protocol.crypto.sealed import open_sealed
-from commit_protocol.errors import TruncatedFileError
 from commit_protocol.naming import temp_name
 from commit_protocol.storage import Storage
 
 
 def staged_batches(storage: Storage, staged: str, length: int,
                    config: SinkConfig) -> Iterator[pa.RecordBatch]:
-    """The rows of the first ``length`` bytes of ``staged``, batch by batch.
+    """The rows of the first ``length`` bytes of ``staged``, batch by batch: one append's
+    rows (one sealed record, when encrypted) in memory at a time, never the whole file."""
+    from commit_protocol.reading.bulk import staged_stream
+    from commit_protocol.reading.files import CommittedFile
 
-    Unencrypted staged files are read stream by stream from an open handle, so memory holds
-    one append's rows at a time, not the whole file; a sealed file is authenticated whole.
-    """
-    if config.encrypted:
-        assert config.keys is not None
-        data = storage.read(staged, 0, length)
-        _check_length(staged, len(data), length)
-        plain = open_sealed(data, config.keys.ring(), path=staged, require_final=False)
-        yield from _streams(pa.BufferReader(plain), len(plain), staged)
-        return
-    with storage.open_read(staged) as handle:
-        source = pa.PythonFile(handle, mode="r")
-        _check_length(staged, source.size(), length)
-        yield from _streams(source, length, staged)
-
-
-def _streams(source: pa.NativeFile, length: int, staged: str) -> Iterator[pa.RecordBatch]:
-    """The batches of the IPC streams in ``source`` up to offset ``length`` (a committed
-    offset is always the end of a stream; what follows is a failed attempt's or a zombie's)."""
-    while source.tell() < length:
-        with pa.ipc.open_stream(source) as reader:
-            yield from reader
-    if source.tell() != length:
-        raise TruncatedFileError(f"{staged}: the committed length {length} is not the end of "
-                                 f"a staged stream (one ends at {source.tell()})")
-
-
-def _check_length(staged: str, have: int, length: int) -> None:
-    if have < length:
-        raise TruncatedFileError(f"{staged} holds {have} bytes; the log commits {length}")
+    ring = config.keys.ring() if config.encrypted and config.keys else None
+    yield from staged_stream(storage, CommittedFile(staged, length, "", True, staged=True),
+                             layout=config, schema=None, ring=ring, batch_rows=None)
 
 
 def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfig, *,

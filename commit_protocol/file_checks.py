@@ -6,20 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
-from commit_protocol.reading import (
-    CommittedFile,
-    read_bulk_file,
-    read_committed,
-    row_plaintext,
-    staged_batches,
-)
+from commit_protocol.reading import CommittedFile, open_plaintext
+from commit_protocol.reading.bulk import finished_batches, staged_stream
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
+
+CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,8 @@ def _visible(path: str) -> bool:
 
 def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
                   ring: Mapping[str, bytes] | None, problems: list[str]) -> int:
-    """Decode (decrypt, decompress) the committed bytes of ``files``; how many passed."""
+    """Decode (decrypt, decompress) the committed bytes of ``files``, streamed; how many
+    passed."""
     if state.encrypted and not ring:
         problems.append(f"{storage.root_uri} is encrypted: authenticating its files needs "
                         "its keys (ring)")
@@ -112,18 +111,28 @@ def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
     passed = 0
     for f in files:
         try:
-            data = read_committed(storage, f)
-            if f.staged:
-                plain = row_plaintext(data, f, state=state, ring=ring)
-                schema = pa.ipc.open_stream(pa.BufferReader(plain)).schema
-                list(staged_batches(data, f, state=state, schema=schema, ring=ring))
-            elif FORMATS[state.format].bulk:
-                read_bulk_file(data, f, state=state, ring=ring)
-            else:
-                row_plaintext(data, f, state=state, ring=ring)
+            _decode_all(storage, state, f, ring)
         except (RotsinkError, OSError, ValueError, pa.ArrowException) as e:
             # rotsink's errors name the file and byte; pyarrow's name neither
             problems.append(str(e) if f.path in str(e) else f"{f.path}: {type(e).__name__}: {e}")
         else:
             passed += 1
     return passed
+
+
+def _decode_all(storage: Storage, state: SinkState, f: CommittedFile,
+                ring: Mapping[str, bytes] | None) -> None:
+    """Read every committed byte of ``f`` as a reader would, keeping nothing: row files to
+    their plaintext (authenticated, decompressed), bulk files and staged rows to batches."""
+    options: dict[str, Any] = {"layout": state, "ring": ring, "schema": None}
+    if f.staged:
+        batches = staged_stream(storage, f, **options)
+    elif FORMATS[state.format].bulk:
+        batches = finished_batches(storage, f, **options)
+    else:
+        with open_plaintext(storage, f, layout=state, ring=ring) as stream:
+            while stream.read(CHUNK_BYTES):
+                pass
+        return
+    for _ in batches:
+        pass

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -18,19 +19,16 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
 from commit_protocol.naming import LOG_DIR, from_uri
-from commit_protocol.reading import (
-    CommittedFile,
-    open_committed,
-    read_bulk_file,
-    read_committed,
-    row_plaintext,
-    staged_batches,
-)
+from commit_protocol.reading import CommittedFile, open_committed, open_plaintext
+from commit_protocol.reading.bulk import finished_batches, staged_stream
 from commit_protocol.storage import LocalStorage
+
+CHUNK_BYTES = 1 << 20
 
 
 def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
-    """The committed content of ``file_path``: chunks (row formats) or JSON lines (bulk)."""
+    """The committed content of ``file_path``: chunks (row formats) or JSON lines (bulk),
+    streamed (a block or a unit in memory at a time)."""
     root, relative = _split_root(os.path.abspath(file_path))
     storage = LocalStorage(root)
     committed = open_committed(storage)
@@ -41,13 +39,15 @@ def cat(file_path: str, key_refs: list[str]) -> Iterator[bytes]:
     part = _committed_file(log, latest, state, relative, file_path)
     refs = KeyRefs(read_refs=tuple(key_refs)) if key_refs else None
     ring = refs.ring() if refs is not None else None
-    data = read_committed(storage, part)
+    options: dict[str, Any] = {"layout": state, "ring": ring, "schema": None}
     if part.staged:
-        yield from _json_lines(_staged_table(data, part, state, ring))
+        yield from _json_lines(staged_stream(storage, part, **options))
     elif FORMATS[state.format].bulk:
-        yield from _json_lines(read_bulk_file(data, part, state=state, ring=ring))
+        yield from _json_lines(finished_batches(storage, part, **options))
     else:
-        yield row_plaintext(data, part, state=state, ring=ring)
+        with open_plaintext(storage, part, layout=state, ring=ring) as stream:
+            while chunk := stream.read(CHUNK_BYTES):
+                yield chunk
 
 
 def _split_root(path: str) -> tuple[str, str]:
@@ -74,14 +74,6 @@ def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedF
                        "finalized file nor as an in-progress file (an orphan or a foreign file)")
 
 
-def _staged_table(data: bytes, part: CommittedFile, state, ring) -> pa.Table:
-    """A staged file's rows as written (the schema of its first stream)."""
-    plain = row_plaintext(data, part, state=state, ring=ring)
-    schema = pa.ipc.open_stream(pa.BufferReader(plain)).schema
-    return pa.Table.from_batches(list(staged_batches(data, part, state=state, schema=schema,
-                                                     ring=ring)), schema=schema)
-
-
-def _json_lines(table: pa.Table) -> Iterator[bytes]:
-    for batch in table.to_batches():
+def _json_lines(batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    for batch in batches:
         yield "".join(json.dumps(row, default=str) + "\n" for row in batch.to_pylist()).encode()

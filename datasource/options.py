@@ -41,6 +41,8 @@ ENCRYPTED_SUFFIX = ".enc"
 
 # The reader's own options (``spark.read.format("rotsink")``).
 INCLUDE_IN_PROGRESS, NUM_PARTITIONS = "includeInProgress", "numPartitions"
+INCLUDE_FINALIZED, AS_OF_BATCH = "includeFinalized", "asOfBatch"
+MAX_PARTITION_BYTES = "maxPartitionBytes"
 # The change feed's (spark.readStream.format("rotsink")).
 STARTING_BATCH = "startingBatch"
 MAX_BATCHES_PER_TRIGGER = "maxBatchesPerTrigger"
@@ -54,8 +56,8 @@ SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_REC
                 ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
-READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, NUM_PARTITIONS, ENCRYPTION_KEY, ENCRYPTION_KEYS,
-                *FEED_OPTIONS)
+READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, INCLUDE_FINALIZED, AS_OF_BATCH, NUM_PARTITIONS,
+                MAX_PARTITION_BYTES, ENCRYPTION_KEY, ENCRYPTION_KEYS, *FEED_OPTIONS)
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
              "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,

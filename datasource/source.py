@@ -52,7 +52,10 @@ class RotSinkDataSource(DataSource):
         return RotSinkStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Runs on the driver: plans the read of committed output."""
-        from datasource.reader import RotSinkReader
+        """Runs on the driver: plans the read of committed output, taking Spark's filters
+        when the session lets Python readers take them (``datasource.pushdown``)."""
+        from datasource.pushdown import planning_allows_pushdown
+        from datasource.reader import PruningRotSinkReader, RotSinkReader
 
-        return RotSinkReader(dict(self.options), schema)
+        reader = PruningRotSinkReader if planning_allows_pushdown() else RotSinkReader
+        return reader(dict(self.options), schema)

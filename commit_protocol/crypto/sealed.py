@@ -24,6 +24,7 @@ import hmac
 import os
 import struct
 from collections.abc import Iterator, Mapping
+from typing import BinaryIO
 
 from commit_protocol.crypto.keys import ring_ids
 from commit_protocol.errors import EncryptionKeyError, IntegrityError
@@ -138,64 +139,66 @@ def open_sealed(data: bytes, ring: Mapping[str, bytes], *, path: str,
 
     ``require_final`` for finalized files: the last record must be ``FINAL``.
     """
+    import io
+
+    return b"".join(iter_plaintext(io.BytesIO(data), ring, path=path, end=len(data),
+                                   require_final=require_final))
+
+
+def iter_plaintext(source: BinaryIO, ring: Mapping[str, bytes], *, path: str, end: int,
+                   start: int = 0, require_final: bool = False) -> Iterator[bytes]:
+    """The plaintext of bytes ``[start, end)`` of a sealed file, record by record: a reader
+    holds one record (at most :data:`MAX_RECORD_PLAINTEXT`) at a time, never the file.
+
+    ``source`` is seekable: the header is read from byte 0, then the records from ``start``.
+    Records are bound to their file offset, so a range that starts at a record boundary
+    (every committed offset does) authenticates on its own. Removed, reordered or spliced
+    records fail authentication; a range cut inside a record is reported as cut short;
+    ``require_final`` (a finalized file read to its end) insists on the ``FINAL`` record.
+    """
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    header, key_id, salt, master = parse_header(data, ring, path=path)
+    source.seek(0)
+    header, key_id, salt, master = parse_header(source.read(min(MAX_HEADER, end)), ring,
+                                                path=path)
     aead = AESGCM(_file_key(master, salt, key_id))
-    out, final_at = [], None
-    for offset, flags, nonce, sealed in _records(data, len(header), path):
+    offset = max(start, len(header))
+    source.seek(offset)
+    final_at = None
+    while offset < end:
+        flags, nonce, sealed = _next_record(source, offset, end, path)
         if final_at is not None:
             raise IntegrityError(f"{path}: data after the FINAL record at byte {final_at}")
         try:
-            out.append(aead.decrypt(nonce, sealed, _aad(header, offset, flags)))
+            plaintext = aead.decrypt(nonce, sealed, _aad(header, offset, flags))
         except InvalidTag:
             raise IntegrityError(
                 f"{path}: record at byte {offset} fails authentication: the file was "
                 "modified, or records were reordered, removed or spliced in") from None
         if flags == FLAG_FINAL:
             final_at = offset
+        if plaintext:
+            yield plaintext
+        offset += _RECORD_HEAD.size + _NONCE + len(sealed)
     if require_final and final_at is None:
         raise IntegrityError(f"{path}: finalized file ends without its FINAL record at byte "
-                             f"{len(data)}: it was cut short")
-    return b"".join(out)
+                             f"{end}: it was cut short")
 
 
-def open_sealed_range(head: bytes, data: bytes, start: int, ring: Mapping[str, bytes], *,
-                      path: str) -> bytes:
-    """The plaintext of bytes ``[start, start + len(data))`` of a file whose first bytes are
-    ``head`` (at least its header): records are bound to their file offset, so a range that
-    starts at a record boundary (every committed offset does) authenticates on its own.
-    Removed, reordered or spliced records fail as in :func:`open_sealed`; a range cut inside
-    a record is reported as cut short."""
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    header, key_id, salt, master = parse_header(head, ring, path=path)
-    aead = AESGCM(_file_key(master, salt, key_id))
-    skip = max(0, len(header) - start)  # a range from byte 0 starts with the header
-    out = []
-    for offset, flags, nonce, sealed in _records(data, skip, path):
-        try:
-            out.append(aead.decrypt(nonce, sealed, _aad(header, start + offset, flags)))
-        except InvalidTag:
-            raise IntegrityError(
-                f"{path}: record at byte {start + offset} fails authentication: the file was "
-                "modified, or records were reordered, removed or spliced in") from None
-    return b"".join(out)
-
-
-def _records(data: bytes, start: int, path: str
-             ) -> Iterator[tuple[int, int, bytes, memoryview]]:
-    view, offset = memoryview(data), start
-    while offset < len(data):
-        if offset + _RECORD_HEAD.size + _NONCE > len(data):
-            raise IntegrityError(f"{path}: record at byte {offset} is cut short")
-        length, flags = _RECORD_HEAD.unpack_from(data, offset)
-        body = offset + _RECORD_HEAD.size + _NONCE
-        if flags not in (FLAG_DATA, FLAG_FINAL) or length < _TAG or body + length > len(data):
-            raise IntegrityError(f"{path}: record at byte {offset} is damaged or cut short "
-                                 f"(flags {flags}, length {length})")
-        yield offset, flags, bytes(view[offset + _RECORD_HEAD.size:body]), view[body:body + length]
-        offset = body + length
-
+def _next_record(source: BinaryIO, offset: int, end: int, path: str
+                 ) -> tuple[int, bytes, bytes]:
+    """(flags, nonce, sealed bytes) of the record at ``offset``, read from ``source``."""
+    head_size = _RECORD_HEAD.size + _NONCE
+    head = source.read(head_size) if offset + head_size <= end else b""
+    if len(head) < head_size:
+        raise IntegrityError(f"{path}: record at byte {offset} is cut short")
+    length, flags = _RECORD_HEAD.unpack_from(head)
+    body = offset + head_size
+    if flags not in (FLAG_DATA, FLAG_FINAL) or length < _TAG or body + length > end:
+        raise IntegrityError(f"{path}: record at byte {offset} is damaged or cut short "
+                             f"(flags {flags}, length {length})")
+    sealed = source.read(length)
+    if len(sealed) < length:
+        raise IntegrityError(f"{path}: record at byte {offset} is cut short")
+    return flags, head[_RECORD_HEAD.size:], sealed

@@ -9,14 +9,20 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
 * A **row** format (``jsonl``, ``csv``, ``text``) encodes chunk by chunk: a part file stays
   open across micro-batches, and the concatenation of its chunks is one valid file that
   :func:`decode_rows` (and ``spark.read.<format>``) reads back row for row. Its module
-  defines ``encode(table, *, with_header) -> bytes`` and ``decode(data, schema) -> Table``.
+  defines ``encode(table, *, with_header) -> bytes``, ``decode(data, schema) -> Table`` and
+  ``last_row_end(data) -> int`` (where the last whole row of a block ends: readers decode a
+  file block by block). Its entry says whether a file starts with a ``header`` (the reader
+  repeats it before each later block) and whether every row is one line, so that tasks may
+  read byte ranges of one file (``splittable``).
 * A **bulk** format (``parquet``, ``orc``) cannot be appended to: a slot's in-progress rows
   are *staged* in its ``staging`` format (Arrow IPC streams, :mod:`commit_protocol.formats.ipc`),
   an appendable row format, and encoded into the finished file when the slot rolls
   (:mod:`commit_protocol.conversion`). Its entry names its codecs; its module defines
   ``check_rows(batch)`` (values it cannot hold, refused before staging),
-  ``open_writer(handle, table, config, *, encrypt)`` (the finished file's encoder) and
-  ``iter_file``/``read_file(data, schema, ...)`` (its reader).
+  ``open_writer(handle, table, config, *, encrypt)`` (the finished file's encoder),
+  ``open_units(source, *, decryption_properties)`` (its reader: a
+  :class:`~commit_protocol.formats.units.BulkFile` of row groups or stripes, with their
+  offsets and statistics) and ``iter_file``/``read_file(data, schema, ...)`` (whole files).
 
 Adding a row format is one module with ``encode``/``decode`` and one ``Format`` line below;
 a bulk format is one module with the functions above and one line.
@@ -59,6 +65,8 @@ class Format:
     compressions: tuple[str, ...] = ()
     default_compression: str = "none"
     levels: bool = False
+    header: bool = False  # row formats: the first chunk of a file starts with a header line
+    splittable: bool = False  # row formats: every row is one line (no line break inside)
 
     def implementation(self) -> ModuleType:
         """The module that encodes and decodes this format (imported on first use)."""
@@ -76,10 +84,12 @@ _ROW_PRELOAD = ("polars", "pandas")
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("jsonl", ".jsonl", bulk=False, module="commit_protocol.formats.jsonl",
-           preload=_ROW_PRELOAD),
+           preload=_ROW_PRELOAD, splittable=True),
+    # quoted CSV values may hold line breaks: a task cannot find a row's start mid-file
     Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv",
-           preload=_ROW_PRELOAD),
-    Format("text", ".txt", bulk=False, module="commit_protocol.formats.text"),
+           preload=_ROW_PRELOAD, header=True),
+    Format("text", ".txt", bulk=False, module="commit_protocol.formats.text",
+           splittable=True),
     # Spark's Parquet reader ships no brotli codec; pyarrow's "lz4" is LZ4_RAW, offered under
     # that name. snappy is Spark's own Parquet default.
     # pyarrow's Parquet and ORC writers import pandas on first use (0.2 s, ~29,000 objects):

@@ -25,7 +25,7 @@ import bz2
 import io
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from commit_protocol.errors import OptionError
 
@@ -116,6 +116,34 @@ class RowCodec:
                 return reader.read()
         except zstandard.ZstdError as e:
             raise ValueError(f"zstd: {e}") from e
+
+
+    def reader(self, source: BinaryIO) -> BinaryIO:
+        """The decompressed bytes of every member of ``source`` (from its position on), as a
+        stream: a reader holds a member's window, not the file. A cut or damaged member
+        raises one of :func:`decode_errors` when read."""
+        if self.name == "none":
+            return source
+        if self.name == "gzip":
+            from isal import igzip
+
+            return cast(BinaryIO, igzip.IGzipFile(fileobj=source, mode="rb"))
+        if self.name == "bz2":
+            return cast(BinaryIO, bz2.BZ2File(source, mode="rb"))  # reads every stream
+        import zstandard
+
+        return cast(BinaryIO, zstandard.ZstdDecompressor().stream_reader(
+            source, read_across_frames=True, closefd=False))
+
+
+def decode_errors() -> tuple[type[BaseException], ...]:
+    """What the codecs' readers raise on bytes that are not theirs (gzip, bz2 and zstd each
+    raise other types; ISA-L a ``zlib``-style error for a bad deflate block)."""
+    import zstandard
+    from isal import isal_zlib
+
+    isal_error = cast(type[BaseException], isal_zlib.error)  # isal's stub types it loosely
+    return (OSError, EOFError, ValueError, zlib.error, isal_error, zstandard.ZstdError)
 
 
 def bulk_codec(fmt: Format, compression: str, level: int | None) -> str:

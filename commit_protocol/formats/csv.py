@@ -189,3 +189,25 @@ def _read(data: bytes, column_types: dict[str, pa.DataType]) -> pa.Table:
     read = pcsv.ReadOptions(block_size=min(MAX_BLOCK, len(data) + 1))
     return pcsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
                          convert_options=convert)
+
+
+def last_row_end(data: bytes) -> int:
+    r"""Where the last whole row of ``data`` ends (0: none ends in it), ``data`` starting at a
+    row's start: after the last line break outside a quoted value.
+
+    A quote delimits a value unless escaped: this writer escapes ``\`` and ``"`` with a
+    backslash inside quoted values and writes no backslash outside them, so with the escape
+    pairs blanked out, every remaining ``"`` opens or closes a value, and a line break ends
+    a row when an even number of quotes precede it.
+
+    >>> last_row_end(b'1,"a\nb"\n2,"c\\\\"\n3,"d\n')
+    16
+    """
+    import numpy as np
+
+    blanked = bytes(data).replace(b"\\\\", b"\0\0").replace(b'\\"', b"\0\0")
+    codes = np.frombuffer(blanked, np.uint8)
+    quotes = np.flatnonzero(codes == ord('"'))
+    breaks = np.flatnonzero(codes == ord("\n"))
+    outside = breaks[np.searchsorted(quotes, breaks) % 2 == 0]
+    return int(outside[-1]) + 1 if len(outside) else 0

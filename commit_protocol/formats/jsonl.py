@@ -200,3 +200,9 @@ def _read_with_python(data: bytes, wire: pa.Schema, names: set[str]) -> dict[str
 
 def _chunked(column: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
     return column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+
+
+def last_row_end(data: bytes) -> int:
+    """Where the last whole row of ``data`` (rows from its start) ends: after its line break
+    (0: none ends in ``data``). Every row is one line."""
+    return data.rfind(b"\n") + 1

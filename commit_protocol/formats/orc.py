@@ -27,7 +27,7 @@ the query starts.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import pyarrow as pa
@@ -35,6 +35,7 @@ import pyarrow as pa
 from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
 from commit_protocol.formats import READ_BATCH_ROWS
 from commit_protocol.formats.types import require_columns
+from commit_protocol.formats.units import Unit
 
 NTZ_ATTRIBUTE = {b"spark.sql.catalyst.type": b"timestamp_ntz"}
 # ORC's Java writer keeps a string column's dictionary while distinct keys stay under this
@@ -181,24 +182,63 @@ def read_file(source: bytes | str | IO[bytes] | pa.NativeFile, schema: pa.Schema
               *, decryption_properties: Any = None) -> pa.Table:
     """A whole ORC file as ``schema`` (columns by name, Spark's encodings undone), or as
     stored when ``schema`` is None."""
-    orc_file = _open(source, schema, decryption_properties)
+    units = OrcUnits(source, decryption_properties=decryption_properties)
     if schema is None:
-        return orc_file.read()
-    return pa.Table.from_batches(list(iter_file(orc_file, schema)), schema=schema)
+        return units.file.read()
+    return pa.Table.from_batches(list(units.batches(range(len(units.units)), schema)),
+                                 schema=schema)
 
 
 def iter_file(source: Any, schema: pa.Schema, *,
               decryption_properties: Any = None) -> Iterator[pa.RecordBatch]:
     """:func:`read_file` stripe by stripe, in batches of up to ``READ_BATCH_ROWS`` rows."""
-    import pyarrow.orc as orc
+    units = OrcUnits(source, decryption_properties=decryption_properties)
+    yield from units.batches(range(len(units.units)), schema)
 
-    orc_file = source if isinstance(source, orc.ORCFile) else _open(source, schema,
-                                                                    decryption_properties)
-    for stripe in range(orc_file.nstripes):
-        batch = orc_file.read_stripe(stripe, columns=schema.names)
-        rows = from_orc(batch, schema)
-        for start in range(0, rows.num_rows, READ_BATCH_ROWS):
-            yield rows.slice(start, READ_BATCH_ROWS)
+
+class OrcUnits:
+    """An open ORC file read stripe by stripe: its units (from the file's tail, see
+    :mod:`commit_protocol.formats.orc_tail`) and their batches. A tail that cannot be read
+    leaves the file one unsplittable whole without statistics, never a failed read."""
+
+    def __init__(self, source: Any, *, decryption_properties: Any = None) -> None:
+        import pyarrow.orc as orc
+
+        from commit_protocol.formats.orc_tail import OrcTailError, read_units
+
+        if decryption_properties is not None:
+            raise SchemaMismatchError("an ORC file cannot be encrypted: the log says this "
+                                      "path is")
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            source = pa.BufferReader(source)
+        self.file = orc.ORCFile(source)
+        self.schema = self.file.schema
+        try:
+            units = read_units(_seekable(source), self.file.file_length)
+        except (OrcTailError, IndexError, ValueError):
+            units = []
+        if len(units) != self.file.nstripes:  # all in the split that starts the file
+            units = [Unit(i, 0, 0, 0) for i in range(self.file.nstripes)]
+        self.units = units
+
+    def batches(self, indices: Iterable[int], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """The rows of stripes ``indices`` as ``schema``, in batches of up to
+        ``READ_BATCH_ROWS`` rows (a stripe is decoded whole: ``orc.stripeBytes``)."""
+        require_columns("orc", self.file.schema.names, schema)
+        for index in indices:
+            rows = from_orc(self.file.read_stripe(index, columns=schema.names), schema)
+            for start in range(0, rows.num_rows, READ_BATCH_ROWS):
+                yield rows.slice(start, READ_BATCH_ROWS)
+
+
+open_units = OrcUnits
+
+
+def _seekable(source: Any) -> Any:
+    """``source`` as something :func:`read_units` can seek and read (a path is opened)."""
+    if isinstance(source, str):
+        return pa.OSFile(source)
+    return source
 
 
 def from_orc(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -214,18 +254,6 @@ def _from_orc_leaf(values: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(target) and target.tz is None and pa.types.is_int64(values.type):
         return values.view(target)
     return values.cast(target)
-
-
-def _open(source: Any, schema: pa.Schema | None, decryption_properties: Any):
-    import pyarrow.orc as orc
-
-    if decryption_properties is not None:
-        raise SchemaMismatchError("an ORC file cannot be encrypted: the log says this path is")
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        source = pa.BufferReader(source)
-    orc_file = orc.ORCFile(source)
-    require_columns("orc", orc_file.schema.names, schema)
-    return orc_file
 
 
 # -- the hybrid calendar -------------------------------------------------------------------

@@ -9,13 +9,14 @@ so Spark reads zoned ones as ``timestamp`` and zone-less ones as ``timestamp_ntz
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import pyarrow as pa
 
 from commit_protocol.formats import READ_BATCH_ROWS
 from commit_protocol.formats.types import is_nested, require_columns
+from commit_protocol.formats.units import ColumnStats, Unit
 
 # Dictionary encoding pays for columns that repeat values. On columns of mostly distinct
 # values (ids, free text, measurements) pyarrow's default dictionary fills its 1 MB page and
@@ -112,8 +113,11 @@ def read_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile,
     SchemaMismatchError
         If a column of ``schema`` is missing from the file.
     """
-    table = _open_parquet(data_or_file, schema, decryption_properties).read()
-    return table if schema is None else table.select(schema.names).cast(schema)
+    units = ParquetUnits(data_or_file, decryption_properties=decryption_properties)
+    if schema is None:
+        return units.file.read()
+    return pa.Table.from_batches(list(units.batches(range(len(units.units)), schema)),
+                                 schema=schema)
 
 
 def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: pa.Schema, *,
@@ -121,20 +125,82 @@ def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: 
     """:func:`read_parquet` as a stream of batches of up to :data:`READ_BATCH_ROWS` rows:
     a reader hands rows on while later ones still decode, and never holds a whole decoded
     file. Raises like :func:`read_parquet`, at the first ``next()``."""
-    parquet = _open_parquet(data_or_file, schema, decryption_properties)
-    for batch in parquet.iter_batches(batch_size=READ_BATCH_ROWS, columns=schema.names):
-        yield batch.select(schema.names).cast(schema)
+    units = ParquetUnits(data_or_file, decryption_properties=decryption_properties)
+    yield from units.batches(range(len(units.units)), schema)
 
 
 read_file = read_parquet  # the bulk-format interface (commit_protocol.reading)
 iter_file = iter_parquet
 
+# Column chunks are read through a buffer of this size rather than whole (pyarrow reads a
+# whole column chunk into memory otherwise): a read task holds a row group's decoded batch,
+# not its compressed bytes besides.
+READ_BUFFER_BYTES = 1 << 20
 
-def _open_parquet(data_or_file, schema: pa.Schema | None, decryption_properties):
-    import pyarrow.parquet as pq
 
-    source = pa.BufferReader(data_or_file) if isinstance(
-        data_or_file, (bytes, bytearray, memoryview)) else data_or_file
-    parquet = pq.ParquetFile(source, decryption_properties=decryption_properties)
-    require_columns("parquet", parquet.schema_arrow.names, schema)
-    return parquet
+class ParquetUnits:
+    """An open Parquet file read row group by row group: its units (offsets, rows, statistics
+    of its top-level flat columns) and their batches (see :mod:`commit_protocol.formats.units`).
+    """
+
+    def __init__(self, source: bytes | str | IO[bytes] | pa.NativeFile, *,
+                 decryption_properties: Any = None) -> None:
+        import pyarrow.parquet as pq
+
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            source = pa.BufferReader(source)
+        self.file = pq.ParquetFile(source, decryption_properties=decryption_properties,
+                                   buffer_size=READ_BUFFER_BYTES)
+        self.schema = self.file.schema_arrow
+        metadata = self.file.metadata
+        flat = _flat_leaves(self.file)
+        self.units = [_row_group(metadata.row_group(i), i, flat)
+                      for i in range(metadata.num_row_groups)]
+
+    def batches(self, indices: Iterable[int], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """The rows of row groups ``indices`` as ``schema``, in batches of up to
+        :data:`READ_BATCH_ROWS` rows; ``SchemaMismatchError`` for a missing column."""
+        require_columns("parquet", self.file.schema_arrow.names, schema)
+        groups = list(indices)
+        if not groups:
+            return
+        for batch in self.file.iter_batches(batch_size=READ_BATCH_ROWS, row_groups=groups,
+                                            columns=schema.names):
+            yield batch.select(schema.names).cast(schema)
+
+
+open_units = ParquetUnits
+
+
+def _flat_leaves(parquet) -> dict[int, str]:
+    """Leaf column index -> name, for top-level columns that are one flat leaf (the only ones
+    whose statistics a filter on a column can use); names shared with a nested leaf's path
+    are left out."""
+    arrow = parquet.schema_arrow
+    flat = {f.name for f in arrow if not is_nested(f.type)}
+    paths = [parquet.schema.column(i).path for i in range(len(parquet.schema))]
+    return {i: path for i, path in enumerate(paths) if path in flat and paths.count(path) == 1}
+
+
+def _row_group(group, index: int, flat: dict[int, str]) -> Unit:
+    starts, length, stats = [], 0, {}
+    for i in range(group.num_columns):
+        column = group.column(i)
+        start = column.data_page_offset
+        if column.has_dictionary_page and 0 < column.dictionary_page_offset < start:
+            start = column.dictionary_page_offset
+        starts.append(start)
+        length += column.total_compressed_size
+        if i in flat and column.is_stats_set:
+            stats[flat[i]] = _column_stats(column.statistics)
+    return Unit(index, min(starts, default=0), length, group.num_rows, stats)
+
+
+def _column_stats(statistics) -> ColumnStats:
+    null_count = statistics.null_count if statistics.has_null_count else None
+    if not statistics.has_min_max:
+        return ColumnStats(null_count=null_count)
+    try:
+        return ColumnStats(statistics.min, statistics.max, null_count)
+    except (ValueError, UnicodeDecodeError, pa.ArrowException):  # a value Python cannot hold
+        return ColumnStats(null_count=null_count)

@@ -47,3 +47,9 @@ def decode(data: bytes, schema: pa.Schema) -> pa.Table:
     whole = pa.array([body], pa.large_binary()).cast(pa.large_string())
     lines = pc.split_pattern(whole, "\n").flatten()
     return pa.Table.from_arrays([lines.cast(schema.field(0).type)], schema=schema)
+
+
+def last_row_end(data: bytes) -> int:
+    """Where the last whole row of ``data`` (rows from its start) ends: after its line break
+    (0: none ends in ``data``). Every row is one line."""
+    return data.rfind(b"\n") + 1

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from commit_protocol.storage.base import FileInfo
+from commit_protocol.storage.inputs import PrefixInput, local_input
 
 
 class LocalStorage:
@@ -44,6 +45,11 @@ class LocalStorage:
 
     def open_read(self, path: str) -> BinaryIO:
         return open(self._abs(path), "rb")
+
+    def open_input(self, path: str, length: int | None = None) -> PrefixInput:
+        """A seekable reader of the first ``length`` bytes (all when None), ``pread`` on an
+        open descriptor: a rename or unlink of ``path`` meanwhile does not disturb it."""
+        return local_input(self._abs(path), length)
 
     def open_append(self, path: str) -> BinaryIO:
         """Open for appending, creating the file (and its directory) if needed."""

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO, cast
 from commit_protocol.errors import OptionError, SegmentError, UnsafeStorageError
 from commit_protocol.storage import FileInfo
 from commit_protocol.storage.clients import MemoryObjects, S3Objects
+from commit_protocol.storage.inputs import PrefixInput
 from commit_protocol.storage.segments import (
     SEGMENT_BYTES,
     Blob,
@@ -147,6 +148,22 @@ class ObjectStorage:
     def open_read(self, path: str) -> BinaryIO:
         """The whole file in memory (log and intent files are small)."""
         return io.BytesIO(self.read(path))
+
+    def open_input(self, path: str, length: int | None = None) -> PrefixInput:
+        """A seekable reader of the first ``length`` bytes (all when None): the file's pieces
+        are listed once (1 LIST, +1 HEAD for a plain object), then each read is ranged GETs
+        of the pieces it covers. A segment deleted meanwhile (the compose of a roll) fails
+        that read with ``FileNotFoundError`` or ``SegmentError``."""
+        pieces = self._pieces(path)
+        stored = sum(p.length for p in pieces)
+
+        def read_into(view: memoryview, offset: int) -> int:
+            end = min(stored, offset + len(view))
+            data = self._objects.read(slice_pieces(pieces, offset, end)) if end > offset else b""
+            view[:len(data)] = data
+            return len(data)
+
+        return PrefixInput(path, stored if length is None else length, stored, read_into)
 
     def open_append(self, path: str) -> BinaryIO:
         """A :class:`SegmentWriter` at the current end (1 LIST, +1 HEAD for a new file).

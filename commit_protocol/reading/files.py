@@ -1,0 +1,104 @@
+"""What a reader may read as of one committed batch: finalized files plus the committed
+prefixes of in-progress files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from commit_protocol.errors import CorruptLogError
+from commit_protocol.formats import FORMATS
+from commit_protocol.log import MetadataLog
+from commit_protocol.naming import from_uri
+from commit_protocol.state import SinkState
+
+
+class Layout(Protocol):
+    """How a path's files are written, all a read task needs of the committed state
+    (:class:`SinkState` and :class:`ReadLayout` both fit)."""
+
+    @property
+    def format(self) -> str: ...
+    @property
+    def compression(self) -> str: ...
+    @property
+    def encrypted(self) -> bool: ...
+    @property
+    def partition_by(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class ReadLayout:
+    """A :class:`Layout` without the state's per-file lists: what a reader pickles to its
+    tasks, whatever the number of files in progress."""
+
+    format: str
+    compression: str
+    encrypted: bool
+    partition_by: tuple[str, ...]
+
+    @classmethod
+    def of(cls, state: SinkState) -> ReadLayout:
+        return cls(state.format, state.compression, state.encrypted, state.partition_by)
+
+
+@dataclass(frozen=True)
+class CommittedFile:
+    """``length`` committed bytes of ``path``, in partition directory ``directory``.
+
+    An in-progress file also carries its ``final`` name: a later commit may publish it there
+    while a read planned from this state still runs (see :mod:`commit_protocol.reading.inputs`).
+    """
+
+    path: str
+    length: int
+    directory: str
+    in_progress: bool
+    final: str | None = None
+    staged: bool = False  # a bulk format's staged rows: encoded, never renamed, at a roll
+    records: int = 0  # of an in-progress file: the committed rows
+
+
+def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
+                    include_in_progress: bool = True,
+                    include_finalized: bool = True) -> list[CommittedFile]:
+    """Every file (and committed prefix) visible as of ``batch``, whose ``state`` is given.
+
+    A path listed twice (a log file edited by hand) is refused: Spark's readers would return
+    its rows twice.
+    """
+    files = []
+    if include_finalized:
+        listed_in: dict[str, str] = {}
+        for log_file, entry in log.listed_entries(batch):
+            try:
+                path = from_uri(log.storage.root_uri, entry["path"])
+            except ValueError as e:  # moved or copied output: the log names the old location
+                raise CorruptLogError(f"metadata log file {log_file}: {e}") from e
+            if path in listed_in:
+                raise CorruptLogError(
+                    f"metadata log file {log_file} lists {path} a second time (first in "
+                    f"{listed_in[path]}): expected each file once; Spark's readers would "
+                    "return its rows twice. Remove the duplicate line")
+            listed_in[path] = log_file
+            files.append(CommittedFile(path, int(entry["size"]), directory_of(path), False))
+    if include_in_progress:
+        files += in_progress_files(state)
+    return files
+
+
+def in_progress_files(state: SinkState) -> list[CommittedFile]:
+    """The committed prefixes of ``state``'s in-progress files (empty ones left out)."""
+    staged = FORMATS[state.format].bulk
+    return [CommittedFile(f.temp, f.size, f.directory, True, final=f.name, staged=staged,
+                          records=f.records)
+            for f in state.in_progress if f.size]
+
+
+def directory_of(path: str) -> str:
+    """The partition directory of a relative file path (``""`` at the root).
+
+    >>> directory_of("day=1/part-0.jsonl"), directory_of("part-0.jsonl")
+    ('day=1', '')
+    """
+    return path.rsplit("/", 1)[0] if "/" in path else ""
