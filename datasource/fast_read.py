@@ -159,7 +159,7 @@ def _with_in_progress(spark: Any, path: str, options: dict[str, str], finalized:
     if in_progress and in_progress_files(state):
         parts.append(spark.read.format("rotsink")
                      .options(**options, asOfBatch=str(batch), includeFinalized="false")
-                     .load(path).select(*names))
+                     .load(path).selectExpr(*map(_quoted, names)))
     if not parts:  # nothing committed to read yet: rotsink's reader gives the empty frame
         return spark.read.format("rotsink").options(**options,
                                                     asOfBatch=str(batch)).load(path)
@@ -171,20 +171,30 @@ def _with_in_progress(spark: Any, path: str, options: dict[str, str], finalized:
 
 def _spark_part(df: Any, state: SinkState, names: list[str]) -> Any:
     """Spark's rows in rotsink's columns: text's column renamed from ``value``, CSV's binary
-    columns decoded from the base64 rotsink writes."""
-    from pyspark.sql import functions as F
+    columns decoded from the base64 rotsink writes. SQL expressions, not
+    ``pyspark.sql.functions``, whose columns are classic or Connect by the process's mode."""
     from pyspark.sql.types import BinaryType
 
     schema = _schema(state)
-    columns = []
+    expressions = []
     for field in schema.fields:
-        column = F.col(f"`{field.name}`")
+        name = _quoted(field.name)
         if state.format == "text" and field.name not in state.partition_by:
-            column = F.col("value")
+            expressions.append(f"value AS {name}")
         elif state.format == "csv" and isinstance(field.dataType, BinaryType):
-            column = F.unbase64(column)
-        columns.append(column.alias(field.name))
-    return df.select(*columns).select(*[f"`{n}`" for n in names])
+            expressions.append(f"unbase64({name}) AS {name}")
+        else:
+            expressions.append(name)
+    return df.selectExpr(*expressions).selectExpr(*map(_quoted, names))
+
+
+def _quoted(name: str) -> str:
+    """A column name as a SQL identifier.
+
+    >>> _quoted("a`b")
+    '`a``b`'
+    """
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _spark_reader(spark: Any, state: SinkState, schema: Any) -> Any:

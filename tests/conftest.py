@@ -40,6 +40,17 @@ def spark():
 
 
 @pytest.fixture
+def pushdown(spark):
+    """Python readers take filters during one test: ``spark.sql.python.filterPushdown.enabled``
+    (false by default), which rotsink's reader follows (``datasource.pushdown``)."""
+    key = "spark.sql.python.filterPushdown.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "true")
+    yield
+    spark.conf.set(key, before)
+
+
+@pytest.fixture
 def failpoints():
     """Arm failpoints for one test: ``failpoints.arm("task.after_append=raise:once")``."""
 

@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -141,6 +142,8 @@ class CrashLoop:
     # can roll them (a task rolls its own partition's idle slots).
     lone_task_for_driver_rolls: bool = False
     follower: Follower | None = None  # a change-feed query beside it, killed every life
+    # a Spark session: the reader beside the lives reads through pyspark_rotsink.read
+    fast_path_spark: Any = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -164,9 +167,19 @@ class CrashLoop:
         from commit_protocol.crypto.keys import KeyRefs
 
         keys = KeyRefs.from_options(self.options)
+        fast_path = None
+        if self.fast_path_spark is not None:
+            self.reads.way = "pyspark_rotsink.read"
+            fast_path = self._read_by_fast_path
         return BesideReader(self.storage, keys.ring() if keys else None, self.reads,
                             rows_per_group=self.rows_per_file if self.group_by_file else 0,
-                            schema=self.read_schema)
+                            schema=self.read_schema, fast_path=fast_path)
+
+    def _read_by_fast_path(self) -> list[dict]:
+        import pyspark_rotsink
+
+        df = pyspark_rotsink.read(self.fast_path_spark, self.out_url, **self.read_options)
+        return [row.asDict() for row in df.select("id", "name", "grp", "score").collect()]
 
     @property
     def read_schema(self) -> pa.Schema:

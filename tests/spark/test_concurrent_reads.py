@@ -1,5 +1,7 @@
 """Readers beside a running query: files roll every other batch, the log compacts every few
-batches and old log files are deleted at once, while both readers read in a loop.
+batches and old log files are deleted at once, while four readers read in a loop: rotsink's,
+Spark's, rotsink's with a partition filter pushed (pruned directories), and the fast path
+(``pyspark_rotsink.read``: Spark's reader for finalized files, rotsink's for the rest).
 
 Every read must succeed and see one committed state: no duplicate id, and each read's ids a
 superset of the previous read's (a committed row never disappears).
@@ -19,9 +21,9 @@ DEADLINE_S = 120
 def running_query(spark, out: Path, checkpoint: Path, fmt: str):
     rate = (spark.readStream.format("rate").option("rowsPerSecond", 200)
             .option("numPartitions", 2).load())
-    return (rate.selectExpr("value AS id", "CAST(timestamp AS STRING) AS at")
+    return (rate.selectExpr("value AS id", "CAST(timestamp AS STRING) AS at", "value % 3 AS g")
             .writeStream.format("rotsink").option("checkpointLocation", str(checkpoint))
-            .option("format", fmt)
+            .option("format", fmt).option("partitionBy", "g")
             .option("rotation.maxBatches", "2").option("log.compactInterval", "3")
             .option("log.cleanupDelay", "0s").trigger(processingTime="200 milliseconds")
             .start(str(out)))
@@ -47,11 +49,17 @@ def writing(request, spark, tmp_path):
     query.stop()
 
 
-def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing, capsys):
+def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing, pushdown,
+                                                                 capsys):
+    import pyspark_rotsink
+
     out, query, fmt = writing
     spark_reader = spark.read.json if fmt == "jsonl" else spark.read.parquet
     readers = {"rotsink": lambda: spark.read.format("rotsink").load(str(out)),
-               "spark": lambda: spark_reader(str(out))}
+               "spark": lambda: spark_reader(str(out)),
+               "pruned": lambda: (spark.read.format("rotsink").load(str(out))
+                                  .where("g IN (0, 2)")),
+               "fast path": lambda: pyspark_rotsink.read(spark, str(out))}
     seen: dict[str, set[int]] = {name: set() for name in readers}
     first_batch = query.lastProgress["batchId"]
     for _ in range(READS):
@@ -64,8 +72,9 @@ def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing,
     log = {p.name for p in (out / "_spark_metadata").iterdir()}
     with capsys.disabled():
         print(f"\n{fmt}: {READS} reads per reader beside {batches} commits: 0 failed; last "
-              f"read {len(seen['rotsink'])} rows (rotsink), {len(seen['spark'])} finalized "
-              f"rows (Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
+              f"read {len(seen['rotsink'])} rows (rotsink), {len(seen['fast path'])} (fast "
+              f"path), {len(seen['pruned'])} (pruned), {len(seen['spark'])} finalized rows "
+              f"(Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
     # The reads overlapped with the protocol's moves: rolls, compactions and clean-ups.
     assert batches >= 6 and any(n.endswith(".compact") for n in log) and "0" not in log
     # Spark's last read came after rotsink's: finalized rows are among the committed ones
@@ -73,3 +82,4 @@ def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing,
     later = {row.id for row in readers["rotsink"]().select("id").collect()}
     assert seen["spark"] <= later
     assert seen["spark"], "no file rolled while reading"
+    assert seen["pruned"] and all(i % 3 != 1 for i in seen["pruned"])

@@ -67,8 +67,12 @@ def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
 ])
 def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
     """Staged rows encoded at the roll: kills at every conversion step, in a task and on
-    the driver, beside random kills."""
+    the driver, beside random kills. In Parquet the reader beside the lives reads through
+    the fast path (``pyspark_rotsink.read`` on this session: Spark's Parquet reader for the
+    finalized files, rotsink's for the staged rows)."""
     loop = bulk_loop(tmp_path, fmt, seed=SEED)
+    if fmt == "parquet":
+        loop.fast_path_spark = spark
     outcome = run_loop(spark, loop, capsys, random_kills=max(1, KILLS // (3 if extra_points
                                                                            else 6)),
                        points=CONVERT_POINTS + extra_points)

@@ -86,6 +86,18 @@ def test_two_streaming_runs_are_read_back_exactly_once(client, written):
     assert 0 < len(finished) < total
 
 
+def test_the_fast_path_through_connect(client, written):
+    """``pyspark_rotsink.read`` in a Connect client: Connect plans again at every action, so
+    the finalized files go to Spark's reader as the explicit list of one batch, and the rows
+    in progress at that batch to rotsink's reader pinned to it."""
+    import pyspark_rotsink
+
+    _, out, total, _ = written
+    fast = pyspark_rotsink.read(client, str(out))
+    assert sorted(r.id for r in fast.collect()) == list(range(total))
+    assert fast.where("id < 10").count() == 10  # planned again, the same snapshot
+
+
 def test_a_client_without_rotsink_reads_the_output(connect_server, written):
     _, out, total, _ = written
     result = subprocess.run([sys.executable, "-c", CLIENT_WITHOUT_ROTSINK, connect_server.url,

@@ -1,6 +1,8 @@
 """A reader beside the crash loop's lives: it plans and reads the output again and again,
 exactly as ``spark.read.format("rotsink")`` does (one committed state, then each file's
-committed bytes), while drivers commit, die at failpoints and are repaired.
+committed bytes), or through the fast path (``pyspark_rotsink.read`` on the test's Spark
+session: Spark's reader for the finalized files), while drivers commit, die at failpoints
+and are repaired.
 
 A read may fail while a driver is being killed, but a read that returns must hold the right
 rows: each id once, only ids of input written so far, every column as the input had it,
@@ -30,6 +32,7 @@ PACE_S = 0.2
 
 @dataclass
 class ReaderTally:
+    way: str = "rotsink's reading path"
     reads: int = 0
     failed: Counter = field(default_factory=Counter)  # by error type
     wrong: list[str] = field(default_factory=list)
@@ -37,8 +40,8 @@ class ReaderTally:
 
     def line(self) -> str:
         failures = ", ".join(f"{n} {kind}" for kind, n in self.failed.most_common()) or "none"
-        return (f"reader beside the lives: {self.reads} reads, up to {self.most_rows} rows; "
-                f"failed: {failures}; wrong rows: {len(self.wrong)}")
+        return (f"reader beside the lives ({self.way}): {self.reads} reads, up to "
+                f"{self.most_rows} rows; failed: {failures}; wrong rows: {len(self.wrong)}")
 
 
 class BesideReader:
@@ -46,8 +49,10 @@ class BesideReader:
 
     def __init__(self, storage: Callable[[], Storage], ring: Mapping[str, bytes] | None,
                  tally: ReaderTally, *, rows_per_group: int = 0,
-                 schema: pa.Schema = SCHEMA) -> None:
+                 schema: pa.Schema = SCHEMA,
+                 fast_path: Callable[[], list[dict]] | None = None) -> None:
         self.storage = storage
+        self.fast_path = fast_path  # the rows of one read through pyspark_rotsink.read
         self.schema = schema  # the output's columns: SCHEMA and any the query added
         self.ring = ring
         self.tally = tally
@@ -87,19 +92,26 @@ class BesideReader:
         committed = open_committed(storage)
         if committed is None:
             return None
+        if self.fast_path is not None:
+            ids = [self._checked(row, "fast path") for row in self.fast_path()]
+            self.tally.reads += 1
+            return ids
         log, latest, state = committed
-        ids: list[int] = []
+        ids = []
         for f in committed_files(log, latest, state, include_in_progress=True):
             for batch in read_batches(storage, f, state=state, schema=self.schema, ring=self.ring):
-                for row in batch.to_pylist():
-                    expected = (f'row "{row["id"]}", ü\\',
-                                group_of(row["id"], rows_per_file=self.rows_per_group),
-                                row["id"] / 4)
-                    if (row["name"], row["grp"], row["score"]) != expected:
-                        self.tally.wrong.append(f"batch {latest}: {f.path}: {row}")
-                    ids.append(row["id"])
+                ids += [self._checked(row, f"batch {latest}: {f.path}")
+                        for row in batch.to_pylist()]
         self.tally.reads += 1
         return ids
+
+    def _checked(self, row: dict, where: str) -> int:
+        """``row``'s id, after recording it as wrong unless it holds what the input had."""
+        expected = (f'row "{row["id"]}", ü\\',
+                    group_of(row["id"], rows_per_file=self.rows_per_group), row["id"] / 4)
+        if (row["name"], row["grp"], row["score"]) != expected:
+            self.tally.wrong.append(f"{where}: {row}")
+        return row["id"]
 
     def _check(self, ids: list[int]) -> None:
         found = set(ids)

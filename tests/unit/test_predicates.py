@@ -56,7 +56,8 @@ EVALUATIONS = [
     (Predicate(CONTAINS, "p", "-00"), "d-007", True, "LIKE '%-00%'"),
     (Predicate(STARTS_WITH, "p", "x"), None, None, "null LIKE: null"),
     (Predicate(EQ, "p", 1, negated=True), None, None, "NOT null is null"),
-    (Predicate(GE, "p", decimal.Decimal("1.5")), decimal.Decimal("1.50"), True, "decimals by value"),
+    (Predicate(GE, "p", decimal.Decimal("1.5")), decimal.Decimal("1.50"), True,
+     "decimals by value"),
     (Predicate(LT, "p", dt.date(2024, 3, 1)), dt.date(2024, 2, 29), True, "dates"),
 ]
 

@@ -5,7 +5,6 @@ middle of a read."""
 from __future__ import annotations
 
 import base64
-import os
 import random
 import subprocess
 import sys
@@ -143,7 +142,7 @@ def test_a_row_file_is_read_in_memory_bounded_by_its_blocks(tmp_path, monkeypatc
     bytes, its plaintext and its decoded rows at once."""
     monkeypatch.setenv("ROTSINK_TEST_KEY", KEY)
     keys = KeyRefs("env:ROTSINK_TEST_KEY") if encrypted else None
-    cfg = write(tmp_path, 1_500_000, batches=10, compression=compression, keys=keys)
+    write(tmp_path, 1_500_000, batches=10, compression=compression, keys=keys)
     args = [sys.executable, "-c", READ_ONE_FILE, str(tmp_path)]
     if encrypted:
         args.append("env:ROTSINK_TEST_KEY")
