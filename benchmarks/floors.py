@@ -33,9 +33,14 @@ class _CountingWriter(DataSourceStreamArrowWriter):
         pass
 
 
-class _File(InputPartition):
-    def __init__(self, path: str) -> None:
-        self.path = path
+class _Files(InputPartition):
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+
+# As rotsink's reader and Spark's file sources do, files are packed into a few tasks: a lake
+# of hundreds of small files costs a task start per file otherwise.
+_MAX_TASKS = 8
 
 
 class _PassThroughReader(DataSourceReader):
@@ -43,26 +48,33 @@ class _PassThroughReader(DataSourceReader):
         self.path, self.fmt, self.schema = path, fmt, schema
 
     def partitions(self):
-        return [_File(str(p)) for p in sorted(Path(self.path).rglob("part-*"))]
+        paths = [str(p) for p in sorted(Path(self.path).rglob("part-*"))]
+        tasks = max(1, min(_MAX_TASKS, len(paths)))
+        return [_Files(paths[i::tasks]) for i in range(tasks)]
 
     def read(self, partition):
+        # an empty plan is one InputPartition(None): a source with nothing to read
+        for path in getattr(partition, "paths", ()):
+            yield from self._read_file(path)
+
+    def _read_file(self, path: str):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(self.schema, timezone="UTC")
         if self.fmt == "parquet":
             import pyarrow.parquet as pq
 
-            yield from pq.ParquetFile(partition.path).iter_batches(columns=schema.names)
+            yield from pq.ParquetFile(path).iter_batches(columns=schema.names)
         elif self.fmt == "orc":
             import pyarrow.orc as po
 
-            orc = po.ORCFile(partition.path)
+            orc = po.ORCFile(path)
             for stripe in range(orc.nstripes):
                 yield orc.read_stripe(stripe, columns=schema.names)
         else:
             import pyarrow.json as pj
 
-            table = pj.read_json(partition.path,
+            table = pj.read_json(path,
                                  parse_options=pj.ParseOptions(explicit_schema=schema))
             yield from table.to_batches()
 
@@ -77,10 +89,11 @@ class _PassThroughStreamReader(DataSourceStreamReader):
         return {"files": 0}
 
     def latestOffset(self, start=None, limit=None):
-        return {"files": len(self.batch.partitions())}
+        return {"files": len(list(Path(self.batch.path).rglob("part-*")))}
 
     def partitions(self, start, end):
-        return self.batch.partitions()[start["files"]:end["files"]]
+        paths = [str(p) for p in sorted(Path(self.batch.path).rglob("part-*"))]
+        return [_Files([p]) for p in paths[start["files"]:end["files"]]]
 
     def read(self, partition):
         yield from self.batch.read(partition)

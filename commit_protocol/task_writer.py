@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from commit_protocol import failpoints
 from commit_protocol.bulk_files import FinishedRatio, StagedPartFile
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
+from commit_protocol.formats.arrow import coalesce
 from commit_protocol.merge import IDLE
 from commit_protocol.messages import TaskReport
 from commit_protocol.naming import final_name, partition_claim, temp_name
@@ -40,27 +41,6 @@ logger = logging.getLogger("rotsink.task")  # Spark's executor log (the worker's
 # bytes. Spark sends 10,000-row batches; encoding 100,000 rows at once is 1.4-2x faster per
 # row (fixed cost per encoder call) and makes fewer, larger compressed members.
 ROW_CHUNK_BYTES = 4 << 20
-
-
-def coalesce(batches: Iterable[pa.RecordBatch], chunk_bytes: int) -> Iterator[pa.RecordBatch]:
-    """``batches`` concatenated into batches of at least ``chunk_bytes`` (the last may be
-    smaller), in order; a batch already that large passes through uncopied."""
-    pending: list[pa.RecordBatch] = []
-    size = 0
-    for batch in batches:
-        pending.append(batch)
-        size += batch.nbytes
-        if size >= chunk_bytes:
-            yield _concat(pending)
-            pending, size = [], 0
-    if pending:
-        yield _concat(pending)
-
-
-def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 class TaskWriter:

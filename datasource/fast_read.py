@@ -23,13 +23,15 @@ snapshot is read by rotsink's reader instead.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from commit_protocol.errors import OptionError, RotsinkError
-from commit_protocol.log import open_committed
+from commit_protocol.log import MetadataLog, open_committed
 from commit_protocol.log_files import log_file_names
 from commit_protocol.naming import log_root
 from commit_protocol.reading import committed_files, in_progress_files
+from commit_protocol.reading.splits import OPEN_COST_BYTES
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 from datasource.options import (
@@ -47,6 +49,7 @@ from datasource.options import (
 # file list (always exact, slower to plan) is used.
 _ATTEMPTS = 3
 _GLOB_CHARACTERS = frozenset("{}[]*?\\")
+_NO_FILE = object()  # a snapshot with no finalized file: no Spark part
 
 
 def read(spark: Any, path: str, **options: Any) -> Any:
@@ -70,21 +73,37 @@ def read(spark: Any, path: str, **options: Any) -> Any:
     committed = open_committed(storage)
     if committed is None:
         raise RotsinkError(f"{path} has no rotsink output: no committed batch in _spark_metadata")
+    log, latest, state = committed
     in_progress = parse_bool(INCLUDE_IN_PROGRESS,
                              lowered.get(INCLUDE_IN_PROGRESS.lower(), "true"))
     pinned = lowered.get(AS_OF_BATCH.lower())
-    schema = _schema(committed[2])
-    if not spark_reads_exactly(committed[2], schema):
+    schema = _schema(state)
+    if not spark_reads_exactly(state, schema):
         return spark.read.format("rotsink").options(**options).load(path)
+    found = None
     if pinned is None and not _is_connect(spark):
-        found = _root_snapshot(spark, storage, committed[2], schema)
-        if found is not None:
-            finalized, batch = found
-            return _with_in_progress(spark, path, options, finalized, batch, storage,
-                                     in_progress=in_progress)
-    batch = _latest(storage) if pinned is None else parse_int(AS_OF_BATCH, pinned, minimum=0)
-    return _listed_snapshot(spark, path, options, storage, batch, schema,
-                            in_progress=in_progress)
+        found = _root_snapshot(spark, storage, state, schema)
+    if found is not None:
+        finalized, batch = found
+    else:
+        batch = _latest(storage) if pinned is None else parse_int(AS_OF_BATCH, pinned, minimum=0)
+    at_batch = state if batch == latest else _state_at(log, batch, path, options)
+    if found is None:
+        listed = _listed_snapshot(spark, log, batch, at_batch, schema)
+        if listed is None:  # paths Spark would take for globs: rotsink's reader, pinned
+            return spark.read.format("rotsink").options(**options,
+                                                        asOfBatch=str(batch)).load(path)
+        finalized = listed
+    return _with_in_progress(spark, path, options, finalized, batch, at_batch,
+                             in_progress=in_progress)
+
+
+def _state_at(log: MetadataLog, batch: int, path: str, options: dict[str, str]) -> SinkState:
+    """The state of ``batch`` (``asOfBatch``), checked as rotsink's reader checks it."""
+    from datasource.reader import open_snapshot
+
+    return open_snapshot({"path": path, **{k.lower(): v for k, v in options.items()},
+                          AS_OF_BATCH.lower(): str(batch)})[2]
 
 
 def spark_reads_exactly(state: SinkState, schema: Any) -> bool:
@@ -128,54 +147,68 @@ def _root_snapshot(spark: Any, storage: Storage, state: SinkState,
     return None
 
 
-def _listed_snapshot(spark: Any, path: str, options: dict[str, str], storage: Storage,
-                     batch: int, schema: Any, *, in_progress: bool) -> Any:
-    """Spark's reader over an explicit list of the files finalized as of ``batch``."""
-    committed = open_committed(storage)
-    assert committed is not None
-    log = committed[0]
-    files = committed_files(log, batch, log.read_state(batch), include_in_progress=False)
-    root = log_root(storage.root_uri).rstrip("/")
-    paths = [f"{root}/{f.path}" for f in files]
+def _listed_snapshot(spark: Any, log: MetadataLog, batch: int, state: SinkState,
+                     schema: Any) -> Any:
+    """Spark's reader over an explicit list of the files finalized as of ``batch``;
+    :data:`_NO_FILE` when there is none, None when a path holds a character Spark would
+    take for a glob (then rotsink's reader reads the snapshot)."""
+    files = committed_files(log, batch, state, include_in_progress=False)
     if any(_GLOB_CHARACTERS & set(f.path) for f in files):
-        # Spark expands these characters in explicit paths as a glob
-        return spark.read.format("rotsink").options(**options, asOfBatch=str(batch)).load(path)
-    state = committed[2]
-    finalized = (_spark_reader(spark, state, schema).option("basePath", root).load(paths)
-                 if paths else None)
-    return _with_in_progress(spark, path, options, finalized, batch, storage,
-                             in_progress=in_progress)
+        return None  # Spark expands these characters in explicit paths as a glob
+    root = log_root(log.storage.root_uri).rstrip("/")
+    paths = [f"{root}/{f.path}" for f in files]
+    if not paths:
+        return _NO_FILE
+    return _spark_reader(spark, state, schema).option("basePath", root).load(paths)
 
 
 def _with_in_progress(spark: Any, path: str, options: dict[str, str], finalized: Any,
-                      batch: int, storage: Storage, *, in_progress: bool) -> Any:
-    """``finalized`` (a DataFrame, or None for no file) with the rows of ``batch``'s
-    in-progress files, through rotsink's reader pinned to ``batch``."""
-    committed = open_committed(storage)
-    assert committed is not None
-    state = committed[0].read_state(batch) if batch != committed[1] else committed[2]
-    names = _schema(state).fieldNames()
-    parts = [] if finalized is None else [_spark_part(finalized, state, names)]
-    if in_progress and in_progress_files(state):
-        parts.append(spark.read.format("rotsink")
-                     .options(**options, asOfBatch=str(batch), includeFinalized="false")
-                     .load(path).selectExpr(*map(_quoted, names)))
+                      batch: int, state: SinkState, *, in_progress: bool) -> Any:
+    """``finalized`` (a DataFrame, or :data:`_NO_FILE`) with the rows of ``batch``'s
+    in-progress files (``state``), through rotsink's reader pinned to ``batch``."""
+    parts = [] if finalized is _NO_FILE else [_spark_part(finalized, state)]
+    pending = in_progress_files(state) if in_progress else []
+    if pending:
+        tasks = {"numPartitions": str(_tasks_for(spark, sum(f.length for f in pending)))}
+        if any(key.lower() == "numpartitions" for key in options):
+            tasks = {}
+        # rotsink's reader returns the committed columns in their order: no projection
+        # the committed schema given: Spark need not ask rotsink's source for it
+        parts.append(spark.read.format("rotsink").schema(_schema(state))
+                     .options(**options, **tasks, asOfBatch=str(batch),
+                              includeFinalized="false").load(path))
     if not parts:  # nothing committed to read yet: rotsink's reader gives the empty frame
         return spark.read.format("rotsink").options(**options,
                                                     asOfBatch=str(batch)).load(path)
     union = parts[0]
     for part in parts[1:]:
-        union = union.unionByName(part)
+        union = union.union(part)  # the same columns in the same order
     return union
 
 
-def _spark_part(df: Any, state: SinkState, names: list[str]) -> Any:
+def _tasks_for(spark: Any, pending: int) -> int:
+    """Tasks for ``pending`` bytes in progress: one per 4 MB (Spark's open cost), at most the
+    session's parallelism. The rows in progress are few beside the finalized ones, and each
+    task of a Python reader costs a worker's start; rotsink's own default (at least 8) is
+    for reads of everything."""
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext in the client
+        parallelism = 2
+    return max(1, min(parallelism, math.ceil(pending / OPEN_COST_BYTES)))
+
+
+def _spark_part(df: Any, state: SinkState) -> Any:
     """Spark's rows in rotsink's columns: text's column renamed from ``value``, CSV's binary
     columns decoded from the base64 rotsink writes. SQL expressions, not
     ``pyspark.sql.functions``, whose columns are classic or Connect by the process's mode."""
     from pyspark.sql.types import BinaryType
 
     schema = _schema(state)
+    data = [f.name for f in schema.fields if f.name not in state.partition_by]
+    if state.format not in ("text", "csv") and schema.fieldNames() == data + list(
+            state.partition_by):
+        return df  # Spark's order already: data columns, then the partition columns
     expressions = []
     for field in schema.fields:
         name = _quoted(field.name)
@@ -185,7 +218,7 @@ def _spark_part(df: Any, state: SinkState, names: list[str]) -> Any:
             expressions.append(f"unbase64({name}) AS {name}")
         else:
             expressions.append(name)
-    return df.selectExpr(*expressions).selectExpr(*map(_quoted, names))
+    return df.selectExpr(*expressions)  # also rotsink's column order
 
 
 def _quoted(name: str) -> str:

@@ -26,6 +26,7 @@ from commit_protocol.change_feed import FeedPosition, Piece, batches_within, pie
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import EncryptionKeyError, OptionError
 from commit_protocol.formats import FORMATS
+from commit_protocol.formats.arrow import coalesce
 from commit_protocol.log import MetadataLog
 from commit_protocol.storage import open_storage
 from datasource.options import (
@@ -38,7 +39,7 @@ from datasource.options import (
     parse_int,
     parse_size,
 )
-from datasource.reader import open_state, session_time_zone
+from datasource.reader import HAND_ON_BYTES, open_state, session_time_zone
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,11 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         storage = open_storage(self.path, self.fs_options)
         ring = self.keys.ring() if self.state.encrypted and self.keys else None
         time_zone = session_time_zone()
-        for piece in getattr(partition, "pieces", ()):
-            yield from piece_batches(storage, piece, state=self.state, schema=self.arrow_schema,
-                                     ring=ring, time_zone=time_zone)
+        batches = (batch for piece in getattr(partition, "pieces", ())
+                   for batch in piece_batches(storage, piece, state=self.state,
+                                              schema=self.arrow_schema, ring=ring,
+                                              time_zone=time_zone))
+        yield from coalesce(batches, HAND_ON_BYTES)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the feed's progress lives in Spark's checkpoint."""

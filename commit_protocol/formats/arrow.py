@@ -1,4 +1,5 @@
-"""Arrow helpers shared by the row formats: nested rebuilds, base64, string bytes, wire types.
+"""Arrow helpers shared by the row formats (nested rebuilds, base64, string bytes, wire types)
+and by the task writer and the readers (:func:`coalesce`).
 
 A row format cannot hold every Arrow type as is (JSON has no binary, CSV no timestamp zone),
 so each format maps a column to a *wire* array before writing and maps the parsed wire array
@@ -8,7 +9,7 @@ no Python loop runs per row. Runs on executors (encoding) and wherever files are
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -176,3 +177,24 @@ def from_wire(arr: pa.Array, target: pa.DataType) -> pa.Array:
 def from_wire_chunked(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
     """:func:`from_wire` applied chunk by chunk."""
     return pa.chunked_array([from_wire(chunk, target) for chunk in column.chunks], type=target)
+
+
+def coalesce(batches: Iterable[pa.RecordBatch], chunk_bytes: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` concatenated into batches of at least ``chunk_bytes`` (the last may be
+    smaller), in order; a batch already that large passes through uncopied."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= chunk_bytes:
+            yield _concat(pending)
+            pending, size = [], 0
+    if pending:
+        yield _concat(pending)
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]

@@ -31,7 +31,13 @@ def binary_names(df):
     return df.select("id", F.col("name").cast("binary").alias("raw"), "score", "grp")
 
 
-FORMATS = {"parquet": None, "orc": None, "jsonl": None, "text": lines, "csv": binary_names}
+def partition_last(df):
+    """The partition column where Spark's readers put it: last."""
+    return df.select("id", "name", "score", "grp")
+
+
+FORMATS = {"parquet": None, "orc": None, "jsonl": None, "text": lines, "csv": binary_names,
+           "parquet-grp-last": partition_last}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,7 @@ def outputs(spark, tmp_path_factory) -> dict[str, Path]:
     for fmt, transform in FORMATS.items():
         out = base / fmt
         run_to_completion(spark, base / "in", out, base / f"ck-{fmt}", transform=transform,
-                          format=fmt, **ROLLING)
+                          format=fmt.split("-")[0], **ROLLING)
         written[fmt] = out
     return written
 
@@ -57,14 +63,16 @@ def test_filters_are_taken_only_when_the_session_lets_python_readers_take_them(s
     out = str(outputs["jsonl"])
     key = "spark.sql.python.filterPushdown.enabled"
     assert spark.conf.get(key) == "false"  # Spark's default
-    everything = spark.read.format("rotsink").load(out)
+    # a task per file (numPartitions above the file count): the partitions count the files
+    everything = spark.read.format("rotsink").option("numPartitions", "1000").load(out)
     off = everything.where("grp = 'g1'")
     # a reader class with pushFilters would fail every read here: rotsink's does not have it
     assert sorted(r.id for r in off.collect()) == [i for i in range(ROWS) if i % 3 == 1]
     assert off.rdd.getNumPartitions() == everything.rdd.getNumPartitions()
     spark.conf.set(key, "true")
     try:
-        on = spark.read.format("rotsink").load(out).where("grp = 'g1'")
+        on = (spark.read.format("rotsink").option("numPartitions", "1000").load(out)
+              .where("grp = 'g1'"))
         assert sorted(r.id for r in on.collect()) == [i for i in range(ROWS) if i % 3 == 1]
         assert on.rdd.getNumPartitions() < everything.rdd.getNumPartitions()
     finally:
@@ -141,6 +149,10 @@ def test_a_large_file_is_read_by_several_tasks(spark, tmp_path):
 
 def test_bad_reader_options_name_the_option(spark, outputs):
     out = str(outputs["jsonl"])
+    with pytest.raises(AnalysisException, match=r"schema\(struct<id:bigint>\): .* holds "
+                                                r"struct<id:bigint,name:string,grp:string,"
+                                                r"score:double>; leave the schema out"):
+        spark.read.format("rotsink").schema("id long").load(out).collect()
     with pytest.raises(AnalysisException, match=r"option maxPartitionBytes='lots': expected "
                                                 r"a byte count"):
         spark.read.format("rotsink").option("maxPartitionBytes", "lots").load(out).collect()
@@ -151,3 +163,33 @@ def test_bad_reader_options_name_the_option(spark, outputs):
                                         r"pyspark_rotsink.read"):
         pyspark_rotsink.read(spark, out, startingBatch=0)
 
+
+
+def test_spark_fails_a_reader_with_push_filters_while_the_conf_is_off(spark):
+    """The Spark fact ``datasource.pushdown`` is built around (PySpark 4.3): with
+    ``spark.sql.python.filterPushdown.enabled`` at its default, a reader class that
+    overrides ``pushFilters`` fails every read. Pinned here, so a PySpark that changes it
+    shows."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class Reader(DataSourceReader):
+        def pushFilters(self, filters):
+            return filters
+
+        def read(self, partition):
+            return iter([(1,)])
+
+    class Pushing(DataSource):
+        @classmethod
+        def name(cls):
+            return "pushing_probe"
+
+        def schema(self):
+            return "id int"
+
+        def reader(self, schema):
+            return Reader()
+
+    spark.dataSource.register(Pushing)
+    with pytest.raises(Exception, match="DATA_SOURCE_PUSHDOWN_DISABLED"):
+        spark.read.format("pushing_probe").load().collect()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from commit_protocol.errors import OptionError
+from commit_protocol.reading import CommittedFile
 from commit_protocol.task_writer import TaskWriter
 from datasource.reader import MIN_PARTITIONS, RotSinkReader, committed_schema
 from tests.unit.test_task_writer import commit, config, plan_for, rows, storage_of
@@ -26,14 +27,24 @@ def reader(path: str, **options) -> RotSinkReader:
     return RotSinkReader(options, committed_schema(options))
 
 
+def test_a_small_output_is_read_by_one_task(out):
+    """Each Python task costs about 40 ms to start: outputs under 4 MB get one."""
+    (part,) = reader(out).partitions()
+    assert sorted(s.file.path for s in part.splits) == sorted(f.path for f in reader(out).files)
+
+
 def test_files_spread_over_partitions_balanced_by_bytes(out):
-    # A small output still uses MIN_PARTITIONS cores (Spark's default read plan did not,
+    # A mid-size output still uses MIN_PARTITIONS cores (Spark's default read plan did not,
     # with every file in one partition: a 2-core read ran on one core).
-    parts = reader(out).partitions()
+    planned = reader(out)
+    planned.files = [CommittedFile(f"part-{i}.parquet", (i + 1) << 20, "", False)
+                     for i in range(12)]  # 1 to 12 MB, 78 MB in all
+    parts = planned.partitions()
     assert len(parts) == MIN_PARTITIONS
-    assert sorted(s.file.path for p in parts for s in p.splits) == sorted(
-        f.path for f in reader(out).files)
+    # files over total / MIN_PARTITIONS are split (finished Parquet: by row group)
+    assert {s.file.path for p in parts for s in p.splits} == {f.path for f in planned.files}
     sizes = [sum(s.size for s in p.splits) for p in parts]
+    assert sum(sizes) == 78 << 20
     assert max(sizes) < 2 * min(sizes)
 
 

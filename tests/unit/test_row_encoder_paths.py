@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from commit_protocol.formats import decode_rows, encode_rows
-from commit_protocol.task_writer import coalesce
+from commit_protocol.formats.arrow import coalesce
 
 STRINGS = ["plain", 'q"uo""te', "com,ma", "new\nline", "cr\rlf", "back\\slash", "tail\\", "",
            None, "ü€😀\u2028", " pad ", "\x00\x01\x1f", "NaN", "null", '{"a":1}', "/slash"]

@@ -11,11 +11,12 @@ from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
 from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
 from commit_protocol.formats import decode_rows
+from commit_protocol.formats.arrow import coalesce
 from commit_protocol.messages import TaskReport
 from commit_protocol.part_files import RowPartFile
 from commit_protocol.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.task_writer import TaskWriter, coalesce
+from commit_protocol.task_writer import TaskWriter
 
 SCHEMA_JSON = '{"type":"struct","fields":[]}'
 
