@@ -22,7 +22,8 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
   ``open_writer(handle, table, config, *, encrypt)`` (the finished file's encoder),
   ``open_units(source, *, decryption_properties)`` (its reader: a
   :class:`~commit_protocol.formats.units.BulkFile` of row groups or stripes, with their
-  offsets and statistics) and ``iter_file``/``read_file(data, schema, ...)`` (whole files).
+  offsets and statistics) and ``iter_file``/``read_file(data, schema, ...)`` (whole files);
+  its entry says whether tasks may read its units apart (``splittable``).
 
 Adding a row format is one module with ``encode``/``decode`` and one ``Format`` line below;
 a bulk format is one module with the functions above and one line.
@@ -66,7 +67,9 @@ class Format:
     default_compression: str = "none"
     levels: bool = False
     header: bool = False  # row formats: the first chunk of a file starts with a header line
-    splittable: bool = False  # row formats: every row is one line (no line break inside)
+    # tasks may read byte ranges of one file: row formats whose every row is one line (no
+    # line break inside); bulk formats whose units a task can read alone at low memory
+    splittable: bool = False
 
     def implementation(self) -> ModuleType:
         """The module that encodes and decodes this format (imported on first use)."""
@@ -97,7 +100,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("parquet", ".parquet", bulk=True, module="commit_protocol.formats.parquet",
            preload=("pyarrow.parquet", "pandas"), staging="ipc",
            compressions=("snappy", "zstd", "gzip", "lz4_raw", "none"),
-           default_compression="snappy", levels=True),
+           default_compression="snappy", levels=True, splittable=True),
     # zstd is Spark's own ORC default (since 4.0); pyarrow's ORC writer takes no level.
     Format("orc", ".orc", bulk=True, module="commit_protocol.formats.orc",
            preload=("pyarrow.orc", "pandas"), staging="ipc",

@@ -197,9 +197,16 @@ def iter_file(source: Any, schema: pa.Schema, *,
 
 
 class OrcUnits:
-    """An open ORC file read stripe by stripe: its units (from the file's tail, see
+    """An open ORC file: its units (stripes, from the file's tail, see
     :mod:`commit_protocol.formats.orc_tail`) and their batches. A tail that cannot be read
-    leaves the file one unsplittable whole without statistics, never a failed read."""
+    leaves the file one whole without statistics, never a failed read.
+
+    All stripes are read through Arrow's ORC scanner, batch by batch; a subset (stripes
+    skipped by their statistics) through pyarrow's stripe reader, which decodes a stripe
+    whole. Measured on a 122 MB file of 64 MiB stripes (2.6M rows each): the scanner in 0.22 s
+    and +12 MB of peak RSS, the stripe reader in 0.83 s and +376 MB. pyarrow offers no
+    scanner over chosen stripes, so ORC files are not split over tasks (``Format.splittable``).
+    """
 
     def __init__(self, source: Any, *, decryption_properties: Any = None) -> None:
         import pyarrow.orc as orc
@@ -211,6 +218,7 @@ class OrcUnits:
                                       "path is")
         if isinstance(source, (bytes, bytearray, memoryview)):
             source = pa.BufferReader(source)
+        self._source = source
         self.file = orc.ORCFile(source)
         self.schema = self.file.schema
         try:
@@ -223,12 +231,29 @@ class OrcUnits:
 
     def batches(self, indices: Iterable[int], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """The rows of stripes ``indices`` as ``schema``, in batches of up to
-        ``READ_BATCH_ROWS`` rows (a stripe is decoded whole: ``orc.stripeBytes``)."""
+        ``READ_BATCH_ROWS`` rows (see the class docstring for how)."""
         require_columns("orc", self.file.schema.names, schema)
+        indices = list(indices)
+        if indices == list(range(self.file.nstripes)):
+            yield from self._scan(schema)
+            return
         for index in indices:
             rows = from_orc(self.file.read_stripe(index, columns=schema.names), schema)
             for start in range(0, rows.num_rows, READ_BATCH_ROWS):
                 yield rows.slice(start, READ_BATCH_ROWS)
+
+
+    def _scan(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        import pyarrow.dataset as ds
+        import pyarrow.fs as pafs
+
+        source = self._source
+        options = {"filesystem": pafs.LocalFileSystem()} if isinstance(source, str) else {}
+        fragment = ds.OrcFileFormat().make_fragment(source, **options)
+        # one thread: a read task's memory stays one batch, and tasks run in parallel anyway
+        for batch in fragment.to_batches(batch_size=READ_BATCH_ROWS, columns=schema.names,
+                                         use_threads=False):
+            yield from_orc(batch, schema)
 
 
 open_units = OrcUnits

@@ -2,11 +2,12 @@
 
 Spark's file sources cut a file larger than ``maxSplitBytes = min(maxPartitionBytes,
 max(openCostInBytes, totalBytes / parallelism))`` into byte ranges, so one big file uses
-every core; so does rotsink, where a file's bytes allow it: a finished Parquet or ORC file
-(each task reads the row groups or stripes whose middle byte falls in its range), and an
-uncompressed, unencrypted JSON lines or text file (each task reads the lines that start in its
-range). Compressed and encrypted row files, CSV (a quoted value may hold a line break) and
-staged rows are read whole by one task, as Spark reads a gzip file.
+every core; so does rotsink, where a file's bytes allow it: a finished Parquet file (each task
+reads the row groups whose middle byte falls in its range), and an uncompressed, unencrypted
+JSON lines or text file (each task reads the lines that start in its range). ORC files (see
+:class:`commit_protocol.formats.orc.OrcUnits`), compressed and encrypted row files, CSV (a
+quoted value may hold a line break) and staged rows are read whole by one task, streamed, as
+Spark reads a gzip file.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def split_files(files: Iterable[CommittedFile], layout: Layout, *,
 def can_split(f: CommittedFile, layout: Layout) -> bool:
     """Whether tasks may read byte ranges of ``f`` (see the module docstring)."""
     if FORMATS[layout.format].bulk:
-        return not f.in_progress
+        return FORMATS[layout.format].splittable and not f.in_progress
     return splittable(f, layout)
 
 
