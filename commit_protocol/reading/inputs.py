@@ -23,7 +23,7 @@ from commit_protocol.errors import IntegrityError, SegmentError, TruncatedFileEr
 from commit_protocol.log import open_committed
 from commit_protocol.reading.files import CommittedFile
 from commit_protocol.storage import Storage
-from commit_protocol.storage.inputs import PrefixInput
+from commit_protocol.storage.inputs import PrefixInput, SeekableInput
 
 # A moved file reads as missing: gone from a local directory, or on an object store its
 # segments (partly) deleted by the compose that published it.
@@ -33,31 +33,17 @@ MOVED = (FileNotFoundError, SegmentError)
 BUFFER_BYTES = 1 << 20
 
 
-class CommittedInput(io.RawIOBase):
+class CommittedInput(SeekableInput):
     """Bytes ``[0, f.length)`` of ``f``: see the module docstring."""
 
     def __init__(self, storage: Storage, f: CommittedFile) -> None:
         super().__init__()
         self.file = f
+        self.path, self.length = f.path, f.length
         self._storage = storage
         self._places = _locations(storage, f)
         self._short: int | None = None  # bytes the planned path held, when too few
-        self._pos = 0
         self._input = self._open_next()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.file.length}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
         while True:

@@ -18,22 +18,15 @@ from collections.abc import Callable
 ReadInto = Callable[[memoryview, int], int]
 
 
-class PrefixInput(io.RawIOBase):
-    """Bytes ``[0, length)`` of a stored file; ``stored`` is the file's size when opened.
+class SeekableInput(io.RawIOBase):
+    """A raw, seekable binary stream of ``length`` bytes at position ``_pos``: subclasses
+    define ``readinto``."""
 
-    Reads stop at ``length`` even when the file holds more. A file that holds fewer bytes
-    than ``length`` reads short at its end: the caller, which knows what was committed,
-    turns that into an error naming the file.
-    """
+    path: str
+    length: int
 
-    def __init__(self, path: str, length: int, stored: int, read_into: ReadInto,
-                 release: Callable[[], None] = lambda: None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.path = path
-        self.length = length
-        self.stored = stored
-        self._read_into = read_into
-        self._release = release
         self._pos = 0
 
     def readable(self) -> bool:
@@ -51,6 +44,24 @@ class PrefixInput(io.RawIOBase):
             raise ValueError(f"{self.path}: seek to {base + offset}, before the start")
         self._pos = base + offset
         return self._pos
+
+
+class PrefixInput(SeekableInput):
+    """Bytes ``[0, length)`` of a stored file; ``stored`` is the file's size when opened.
+
+    Reads stop at ``length`` even when the file holds more. A file that holds fewer bytes
+    than ``length`` reads short at its end: the caller, which knows what was committed,
+    turns that into an error naming the file.
+    """
+
+    def __init__(self, path: str, length: int, stored: int, read_into: ReadInto,
+                 release: Callable[[], None] = lambda: None) -> None:
+        super().__init__()
+        self.path = path
+        self.length = length
+        self.stored = stored
+        self._read_into = read_into
+        self._release = release
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
         view = memoryview(buffer).cast("B")

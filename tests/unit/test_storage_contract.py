@@ -283,6 +283,23 @@ def test_open_append_handle_is_a_pyarrow_sink(storage):
 
 
 # -- link, publish, copy_prefix --------------------------------------------------------------
+def test_open_input_reads_ranges_of_a_prefix_and_never_past_it(storage):
+    """A read task's stream: seekable, only the first ``length`` bytes, across segments."""
+    small_segments(storage)
+    append(storage, "f", b"0123456789", b"abcdef")  # two segments on object stores
+    with storage.open_input("f", 12) as source:
+        assert (source.stored, source.length) == (16, 12)
+        source.seek(8)
+        assert source.read(3) == b"89a"
+        assert source.read() == b"b"  # stops at the prefix, not at the file's end
+        source.seek(-4, 2)
+        assert source.read(100) == b"89ab"
+    with storage.open_input("f") as whole:
+        assert whole.read() == b"0123456789abcdef"
+    with pytest.raises(FileNotFoundError):
+        storage.open_input("missing", 3)
+
+
 def test_link_gives_dst_the_content_and_keeps_src(storage):
     small_segments(storage)
     append(storage, "in/a", b"0123456789")
