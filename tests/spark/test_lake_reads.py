@@ -36,8 +36,13 @@ def partition_last(df):
     return df.select("id", "name", "score", "grp")
 
 
-FORMATS = {"parquet": None, "orc": None, "jsonl": None, "text": lines, "csv": binary_names,
-           "parquet-grp-last": partition_last}
+# name -> (format, transform of the input, more sink options)
+FORMATS = {"parquet": ("parquet", None, {}), "orc": ("orc", None, {}),
+           "jsonl": ("jsonl", None, {}), "text": ("text", lines, {}),
+           "csv": ("csv", binary_names, {}),
+           "parquet-grp-last": ("parquet", partition_last, {}),
+           # Spark's reader decompresses by the file suffix (.jsonl.gz)
+           "jsonl-gzip": ("jsonl", None, {"compression": "gzip"})}
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +50,11 @@ def outputs(spark, tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("lake")
     write_numbered_source(base / "in", files=5, rows_per_file=ROWS // 5)
     written = {}
-    for fmt, transform in FORMATS.items():
-        out = base / fmt
-        run_to_completion(spark, base / "in", out, base / f"ck-{fmt}", transform=transform,
-                          format=fmt.split("-")[0], **ROLLING)
-        written[fmt] = out
+    for name, (fmt, transform, options) in FORMATS.items():
+        out = base / name
+        run_to_completion(spark, base / "in", out, base / f"ck-{name}", transform=transform,
+                          format=fmt, **ROLLING, **options)
+        written[name] = out
     return written
 
 
