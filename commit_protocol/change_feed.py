@@ -39,6 +39,10 @@ class FeedBehindError(RotsinkError):
     """The feed needs the state of a sink batch whose log file was cleaned up."""
 
 
+class FeedSchemaChangedError(RotsinkError):
+    """The sink added columns after the feed started: the feed stops before them."""
+
+
 @dataclass(frozen=True)
 class FeedPosition:
     """Delivered up to sink batch ``batch`` (-1: nothing), with ``files`` the in-progress

@@ -49,6 +49,7 @@ from commit_protocol.naming import (
     to_uri,
 )
 from commit_protocol.plan import WritePlan
+from commit_protocol.schema_evolution import evolved, retires, schema_change
 from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
 from commit_protocol.storage import Storage
 
@@ -113,16 +114,21 @@ class Committer:
             self._check_replay_owner(batch_id, latest, messages)
             return CommitResult(batch_id, committed=False)
         state = self._state_for(batch_id, latest, messages)
+        change = schema_change(state, self.schema_json, self.config)
         reports = [m for m in messages if m is not None and not m.skipped]
         slots = self._fence_unclaimed(state.slots(), reports, batch_id)
         merged = merge_reports(slots, reports, self.storage, self.config.rotation,
-                               is_bulk=self.config.is_bulk, now_ms=now_ms)
+                               is_bulk=self.config.is_bulk, now_ms=now_ms,
+                               retire=change is not None and retires(self.config))
         if self.config.is_bulk:
             merged = replace(merged, finalized=[self._convert(f) for f in merged.finalized])
         elif state.encrypted:
             merged = replace(merged, finalized=[self._seal_final(f, batch_id)
                                                 for f in merged.finalized])
         new_state = self._next_state(state, batch_id, merged, reports)
+        if change is not None:
+            new_state = evolved(new_state, self.schema_json, batch_id, change)
+            failpoints.hit("driver.schema_change")
         if self.config.partition_commit_delay_ms is not None:
             new_state = self._complete_partitions(new_state, reports, merged, now_ms)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)

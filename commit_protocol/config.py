@@ -51,6 +51,8 @@ class SinkConfig:
     cleanup_delay_ms: int = 600_000
     fs_options: dict[str, str] = field(default_factory=dict)
     keys: KeyRefs | None = None  # references only: key bytes are resolved where used
+    # schema.evolution: "none" (a changed schema is refused) or "addColumns"
+    schema_evolution: str = "none"
 
     @property
     def encrypted(self) -> bool:

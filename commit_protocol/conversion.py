@@ -29,11 +29,13 @@ def staged_batches(storage: Storage, staged: str, length: int,
     """The rows of the first ``length`` bytes of ``staged``, batch by batch: one append's
     rows (one sealed record, when encrypted) in memory at a time, never the whole file."""
     from commit_protocol.reading.bulk import staged_stream
-    from commit_protocol.reading.files import CommittedFile
+    from commit_protocol.reading.files import CommittedFile, ReadLayout
 
     ring = config.keys.ring() if config.encrypted and config.keys else None
+    layout = ReadLayout(config.format, config.compression, config.encrypted,
+                        config.partition_by)
     yield from staged_stream(storage, CommittedFile(staged, length, "", True, staged=True),
-                             layout=config, schema=None, ring=ring, batch_rows=None)
+                             layout=layout, schema=None, ring=ring, batch_rows=None)
 
 
 def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfig, *,

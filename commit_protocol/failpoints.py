@@ -58,6 +58,7 @@ DRIVER_POINTS = (
     "driver.during_abort",      # driver: abort started, fresh temp files not yet deleted
     "driver.before_convert",    # driver: a staged file rolled by a commit rule, not encoded
     "driver.after_convert",     # driver: its finished file written, intent not yet staged
+    "driver.schema_change",     # driver: a batch adding columns decided, intent not yet staged
 )
 LOG_POINTS = (
     "log.during_compaction",    # driver: half-way through streaming a .compact intent

@@ -16,6 +16,7 @@ from commit_protocol.state import InProgressFile, Slot
 from commit_protocol.storage import Storage
 
 IDLE = "idle"  # the roll reason of rotation.rollOnIdle
+SCHEMA = "schema"  # the roll reason of a schema change (schema.evolution)
 
 
 @dataclass(frozen=True)
@@ -38,16 +39,23 @@ class Merged:
 
 def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskReport],
                   storage: Storage, policy: RotationPolicy, *, is_bulk: bool,
-                  now_ms: int) -> Merged:
+                  now_ms: int, retire: bool = False) -> Merged:
     """Apply the tasks' files to the committed slots, then the commit-time rotation rules.
 
-    With ``rotation.rollOnIdle``, a batch in which no task got a row (a heartbeat's) rolls
-    every file. A task that got no rows may already have encoded its partition's staged
-    files for that rule ("idle"); when another task did get rows, the batch is not idle and
-    those files stay in progress (the unused finished temp is an orphan).
+    With ``retire`` (a batch that changes the schema of a format that fixes its columns at
+    the file's head), every committed file finishes first, reason ``schema``; the tasks of
+    that batch opened new files. With ``rotation.rollOnIdle``, a batch in which no task got
+    a row (a heartbeat's) rolls every file. A task that got no rows may already have encoded
+    its partition's staged files for that rule ("idle"); when another task did get rows, the
+    batch is not idle and those files stay in progress (the unused finished temp is an
+    orphan).
     """
     slots = dict(committed)
     finalized: list[Finalized] = []
+    if retire:  # a schema change: every committed file finishes as it is (WritePlan)
+        finalized += [Finalized(f.name, f.temp, f.size, f.records, SCHEMA, rolled_by_driver=True)
+                      for f in slots.values()]
+        slots = {}
     idle = policy.roll_on_idle and not any(f.new_records for r in reports for f in r.files)
     for slot, files in _files_by_slot(reports).items():
         _check_continuity(slots.get(slot), files)

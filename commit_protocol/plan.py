@@ -15,13 +15,19 @@ class WritePlan:
     query_id: str = ""
     in_progress: dict[Slot, InProgressFile] = field(default_factory=dict)
     root_uri: str = ""
+    # This batch adds columns (schema.evolution) in a format that fixes its columns at the
+    # file's head: the committed in-progress files are finished as they are (by the commit,
+    # reason "schema") and tasks start new files instead of appending to them.
+    retire_in_progress: bool = False
 
     @classmethod
-    def from_state(cls, state: SinkState | None, root_uri: str) -> WritePlan:
+    def from_state(cls, state: SinkState | None, root_uri: str, *,
+                   retire_in_progress: bool = False) -> WritePlan:
         if state is None:
             return cls(latest_batch_id=None, root_uri=root_uri)
         return cls(latest_batch_id=state.batch_id, query_id=state.query_id,
-                   in_progress=state.slots(), root_uri=root_uri)
+                   in_progress=state.slots(), root_uri=root_uri,
+                   retire_in_progress=retire_in_progress)
 
     def owner_message(self, query_id: str) -> str:
         return (f"{self.root_uri} is written by query {self.query_id} (committed up to batch "

@@ -83,6 +83,14 @@ class SinkState:
     # what this batch's tasks appended: (tasks, rows, bytes); for `rotsink inspect`
     appended: tuple[int, int, int] = (0, 0, 0)
 
+    @property
+    def added_columns(self) -> frozenset[str]:
+        """Paths of the columns schema changes added (``schema.evolution``): files written
+        before a change lack them."""
+        from commit_protocol.schema_evolution import added_paths
+
+        return added_paths(self.extra)
+
     def slots(self) -> dict[Slot, InProgressFile]:
         return {f.slot: f for f in self.in_progress}
 

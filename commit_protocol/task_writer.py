@@ -115,6 +115,8 @@ class TaskWriter:
         into their own temp, and only the committed attempt's is published. Slots of task
         partitions that run no task in this batch are left to the driver.
         """
+        if self.plan.retire_in_progress:
+            return  # the commit finishes every committed file (a schema change)
         rules = replace(self.config.rotation, max_bytes=0)  # staged bytes are not its size
         # With rotation.rollOnIdle, a task that got no rows encodes them all: the batch may be
         # idle (a heartbeat's); the commit keeps them in progress if another task got rows.
@@ -201,7 +203,7 @@ class TaskWriter:
     def _resume(self, directory: str) -> PartFile | None:
         """The slot's committed in-progress file, appended in place or through a fenced copy."""
         committed = self.plan.in_progress.get((self.partition, directory))
-        if committed is None or self._seen(directory):
+        if committed is None or self._seen(directory) or self.plan.retire_in_progress:
             return None
         temp, fenced_from = self._fence(committed)
         f = self._new_file(directory=directory, name=committed.name, temp=temp,

@@ -32,6 +32,7 @@ from commit_protocol.log_files import log_file_names
 from commit_protocol.naming import log_root
 from commit_protocol.reading import committed_files, in_progress_files
 from commit_protocol.reading.splits import OPEN_COST_BYTES
+from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 from datasource.options import (
@@ -114,6 +115,8 @@ def spark_reads_exactly(state: SinkState, schema: Any) -> bool:
         return False
     fields = [f for f in schema.fields if f.name not in state.partition_by]
     if state.format == "csv":  # Spark's CSV reader reads "" as null, and has no void type
+        if recorded(state.extra):  # ... and maps columns by position, not by the header
+            return False
         return not any(isinstance(f.dataType, (StringType, NullType)) for f in fields)
     if state.format == "jsonl":  # Spark's JSON reader takes only string map keys
         return not any(_has_map_without_string_keys(f.dataType) for f in fields)

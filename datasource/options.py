@@ -31,6 +31,7 @@ ROW_GROUP_BYTES, STRIPE_BYTES = "parquet.rowGroupBytes", "orc.stripeBytes"
 COMPACT_INTERVAL, RETENTION = "log.compactInterval", "log.retention"
 CLEANUP_DELAY = "log.cleanupDelay"
 PARTITION_COMMIT_DELAY = "partition.commitDelay"
+SCHEMA_EVOLUTION = "schema.evolution"
 ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
@@ -52,7 +53,7 @@ CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
                 MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
-                RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, ENCRYPTION_KEY,
+                RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, ENCRYPTION_KEY,
                 ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
@@ -155,6 +156,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         partition_commit_delay_ms=None if get(PARTITION_COMMIT_DELAY) in ("", "off")
         else parse_duration_ms(PARTITION_COMMIT_DELAY, get(PARTITION_COMMIT_DELAY)),
         fs_options=fs_options(options),
+        schema_evolution=_schema_evolution(get(SCHEMA_EVOLUTION, "none")),
     )
 
 
@@ -226,6 +228,16 @@ def _write_keys(opts: Mapping[str, str]) -> KeyRefs | None:
     keys.ring()  # resolves every reference: a bad one fails now, naming its option
     key_id, _ = keys.write_key()
     return KeyRefs(keys.write_ref, key_id, keys.read_refs)
+
+
+def _schema_evolution(text: str) -> str:
+    from commit_protocol.schema_evolution import MODES
+
+    modes = {mode.lower(): mode for mode in MODES}
+    if text.strip().lower() not in modes:
+        raise OptionError(f"option {SCHEMA_EVOLUTION}={text!r}: expected one of "
+                          f"{', '.join(MODES)}")
+    return modes[text.strip().lower()]
 
 
 def _partition_by(text: str) -> tuple[str, ...]:

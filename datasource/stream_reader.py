@@ -22,12 +22,21 @@ from pyspark.sql.streaming.datasource import (  # PySpark >= 4.2
 )
 from pyspark.sql.types import StructType
 
-from commit_protocol.change_feed import FeedPosition, Piece, batches_within, piece_batches, plan
+from commit_protocol.change_feed import (
+    FeedPosition,
+    FeedSchemaChangedError,
+    Piece,
+    batches_within,
+    piece_batches,
+    plan,
+)
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import EncryptionKeyError, OptionError
 from commit_protocol.formats import FORMATS
 from commit_protocol.formats.arrow import coalesce
 from commit_protocol.log import MetadataLog
+from commit_protocol.schema_evolution import recorded
+from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
 from datasource.options import (
     MAX_BATCHES_PER_TRIGGER,
@@ -59,7 +68,11 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.fs_options = fs_options(options)
         self.log_options = {"path": self.path, **{k: v for k, v in options.items()
                                                   if k.startswith("fs.")}}
-        self.state = state  # format, codec, partitioning and schema are fixed for a path
+        self.state = state  # format, codec and partitioning are fixed for a path
+        # the feed's columns are the schema committed as of this batch (Spark fixed them)
+        self.schema_batch = state.batch_id
+        self.until: int | None = None
+        self.unknown_columns: tuple[str, ...] = ()
         self.keys = KeyRefs.from_options(options)
         if state.encrypted:
             if self.keys is None:
@@ -78,8 +91,20 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: int | None = None  # availableNow: the last sink batch of this run
 
     def _log(self) -> tuple[MetadataLog, int]:
-        log, latest, _ = open_state(self.log_options)  # the log as committed now
+        log, latest, state = open_state(self.log_options)  # the log as committed now
+        self._check_schema(state)
         return log, latest
+
+    def _check_schema(self, latest: SinkState) -> None:
+        """Stop before a schema change the feed's schema does not know (columns added by
+        ``schema.evolution`` after the feed started): Spark fixed the feed's columns when the
+        query started, and rows of the new columns must not be dropped silently. Sets
+        ``self.until``: the last sink batch of the feed's schema (None: no such change)."""
+        later = [(batch, paths) for batch, paths in recorded(latest.extra)
+                 if batch > self.schema_batch]
+        if later:
+            first, self.unknown_columns = min(later)
+            self.until = first - 1
 
     # -- offsets -------------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -100,6 +125,16 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.target is not None:
             latest = min(latest, self.target)
         position = FeedPosition.from_json(start)
+        if self.until is not None:
+            if position.batch >= self.until:
+                raise FeedSchemaChangedError(
+                    f"the sink at {self.path} added column(s) "
+                    f"{', '.join(self.unknown_columns)} at its batch {self.until + 1} "
+                    "(schema.evolution), after this change feed started: restart the query "
+                    "to read them (the rows delivered so far are not read again; rows of "
+                    "earlier batches read with nulls there). Its micro-batches so far reached "
+                    f"sink batch {position.batch}")
+            latest = min(latest, self.until)
         if latest <= position.batch:
             return start
         max_files, max_bytes = self.max_files, self.max_bytes

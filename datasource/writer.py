@@ -22,6 +22,7 @@ from commit_protocol.errors import (
 from commit_protocol.formats import FORMATS
 from commit_protocol.messages import TaskReport
 from commit_protocol.plan import WritePlan
+from commit_protocol.schema_evolution import ADD_COLUMNS, compare, retires, same_columns
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 
@@ -47,11 +48,15 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
         self.config = config
         self.schema_json = schema_json
         state = self._committer().latest_state()
+        retire = False
         if state is not None:
             check_compatible(config, schema_json, state)
             # The interval is fixed for the life of a path: keep the committed one.
             self.config = replace(config, compact_interval=state.compact_interval)
-        self.plan = WritePlan.from_state(state, self._storage().root_uri)
+            retire = (not same_columns(state.schema_json, schema_json)
+                      and retires(self.config))
+        self.plan = WritePlan.from_state(state, self._storage().root_uri,
+                                         retire_in_progress=retire)
 
     def _storage(self) -> Storage:
         return open_storage(self.config.path, self.config.fs_options)
@@ -127,12 +132,17 @@ def _report(message: WriterCommitMessage | None) -> TaskReport | None:
 
 
 def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> None:
-    """Refuse to continue a path with a different schema, format or log interval."""
+    """Refuse to continue a path with a different schema (unless it only adds columns and
+    ``schema.evolution=addColumns``), format or log interval."""
     # Names and types must match; nullability may differ (Spark's file sources relax it).
-    if _simple(state.schema_json) != _simple(schema_json):
-        raise SchemaMismatchError(
-            f"{config.path} holds rows of schema {_simple(state.schema_json)}; this query "
-            f"writes {_simple(schema_json)}. Write a changed schema to a new path")
+    if not same_columns(state.schema_json, schema_json):
+        if config.schema_evolution == ADD_COLUMNS:
+            compare(state.schema_json, schema_json)  # refuses anything but added columns
+        else:
+            raise SchemaMismatchError(
+                f"{config.path} holds rows of schema {_simple(state.schema_json)}; this query "
+                f"writes {_simple(schema_json)}. Write a changed schema to a new path"
+                + _evolution_hint(state.schema_json, schema_json))
     if state.format != config.format:
         raise OptionError(f"option format={config.format!r}: {config.path} was written as "
                           f"{state.format!r}; the format is fixed for the life of a path")
@@ -154,6 +164,16 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
     if tuple(state.partition_by) != config.partition_by:
         raise OptionError(f"option partitionBy={','.join(config.partition_by)!r}: {config.path} "
                           f"is partitioned by {','.join(state.partition_by)!r}")
+
+
+def _evolution_hint(old_json: str, new_json: str) -> str:
+    """How to go on when the new schema only adds columns."""
+    try:
+        change = compare(old_json, new_json)
+    except SchemaMismatchError:
+        return ""
+    return (f", or add the column(s) {', '.join(change.added)} to this one with "
+            f".option('schema.evolution', '{ADD_COLUMNS}')")
 
 
 def _simple(schema_json: str) -> str:

@@ -67,6 +67,9 @@ class Format:
     default_compression: str = "none"
     levels: bool = False
     header: bool = False  # row formats: the first chunk of a file starts with a header line
+    # every row names its fields (JSON lines): a file continues across a schema change that
+    # adds columns; the other formats fix their columns at the file's head
+    schema_in_rows: bool = False
     # tasks may read byte ranges of one file: row formats whose every row is one line (no
     # line break inside); bulk formats whose units a task can read alone at low memory
     splittable: bool = False
@@ -87,7 +90,7 @@ _ROW_PRELOAD = ("polars", "pandas")
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("jsonl", ".jsonl", bulk=False, module="commit_protocol.formats.jsonl",
-           preload=_ROW_PRELOAD, splittable=True),
+           preload=_ROW_PRELOAD, splittable=True, schema_in_rows=True),
     # quoted CSV values may hold line breaks: a task cannot find a row's start mid-file
     Format("csv", ".csv", bulk=False, module="commit_protocol.formats.csv",
            preload=_ROW_PRELOAD, header=True),

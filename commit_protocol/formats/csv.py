@@ -149,22 +149,42 @@ def _quote_text(text: str) -> str:
 
 
 def decode(data: bytes, schema: pa.Schema) -> pa.Table:
-    """Parse :func:`encode` output (one header, then chunks) into exactly ``schema``.
+    """Parse :func:`encode` output (one header, then chunks): the columns the header names,
+    typed as ``schema`` says, in the header's order. A file written before a schema change
+    (``schema.evolution``) names fewer columns than ``schema``: the reader fills them in.
 
     Raises
     ------
     SchemaMismatchError
-        If the header does not name ``schema``'s columns in order.
+        If the header names a column ``schema`` does not have, or one twice.
     """
     if not data:
         return schema.empty_table()
     table = _read(data, {f.name: _wire_type(f.type) for f in schema})
-    if table.column_names != schema.names:
-        raise SchemaMismatchError(f"csv header names columns {table.column_names}; "
-                                  f"expected {schema.names}")
+    names = table.column_names
+    if any(name not in schema.names for name in names) or len(set(names)) != len(names):
+        raise SchemaMismatchError(f"csv header names columns {names}; expected {schema.names}")
+    fields = [schema.field(name) for name in names]
     arrays = [from_wire_chunked(column, f.type)
-              for column, f in zip(table.columns, schema, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=schema)
+              for column, f in zip(table.columns, fields, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def header_end(data: bytes) -> int:
+    r"""Where the header line of a file starting with ``data`` ends (0: not in ``data``):
+    the first line break outside a quoted name.
+
+    >>> header_end(b'"a","b\nc"\n1,2\n')
+    10
+    """
+    blanked = bytes(data).replace(b"\\\\", b"\0\0").replace(b'\\"', b"\0\0")
+    quoted = False
+    for i, byte in enumerate(blanked):
+        if byte == 0x22:
+            quoted = not quoted
+        elif byte == 0x0A and not quoted:
+            return i + 1
+    return 0
 
 
 def _wire_type(t: pa.DataType) -> pa.DataType:

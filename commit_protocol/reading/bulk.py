@@ -17,6 +17,7 @@ import pyarrow as pa
 from commit_protocol.errors import IntegrityError, RotsinkError, TruncatedFileError
 from commit_protocol.formats import FORMATS, READ_BATCH_ROWS
 from commit_protocol.formats.units import BulkFile, units_in
+from commit_protocol.reading.conform import conform, held
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.inputs import open_input
 from commit_protocol.reading.plaintext import open_plaintext, require_ring
@@ -37,8 +38,13 @@ def finished_batches(storage: Storage, f: CommittedFile, *, layout: Layout,
         bulk = open_bulk(source, f, layout=layout, ring=ring)
         units = [u for u in units_in(bulk.units, start, end)
                  if all(may_match(p, u.stats.get(p.column), u.rows) for p in predicates)]
-        yield from bulk.batches([u.index for u in units], bulk.schema if schema is None
-                                else schema)
+        indices = [u.index for u in units]
+        if schema is None:
+            yield from bulk.batches(indices, bulk.schema)
+            return
+        readable = held(schema, bulk.schema, added=layout.added_columns, what=f.path)
+        for batch in bulk.batches(indices, readable):
+            yield conform(batch, schema)
 
 
 def open_bulk(source: BinaryIO, f: CommittedFile, *, layout: Layout,
@@ -81,7 +87,9 @@ def rows_of_finished(storage: Storage, f: CommittedFile, *, layout: Layout, sche
                 skip -= unit.rows
             else:
                 chosen.append(unit.index)
-        yield from _window(bulk.batches(chosen, schema), skip, take)
+        readable = held(schema, bulk.schema, added=layout.added_columns, what=f.path)
+        batches = (conform(batch, schema) for batch in bulk.batches(chosen, readable))
+        yield from _window(batches, skip, take)
 
 
 def _window(batches: Iterable[pa.RecordBatch], skip: int,
@@ -135,9 +143,12 @@ def staged_stream(storage: Storage, f: CommittedFile, *, layout: Layout,
         try:
             while stream.peek(1):  # one IPC stream per append, each with its end marker
                 with pa.ipc.open_stream(stream) as reader:
+                    readable = None if schema is None else held(
+                        schema, reader.schema, added=layout.added_columns, what=f.path)
                     for batch in reader:
-                        if schema is not None:
-                            batch = batch.select(schema.names).cast(schema)
+                        if schema is not None and readable is not None:
+                            batch = conform(batch.select(readable.names).cast(readable),
+                                            schema)
                         step = batch_rows or max(1, batch.num_rows)
                         for offset in range(0, batch.num_rows, step):
                             yield batch.slice(offset, step)

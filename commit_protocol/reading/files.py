@@ -25,6 +25,8 @@ class Layout(Protocol):
     def encrypted(self) -> bool: ...
     @property
     def partition_by(self) -> tuple[str, ...]: ...
+    @property
+    def added_columns(self) -> frozenset[str]: ...
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,12 @@ class ReadLayout:
     compression: str
     encrypted: bool
     partition_by: tuple[str, ...]
+    added_columns: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, state: SinkState) -> ReadLayout:
-        return cls(state.format, state.compression, state.encrypted, state.partition_by)
+        return cls(state.format, state.compression, state.encrypted, state.partition_by,
+                   state.added_columns)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from commit_protocol.errors import IntegrityError
-from commit_protocol.formats import FORMATS, READ_BATCH_ROWS, decode_rows, encode_rows
+from commit_protocol.formats import FORMATS, READ_BATCH_ROWS, decode_rows
+from commit_protocol.reading.conform import conform, held
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.inputs import open_input
 from commit_protocol.reading.plaintext import open_plaintext
@@ -41,23 +42,55 @@ def row_batches(storage: Storage, f: CommittedFile, *, layout: Layout, schema: p
     ``start`` and ``end`` are any byte offsets. Otherwise ``start`` is a committed offset and
     every row from there to the committed length is read.
     """
-    fmt = FORMATS[layout.format]
     if end is not None:
         stream, stop = _split_stream(storage, f, start, end)
         blocks = row_blocks(stream, layout.format, block_bytes=block_bytes, stop=stop)
-        at_file_start = start == 0
     else:
         stream = open_plaintext(storage, f, layout=layout, ring=ring, start=start)
         blocks = row_blocks(stream, layout.format, block_bytes=block_bytes)
-        at_file_start = start == 0
-    header = encode_rows(layout.format, schema.empty_table(), with_header=True) \
-        if fmt.header else b""
+    # A file's own header (CSV) goes before every later block: a file written before a
+    # schema change names fewer columns than ``schema``.
+    header = None if start == 0 else _header(storage, f, layout=layout, ring=ring)
     with stream:
         for block in blocks:
-            table = _decode(f, layout.format, block if at_file_start else header + block,
-                            schema, start)
-            at_file_start = False
+            if header is None:
+                header = block[:_header_end(layout.format, block)]
+                data = block
+            else:
+                data = header + block
+            table = _decode(f, layout.format, data, schema, start)
+            if not table.schema.equals(schema):  # an older schema's file: fill in the rest
+                readable = held(schema, table.schema, added=layout.added_columns, what=f.path)
+                table = table.select(readable.names)
+                yield from (conform(b, schema)
+                            for b in table.to_batches(max_chunksize=READ_BATCH_ROWS))
+                continue
             yield from table.to_batches(max_chunksize=READ_BATCH_ROWS)
+
+
+def _header_end(fmt: str, block: bytes) -> int:
+    """The length of the header line ``block`` (a file's first) starts with; 0 for formats
+    without one."""
+    if not FORMATS[fmt].header:
+        return 0
+    from commit_protocol.formats.csv import header_end
+
+    return header_end(block)
+
+
+def _header(storage: Storage, f: CommittedFile, *, layout: Layout,
+            ring: Mapping[str, bytes] | None) -> bytes:
+    """The header line of ``f`` (read from its start), or ``b""``."""
+    if not FORMATS[layout.format].header:
+        return b""
+    with open_plaintext(storage, f, layout=layout, ring=ring) as stream:
+        first = stream.read(64 << 10)
+        while first and not _header_end(layout.format, first):
+            more = stream.read(64 << 10)
+            if not more:
+                break
+            first += more
+    return first[:_header_end(layout.format, first)]
 
 
 def splittable(f: CommittedFile, layout: Layout) -> bool:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 SCHEMA = "id LONG, name STRING, grp STRING, score DOUBLE"
+SCHEMA_V2 = SCHEMA + ", tag STRING"  # the same rows once their producer added a field
 
 
 def group_of(row_id: int, *, rows_per_file: int = 0) -> str:
@@ -15,27 +16,37 @@ def group_of(row_id: int, *, rows_per_file: int = 0) -> str:
 
 
 def write_numbered_source(directory: Path, *, files: int, rows_per_file: int,
-                          start_file: int = 0, group_by_file: bool = False) -> int:
-    """``files`` JSON files of uniquely numbered rows; returns the total row count written."""
+                          start_file: int = 0, group_by_file: bool = False,
+                          tagged: bool = False) -> int:
+    """``files`` JSON files of uniquely numbered rows; returns the total row count written.
+    ``tagged``: each row also has a field ``tag`` (``t<id>``), which :data:`SCHEMA` leaves
+    out and :data:`SCHEMA_V2` reads: the field a producer adds to a topic."""
     directory.mkdir(parents=True, exist_ok=True)
     per_file = rows_per_file if group_by_file else 0
     for f in range(start_file, start_file + files):
-        lines = [numbered_row(f * rows_per_file + r, rows_per_file=per_file)
+        lines = [numbered_row(f * rows_per_file + r, rows_per_file=per_file, tagged=tagged)
                  for r in range(rows_per_file)]
         (directory / f"in-{f:05d}.json").write_text("\n".join(lines) + "\n")
     return files * rows_per_file
 
 
-def numbered_row(i: int, *, rows_per_file: int = 0) -> str:
+def numbered_row(i: int, *, rows_per_file: int = 0, tagged: bool = False) -> str:
     """Row ``i`` as a JSON line (quotes, a backslash and a non-ASCII letter in its name)."""
-    return json.dumps({"id": i, "name": f"row \"{i}\", ü\\",
-                       "grp": group_of(i, rows_per_file=rows_per_file), "score": i / 4})
+    row = {"id": i, "name": f"row \"{i}\", ü\\",
+           "grp": group_of(i, rows_per_file=rows_per_file), "score": i / 4}
+    return json.dumps({**row, "tag": tag_of(i)} if tagged else row)
+
+
+def tag_of(row_id: int) -> str:
+    """The value of a tagged row's added field."""
+    return f"t{row_id}"
 
 
 def run_to_completion(spark, source: Path, out: Path, checkpoint: Path, *,
-                      files_per_batch: int | str = 1, transform=None, **options: str):
+                      files_per_batch: int | str = 1, transform=None, schema: str = SCHEMA,
+                      **options: str):
     """Run a rotsink query over ``source`` with ``availableNow`` until it has read it all."""
-    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch)
+    df = (spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch)
           .json(str(source)))
     if transform is not None:
         df = transform(df)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from commit_protocol.naming import partition_claim
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
 
 SOURCES = Path(__file__).parents[2] / "commit_protocol"
+GROWN_SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"extra","type":"string",'
+                     '"nullable":true,"metadata":{}}]}')
 
 
 def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
@@ -38,6 +41,9 @@ def protocol_run(tmp_path: Path) -> None:
                   rotation={"max_records": 3, "inactivity_ms": 1})
     commit(tmp_path, bulk, 0, run_task(tmp_path, bulk, 0, [rows(0, 4)]))
     commit(tmp_path, bulk, 1)
+    # A restart that adds a column (schema.evolution): the commit records the change.
+    grown = dataclasses.replace(bulk, schema_evolution="addColumns")
+    Committer(storage_of(grown), grown, GROWN_SCHEMA_JSON).commit(2, [], now_ms=2)
 
 
 def test_the_protocol_run_passes_without_failpoints(tmp_path):
