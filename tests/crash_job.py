@@ -21,9 +21,12 @@ import os
 import sys
 
 from commit_protocol.failpoints import KILL_PGID_ENV_VAR
-from tests.support.streams import SCHEMA
+from tests.support.streams import SCHEMA, SCHEMA_V2
 
 KAFKA = "kafka://"
+# A key of OPTIONS_JSON that is no sink option: "v2" reads the input with SCHEMA_V2 (the
+# field the crash loop's producer added mid-loop; the sink has schema.evolution set)
+INPUT_SCHEMA = "_input_schema"
 KAFKA_RECORDS_PER_BATCH = 100
 
 
@@ -40,13 +43,15 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
     else:
         spark = local_session(app_name="rotsink-crash-loop")
         spark.sparkContext.setLogLevel("ERROR")
-        df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
+        schema = SCHEMA_V2 if json.loads(options_json).get(INPUT_SCHEMA) == "v2" else SCHEMA
+        df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
     if int(tasks):
         df = df.repartition(int(tasks))
     writer = (df.writeStream.format("rotsink").option("checkpointLocation", checkpoint)
               .trigger(availableNow=True))
     for key, value in json.loads(options_json).items():
-        writer = writer.option(key, value)
+        if key != INPUT_SCHEMA:
+            writer = writer.option(key, value)
     query = writer.start(out)
     print("READY", flush=True)
     query.awaitTermination()

@@ -43,10 +43,11 @@ from typing import Any
 import pyarrow as pa
 
 from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
+from tests.crash_job import INPUT_SCHEMA
 from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.support.feed_follower import Follower
-from tests.support.streams import write_numbered_source
+from tests.support.streams import tag_of, write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SINK_OPTIONS = {
@@ -142,10 +143,18 @@ class CrashLoop:
     # can roll them (a task rolls its own partition's idle slots).
     lone_task_for_driver_rolls: bool = False
     follower: Follower | None = None  # a change-feed query beside it, killed every life
+    # schema.evolution mid-loop: from the life armed at driver.schema_change (or the middle
+    # life, when no life is), the driver reads the input's added field (SCHEMA_V2)
+    schema_change: bool = False
+    evolved: bool = False
     # a Spark session: the reader beside the lives reads through pyspark_rotsink.read
     fast_path_spark: Any = None
 
     def __post_init__(self) -> None:
+        if self.schema_change:
+            self.options = {**self.options, "schema.evolution": "addColumns"}
+        self.switch_at = 0  # the life that evolves the schema, without its failpoint
+        self.switch_at_life = -1  # the life that did
         self.rng = random.Random(self.seed)
         self.source = self.workdir / "input"
         self.out_url = self.out_url or str(self.workdir / "output")
@@ -198,12 +207,15 @@ class CrashLoop:
         consumed everything."""
         self.points = tuple(points)
         pending = failpoint_lives(points) + [Life("random")] * random_kills
+        self.switch_at = self.tally.lives + len(pending) // 2
         self.rng.shuffle(pending)
         tries: Counter = Counter()
         while pending:
             life = pending.pop(0)
             if life.point in DRIVER_CONVERT_POINTS and self.lone_task_for_driver_rolls:
                 self._stage_rows_in_task_partition_1()
+            if life.point == SCHEMA_POINT:
+                self._commit_a_batch_of_the_first_schema()
             if self.live(life) not in ("not fired", "done"):
                 continue  # a random life that ended before its kill is tried again too
             tries[life] += 1
@@ -225,7 +237,15 @@ class CrashLoop:
         """The next ``files_per_life`` numbered input files."""
         write_numbered_source(self.source, files=self.files_per_life,
                               rows_per_file=self.rows_per_file, start_file=self.files_written,
-                              group_by_file=self.group_by_file)
+                              group_by_file=self.group_by_file, tagged=self.schema_change)
+
+    def _commit_a_batch_of_the_first_schema(self) -> None:
+        """The life killed where a schema change commits needs a schema to change: a clean
+        life first when no batch is committed yet."""
+        from commit_protocol.log import open_committed
+
+        if not self.evolved and open_committed(self.storage()) is None:
+            self.live(Life("clean"))
 
     def _stage_rows_in_task_partition_1(self) -> None:
         """A life that kills the driver while it encodes needs staged rows of task partition 1
@@ -247,6 +267,11 @@ class CrashLoop:
             self.files_written += self.files_per_life
         armed = self.logs / f"life-{index:04d}.failpoints"
         armed.write_text(life.spec)
+        if self.schema_change and not self.evolved and (
+                life.point == SCHEMA_POINT
+                or (SCHEMA_POINT not in self.points and index >= self.switch_at)):
+            self.evolved = True  # this life and the later ones write the added column
+            self.switch_at_life = index
         started = time.monotonic()
         self.reader.start(self.rows_in)
         if self.follower is not None:
@@ -273,8 +298,9 @@ class CrashLoop:
         tasks = 0
         if self.lone_task_for_driver_rolls:
             tasks = 1 if life.point in DRIVER_CONVERT_POINTS else 2
+        options = {**self.options, INPUT_SCHEMA: "v2"} if self.evolved else self.options
         command = [sys.executable, "-m", "tests.crash_job", self.source_arg, self.out_url,
-                   str(self.checkpoint), json.dumps(self.options), str(tasks)]
+                   str(self.checkpoint), json.dumps(options), str(tasks)]
         with open(log, "w") as stderr:
             child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=stderr, text=True,
@@ -388,13 +414,16 @@ BULK_OPTIONS = {**SINK_OPTIONS, "compression": "zstd",
                 "rotation.maxRecords": "70",  # of a file's 100 rows, 30 stay staged
                 "rotation.inactivity": "2s"}
 CONVERT_POINTS = tuple(p for p in ALL_POINTS if p.endswith("_convert"))
+SCHEMA_POINT = "driver.schema_change"
 DRIVER_CONVERT_POINTS = tuple(p for p in CONVERT_POINTS if p.startswith("driver."))
 SPARK_READERS = {"parquet": "parquet", "orc": "orc"}  # format -> spark.read.<method>; else json
 
 
-def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7) -> CrashLoop:
+def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7, schema_change: bool = False
+              ) -> CrashLoop:
     return CrashLoop(workdir, seed=seed, options={**BULK_OPTIONS, "format": fmt},
-                     group_by_file=True, lone_task_for_driver_rolls=True)
+                     group_by_file=True, lone_task_for_driver_rolls=True,
+                     schema_change=schema_change)
 
 
 def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:
@@ -424,6 +453,9 @@ class Outcome:
     spark_rows: int | None            # None: Spark's reader cannot read this output here
     spark_matches_finalized: bool | None
     batches: int
+    # with a schema change: rows holding the added field, rows without it (written before
+    # the change), rows holding a wrong value
+    tags: tuple[int, int, int] | None = None
 
     @property
     def exact(self) -> bool:
@@ -450,7 +482,13 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
     committed = open_committed(loop.storage())
     assert committed is not None  # the loop committed at least one batch
     _, latest, _ = committed
-    return Outcome(rows_in=loop.rows_in, rotsink_rows=sum(seen.values()),
+    tags = None
+    if loop.evolved:
+        rows = (spark.read.format("rotsink").options(**loop.read_options).load(loop.out_url)
+                .select("id", "tag").collect())
+        tags = (sum(r.tag is not None for r in rows), sum(r.tag is None for r in rows),
+                sum(r.tag not in (None, tag_of(r.id)) for r in rows))
+    return Outcome(tags=tags, rows_in=loop.rows_in, rotsink_rows=sum(seen.values()),
                    lost=len(expected - set(seen)),
                    duplicated=(sum(n - 1 for n in seen.values() if n > 1)
                                + len(set(seen) - expected)),
@@ -480,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rotsink-crashloop-"))
     started = time.monotonic()
     stop_server = None
-    loop = CrashLoop(workdir, seed=args.seed)
+    loop = CrashLoop(workdir, seed=args.seed, schema_change=True)
     if args.s3:
         from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_server
 
@@ -490,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         url, options = encrypted_s3_output(workdir, endpoint)
         loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
     if args.bulk:
-        loop = bulk_loop(workdir, args.bulk, seed=args.seed)
+        loop = bulk_loop(workdir, args.bulk, seed=args.seed, schema_change=True)
     points = ALL_POINTS if args.bulk else tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)
     loop.run(random_kills=args.random_kills, points=points)
     spark = local_session(app_name="rotsink-crash-loop-check")
@@ -522,6 +560,10 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
            f"{outcome.spark_rows} "
            f"({'same rows' if outcome.spark_matches_finalized else 'MISMATCH'})"),
         loop.reads.line(),
+        *([] if outcome.tags is None else [
+            f"schema change (a column added at life {loop.switch_at_life}): "
+            f"{outcome.tags[0]} rows with the column, {outcome.tags[1]} written before the "
+            f"change without it, {outcome.tags[2]} wrong"]),
         f"problems {len(t.problems)}" + "".join(f"\n  {p}" for p in t.problems[:20]),
         f"wall time {wall_s:.0f}s",
     ]

@@ -1,5 +1,6 @@
 """The crash loop (``tests/crashloop.py``) at CI size: at least 4 random SIGKILLs of the whole
-driver plus one kill at every failpoint, then every input row exactly once; loops in Parquet
+driver plus one kill at every failpoint, then every input row exactly once, across a schema
+change (a column added with ``schema.evolution``) in the middle of the lives; loops in Parquet
 and in ORC that kill at every step of encoding staged rows (in tasks and on the driver); and
 a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption.
 
@@ -49,12 +50,16 @@ def run_loop(spark, loop: CrashLoop, capsys, *, random_kills: int, points) -> Ou
     assert (outcome.lost, outcome.duplicated) == (0, 0), report
     assert outcome.rotsink_rows == outcome.rows_in, report
     assert loop.reads.reads >= loop.tally.lives, report  # the reader ran beside the lives
+    if loop.schema_change:  # rows before the change without the column, after it with it
+        assert loop.evolved and outcome.tags is not None, report
+        with_tag, without, wrong = outcome.tags
+        assert with_tag > 0 and without > 0 and wrong == 0, report
     return outcome
 
 
 @pytest.mark.slow
 def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
-    loop = CrashLoop(tmp_path, seed=SEED)
+    loop = CrashLoop(tmp_path, seed=SEED, schema_change=True)
     row_points = tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)  # Parquet's: below
     outcome = run_loop(spark, loop, capsys, random_kills=KILLS, points=row_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
@@ -62,7 +67,7 @@ def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt, extra_points", [
-    ("parquet", ("driver.after_rename", "task.after_append")),
+    ("parquet", ("driver.after_rename", "task.after_append", "driver.schema_change")),
     ("orc", ()),  # the steps ORC shares with Parquet are killed in the Parquet loop
 ])
 def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
@@ -70,7 +75,7 @@ def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
     the driver, beside random kills. In Parquet the reader beside the lives reads through
     the fast path (``pyspark_rotsink.read`` on this session: Spark's Parquet reader for the
     finalized files, rotsink's for the staged rows)."""
-    loop = bulk_loop(tmp_path, fmt, seed=SEED)
+    loop = bulk_loop(tmp_path, fmt, seed=SEED, schema_change=True)
     if fmt == "parquet":
         loop.fast_path_spark = spark
     outcome = run_loop(spark, loop, capsys, random_kills=max(1, KILLS // (3 if extra_points
