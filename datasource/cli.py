@@ -67,8 +67,10 @@ def _fs_options(items: list[str]) -> dict[str, str]:
 
 
 def _inspect(path: str, fs_options: dict[str, str]) -> int:
-    from datasource.inspect import batch_summaries, partitions
+    from datasource.inspect import batch_summaries, partitions, schema_lines
 
+    for line in schema_lines(path, fs_options):
+        print(line)
     for s in batch_summaries(path, fs_options):
         kind = "compact" if s.compacted else "delta"
         tasks, rows, size = s.appended

@@ -50,6 +50,23 @@ def batch_summaries(path: str, fs_options: dict[str, str] | None = None) -> list
     return summaries
 
 
+def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[str]:
+    """The committed schema, and the columns each schema change added (``schema.evolution``)."""
+    import json
+
+    from pyspark.sql.types import StructType
+
+    from commit_protocol.schema_evolution import recorded
+
+    committed = open_committed(open_storage(path, fs_options))
+    if committed is None:
+        return []
+    state = committed[2]
+    schema = StructType.fromJson(json.loads(state.schema_json)).simpleString()
+    return [f"schema: {schema}"] + [f"    batch {batch} added column(s) {', '.join(added)}"
+                                    for batch, added in recorded(state.extra)]
+
+
 def partitions(path: str, fs_options: dict[str, str] | None = None) -> Partitions:
     """Complete and awaiting partition directories of ``path`` (see :class:`Partitions`)."""
     from commit_protocol.naming import SUCCESS

@@ -107,3 +107,63 @@ def test_the_readme_pipeline_kafka_to_parquet_on_s3(spark, tmp_path, kafka_broke
     assert all(day == f"2026-11-{1 + i % 3:02d}" for _, _, i, day in everything)
     by_spark = rows(spark.read.parquet(f"s3a://{bucket}/events"))
     assert by_spark == finalized and 0 < sum(finalized.values()) < 900
+
+
+def evolving_pipeline(spark, bootstrap: str, topic: str, payload: str):
+    """The README's pipeline over a payload schema that may have grown."""
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select(F.from_json(F.col("value").cast("string"), payload).alias("e"),
+                    "partition", "offset")
+            .select("e.*", F.to_date("e.ts").alias("day"), "partition", "offset"))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_topic_whose_records_gain_a_field(spark, tmp_path, kafka_broker, fmt):
+    """Records of schema v1; the query stops; the producer adds ``region``; the query
+    restarts with v2 and ``schema.evolution=addColumns``: every record once, old rows with a
+    null region, new rows with theirs, through rotsink's reader, a change feed and Spark's
+    reader (Parquet with mergeSchema, JSON lines inferred)."""
+    topic, out, ck = f"evolving-{fmt}", str(tmp_path / "out"), str(tmp_path / "ck")
+    v1 = "id LONG, kind STRING, ts TIMESTAMP"
+    v2 = v1 + ", region STRING"
+    region = {i: f"r{i % 3}" for i in range(300, 500)}
+    produce_events(spark, kafka_broker.bootstrap, topic, range(0, 300))
+    for payload in (v1, v2):
+        if payload == v2:  # the producer's records now carry the new field
+            spark_producer(spark, kafka_broker.bootstrap, topic)(
+                [(f"key-{i}", json.dumps({"id": i, "kind": "view", "region": region[i],
+                                          "ts": "2026-11-02T10:00:00Z"}))
+                 for i in range(300, 500)])
+        (evolving_pipeline(spark, kafka_broker.bootstrap, topic, payload)
+         .writeStream.format("rotsink").option("checkpointLocation", ck)
+         .option("format", fmt).option("rotation.maxRecords", "40")
+         .option("partitionBy", "day").option("schema.evolution", "addColumns")
+         .trigger(availableNow=True).start(out).awaitTermination())
+    offsets = Counter((r.partition, r.offset) for r in (
+        spark.read.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+        .option("subscribe", topic).load().select("partition", "offset").collect()))
+
+    def regions(df) -> dict[int, str | None]:
+        rows = df.select("id", "region", "partition", "offset").collect()
+        assert Counter((r.partition, r.offset) for r in rows) <= offsets  # once each
+        return {r.id: r.region for r in rows}
+
+    expected = {i: region.get(i) for i in range(500)}
+    assert regions(spark.read.format("rotsink").load(out)) == expected
+    feed = (spark.readStream.format("rotsink").load(out).writeStream.format("rotsink")
+            .option("checkpointLocation", str(tmp_path / "ck-feed"))
+            .trigger(availableNow=True).start(str(tmp_path / "feed")))
+    feed.awaitTermination()
+    assert regions(spark.read.format("rotsink").load(str(tmp_path / "feed"))) == expected
+    finalized = regions(spark.read.format("rotsink").option("includeInProgress", "false")
+                        .load(out))
+    spark_reader = (spark.read.option("mergeSchema", "true").parquet(out) if fmt == "parquet"
+                    else spark.read.json(out))
+    assert regions(spark_reader) == finalized
+    assert {i for i in finalized if i < 300} and {i for i in finalized if i >= 300}

@@ -191,3 +191,14 @@ def test_a_running_change_feed_stops_before_columns_it_does_not_know(tmp_path):
     restarted = RotSinkStreamReader({"path": str(tmp_path)},
                                     StructType.fromJson(json.loads(NEW)))
     assert restarted.latestOffset(end, ReadAllAvailable())["batch"] == 2
+
+
+def test_inspect_shows_the_schema_and_its_changes(tmp_path, capsys):
+    from datasource.cli import main
+
+    cfg = config(tmp_path, format="jsonl", schema_evolution="addColumns")
+    write(cfg, OLD, 0, OLD_ROWS)
+    write(cfg, NEW, 1, NEW_ROWS)
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "schema: struct<id:bigint,tag:string,s:string>\n    batch 1 added column(s) tag" in out
