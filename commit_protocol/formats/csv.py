@@ -149,24 +149,27 @@ def _quote_text(text: str) -> str:
 
 
 def decode(data: bytes, schema: pa.Schema) -> pa.Table:
-    """Parse :func:`encode` output (one header, then chunks): the columns the header names,
-    typed as ``schema`` says, in the header's order. A file written before a schema change
-    (``schema.evolution``) names fewer columns than ``schema``: the reader fills them in.
+    """Parse :func:`encode` output (one header, then chunks): the columns of ``schema`` that
+    the header names, typed as ``schema`` says, in the header's order. Others the header
+    names are left out (a reader may ask for some columns only); a file written before a
+    schema change (``schema.evolution``) names fewer columns than ``schema``: the reader
+    fills them in.
 
     Raises
     ------
     SchemaMismatchError
-        If the header names a column ``schema`` does not have, or one twice.
+        If the header names a column twice, or none of ``schema``'s.
     """
     if not data:
         return schema.empty_table()
-    table = _read(data, {f.name: _wire_type(f.type) for f in schema})
-    names = table.column_names
-    if any(name not in schema.names for name in names) or len(set(names)) != len(names):
+    names = _read(data[:header_end(data) or len(data)], {}).column_names
+    wanted = [name for name in names if name in schema.names]
+    if len(set(names)) != len(names) or not wanted:  # not a file of this path
         raise SchemaMismatchError(f"csv header names columns {names}; expected {schema.names}")
-    fields = [schema.field(name) for name in names]
-    arrays = [from_wire_chunked(column, f.type)
-              for column, f in zip(table.columns, fields, strict=True)]
+    table = _read(data, {name: _wire_type(schema.field(name).type) for name in wanted},
+                  include=wanted)
+    fields = [schema.field(name) for name in wanted]
+    arrays = [from_wire_chunked(table.column(f.name), f.type) for f in fields]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
@@ -193,7 +196,8 @@ def _wire_type(t: pa.DataType) -> pa.DataType:
     return utc(t)
 
 
-def _read(data: bytes, column_types: dict[str, pa.DataType]) -> pa.Table:
+def _read(data: bytes, column_types: dict[str, pa.DataType],
+          include: list[str] | None = None) -> pa.Table:
     import pyarrow.csv as pcsv
 
     # An empty line is a row: the null of a one-column table (pyarrow skips it by default)
@@ -202,6 +206,7 @@ def _read(data: bytes, column_types: dict[str, pa.DataType]) -> pa.Table:
     # only an unquoted empty field is null; pyarrow's default list would also turn
     # the text NaN into null
     convert = pcsv.ConvertOptions(column_types=column_types, null_values=[""],
+                                  include_columns=include or [],
                                   strings_can_be_null=True, quoted_strings_can_be_null=False,
                                   true_values=["true"], false_values=["false"])
     # Quoted values may hold line breaks, so row lengths are unknown without parsing: one

@@ -150,7 +150,7 @@ def decode(data: bytes, schema: pa.Schema) -> pa.Table:
     columns = _read_with_python(data, wire, by_python) if by_python else {}
     arrow_fields = [f for f in wire if f.name not in by_python]
     if arrow_fields or not by_python:
-        table = _read_with_arrow(data, pa.schema(arrow_fields), ignore_others=bool(by_python))
+        table = _read_with_arrow(data, pa.schema(arrow_fields))
         columns.update(zip(table.column_names, table.columns, strict=True))
     rows = {len(c) for c in columns.values()}
     if len(rows) > 1:
@@ -181,11 +181,12 @@ def _holds_map(t: pa.DataType) -> bool:
     return is_list(t) and _holds_map(t.value_type)
 
 
-def _read_with_arrow(data: bytes, schema: pa.Schema, *, ignore_others: bool) -> pa.Table:
+def _read_with_arrow(data: bytes, schema: pa.Schema) -> pa.Table:
     import pyarrow.json as pj
 
-    parse = pj.ParseOptions(explicit_schema=schema,
-                            unexpected_field_behavior="ignore" if ignore_others else "error")
+    # Fields beyond ``schema`` are left alone: a reader may ask for some columns only (a
+    # change feed or a read that started before a schema change added columns).
+    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     read = pj.ReadOptions(block_size=line_block_size(data))
     return pj.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
 
