@@ -85,9 +85,14 @@ NEW = schema(field("id", "long"), field("tag", "string"), field("s", "string"))
 OLD_ROWS = pa.record_batch({"id": pa.array([0, 1], pa.int64()), "s": ["a", "b"]})
 NEW_ROWS = pa.record_batch({"id": pa.array([2], pa.int64()), "tag": ["t2"], "s": ["c"]})
 READ = pa.schema([("id", pa.int64()), ("tag", pa.string()), ("s", pa.string())])
+KEY = "env:ROTSINK_TEST_KEY"
 FORMATS = {"jsonl": {}, "csv": {"file_suffix": ".csv"},
            "parquet": {"compression": "snappy", "file_suffix": ".parquet"},
-           "orc": {"compression": "zstd", "file_suffix": ".orc"}}
+           "orc": {"compression": "zstd", "file_suffix": ".orc"},
+           # the driver seals the CSV file it finishes, and encodes the staged Parquet rows
+           "csv-encrypted": {"file_suffix": ".csv.enc", "keys": KEY},
+           "parquet-encrypted": {"compression": "snappy", "file_suffix": ".parquet",
+                                 "keys": KEY}}
 
 
 def write(cfg, schema_json: str, batch_id: int, rows: pa.RecordBatch, *, retire=False):
@@ -105,16 +110,27 @@ def read_all(cfg, schema: pa.Schema = READ) -> list[dict]:
     committed = open_committed(storage)
     assert committed is not None
     log, latest, state = committed
+    ring = cfg.keys.ring() if cfg.keys is not None else None
     return sorted((row for f in committed_files(log, latest, state)
-                   for batch in read_batches(storage, f, state=state, schema=schema)
+                   for batch in read_batches(storage, f, state=state, schema=schema, ring=ring)
                    for row in batch.to_pylist()), key=lambda r: r["id"])
 
 
-@pytest.mark.parametrize("fmt", list(FORMATS))
-def test_old_rows_read_with_nulls_in_the_added_column(tmp_path, fmt):
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_old_rows_read_with_nulls_in_the_added_column(tmp_path, monkeypatch, name):
     """Formats that fix their columns at the file's head finish their files at the change
     (reason ``schema``); JSON lines files continue, each row naming its fields."""
-    cfg = config(tmp_path, format=fmt, schema_evolution="addColumns", **FORMATS[fmt])
+    import base64
+    import os
+
+    from commit_protocol.crypto.keys import KeyRefs
+
+    monkeypatch.setenv("ROTSINK_TEST_KEY", base64.b64encode(os.urandom(32)).decode())
+    options = dict(FORMATS[name])
+    if "keys" in options:
+        options["keys"] = KeyRefs(options["keys"])
+    fmt = name.split("-")[0]
+    cfg = config(tmp_path, format=fmt, schema_evolution="addColumns", **options)
     write(cfg, OLD, 0, OLD_ROWS)
     retire = fmt != "jsonl"
     result = write(cfg, NEW, 1, NEW_ROWS, retire=retire)
