@@ -4,6 +4,7 @@ a change finishes, and old rows read as the newest schema, without Spark."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -126,7 +127,7 @@ def test_old_rows_read_with_nulls_in_the_added_column(tmp_path, monkeypatch, nam
     from commit_protocol.crypto.keys import KeyRefs
 
     monkeypatch.setenv("ROTSINK_TEST_KEY", base64.b64encode(os.urandom(32)).decode())
-    options = dict(FORMATS[name])
+    options: dict[str, Any] = dict(FORMATS[name])
     if "keys" in options:
         options["keys"] = KeyRefs(options["keys"])
     fmt = name.split("-")[0]
