@@ -34,6 +34,12 @@ import pyarrow as pa
 
 from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
 from commit_protocol.formats import READ_BATCH_ROWS
+from commit_protocol.formats.hybrid_calendar import (
+    GAP_DAYS,
+    gregorian_to_hybrid,
+    hybrid_to_gregorian,
+    rebase,
+)
 from commit_protocol.formats.types import require_columns
 from commit_protocol.formats.units import Unit
 
@@ -42,12 +48,6 @@ NTZ_ATTRIBUTE = {b"spark.sql.catalyst.type": b"timestamp_ntz"}
 # share of its values (orc.dictionary.key.threshold): Spark's ORC files are written so.
 DICTIONARY_THRESHOLD = 0.8
 
-# 1582-10-15, the first Gregorian day of the hybrid calendar, as days since 1970-01-01; before
-# it the hybrid calendar is Julian. The ten days before it exist only in the proleptic calendar.
-GREGORIAN_START_DAY = -141_427
-_GAP_DAYS = range(GREGORIAN_START_DAY - 10, GREGORIAN_START_DAY)
-_EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
-_EPOCH_JULIAN_DAY_NUMBER = 2_440_588
 # Microseconds whose nanosecond count fits an int64, the unit pyarrow reads ORC timestamps in.
 _MAX_MICROS = (2**63 - 1) // 1000
 
@@ -65,7 +65,7 @@ def _check_leaf(values: pa.Array, column: str) -> None:
     if pa.types.is_date32(values.type):
         low = pc.min(values).as_py()
         if low is not None and low < datetime.date(1582, 10, 15):
-            gap = pc.is_in(values.cast(pa.int32()), pa.array(list(_GAP_DAYS), pa.int32()))
+            gap = pc.is_in(values.cast(pa.int32()), pa.array(list(GAP_DAYS), pa.int32()))
             if pc.any(gap).as_py():
                 bad = values.filter(gap)[0].as_py()
                 raise UnencodableValueError(
@@ -135,7 +135,7 @@ def _to_orc_leaf(values: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(values.type) and values.type.tz is None:
         return values.cast(pa.timestamp("us")).cast(pa.int64())
     if pa.types.is_date32(values.type):
-        return _rebase(values, _gregorian_to_hybrid)
+        return rebase(values, gregorian_to_hybrid)
     return values
 
 
@@ -275,47 +275,10 @@ def from_orc(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 def _from_orc_leaf(values: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_date32(target):
-        return _rebase(values.cast(target), _hybrid_to_gregorian)
+        return rebase(values.cast(target), hybrid_to_gregorian)
     if pa.types.is_timestamp(target) and target.tz is None and pa.types.is_int64(values.type):
         return values.view(target)
     return values.cast(target)
-
-
-# -- the hybrid calendar -------------------------------------------------------------------
-def _rebase(days: pa.Array, convert: Callable[[int], int]) -> pa.Array:
-    """``days`` with every value before the Gregorian start converted (few rows, if any)."""
-    import pyarrow.compute as pc
-
-    as_int = days.cast(pa.int32())
-    early = pc.less(as_int, GREGORIAN_START_DAY)
-    if not pc.any(early).as_py():
-        return days
-    values = [v if v is None or v >= GREGORIAN_START_DAY else convert(v)
-              for v in as_int.to_pylist()]
-    return pa.array(values, pa.int32()).cast(pa.date32())
-
-
-def _gregorian_to_hybrid(days: int) -> int:
-    """Spark's ``rebaseGregorianToJulianDays``: the day number of the same y-m-d in the
-    Julian calendar."""
-    date = datetime.date.fromordinal(days + _EPOCH_ORDINAL)
-    y, m, d = date.year, date.month, date.day
-    a = (14 - m) // 12
-    y2, m2 = y + 4800 - a, m + 12 * a - 3
-    julian_day_number = d + (153 * m2 + 2) // 5 + 365 * y2 + y2 // 4 - 32083
-    return julian_day_number - _EPOCH_JULIAN_DAY_NUMBER
-
-
-def _hybrid_to_gregorian(days: int) -> int:
-    """The inverse: the proleptic Gregorian day of the Julian y-m-d with day number ``days``."""
-    c = days + _EPOCH_JULIAN_DAY_NUMBER + 32082
-    d = (4 * c + 3) // 1461
-    e = c - 1461 * d // 4
-    m = (5 * e + 2) // 153
-    day = e - (153 * m + 2) // 5 + 1
-    month = m + 3 - 12 * (m // 10)
-    year = d - 4800 + m // 10
-    return datetime.date(year, month, day).toordinal() - _EPOCH_ORDINAL
 
 
 # -- nested values -------------------------------------------------------------------------

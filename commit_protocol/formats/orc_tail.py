@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from commit_protocol.formats.hybrid_calendar import GREGORIAN_START_DAY, hybrid_to_gregorian
 from commit_protocol.formats.units import ColumnStats, Unit
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -163,12 +164,10 @@ def _instant(millis: int) -> dt.datetime:
 
 def _date(days: int) -> dt.date:
     """A date of an ORC file rotsink wrote: days before 1582-10-15 are counted in the hybrid
-    Julian calendar (see :mod:`commit_protocol.formats.orc`); the conversion keeps order, so
-    the bounds stay bounds."""
-    from commit_protocol.formats.orc import GREGORIAN_START_DAY, _hybrid_to_gregorian
-
+    Julian calendar (:mod:`commit_protocol.formats.hybrid_calendar`); the conversion keeps
+    order, so the bounds stay bounds."""
     if days < GREGORIAN_START_DAY:
-        days = _hybrid_to_gregorian(days)
+        days = hybrid_to_gregorian(days)
     return _EPOCH_DATE + dt.timedelta(days=days)
 
 

@@ -14,13 +14,8 @@ import pytest
 from commit_protocol.errors import OptionError, UnencodableValueError
 from commit_protocol.formats import FORMATS
 from commit_protocol.formats.codecs import bulk_codec
-from commit_protocol.formats.orc import (
-    NTZ_ATTRIBUTE,
-    _gregorian_to_hybrid,
-    _hybrid_to_gregorian,
-    check_rows,
-    read_file,
-)
+from commit_protocol.formats.hybrid_calendar import gregorian_to_hybrid, hybrid_to_gregorian
+from commit_protocol.formats.orc import NTZ_ATTRIBUTE, check_rows, read_file
 from datasource.options import parse_sink_options
 from tests.support.parquet import orc_bytes
 
@@ -93,7 +88,7 @@ def test_stored_as_spark_stores_it():
 def test_calendar_conversion_is_its_own_inverse_before_the_gregorian_start():
     start = days(dt.date(1, 1, 1))
     for day in range(start, days(dt.date(1582, 10, 5)), 997):
-        assert _hybrid_to_gregorian(_gregorian_to_hybrid(day)) == day
+        assert hybrid_to_gregorian(gregorian_to_hybrid(day)) == day
 
 
 @pytest.mark.parametrize("value, message", [
