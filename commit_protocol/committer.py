@@ -49,7 +49,7 @@ from commit_protocol.naming import (
     to_uri,
 )
 from commit_protocol.plan import WritePlan
-from commit_protocol.schema_evolution import evolved, retires, schema_change
+from commit_protocol.schema_evolution import evolved, retires_in_progress, schema_change
 from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
 from commit_protocol.storage import Storage
 
@@ -119,7 +119,8 @@ class Committer:
         slots = self._fence_unclaimed(state.slots(), reports, batch_id)
         merged = merge_reports(slots, reports, self.storage, self.config.rotation,
                                is_bulk=self.config.is_bulk, now_ms=now_ms,
-                               retire=change is not None and retires(self.config))
+                               retire=retires_in_progress(state, self.schema_json,
+                                                          self.config))
         if self.config.is_bulk:
             merged = replace(merged, finalized=[self._convert(f) for f in merged.finalized])
         elif state.encrypted:

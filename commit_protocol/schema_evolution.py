@@ -168,6 +168,12 @@ def retires(config: Any) -> bool:
     return not FORMATS[config.format].schema_in_rows
 
 
+def retires_in_progress(state: Any, schema_json: str, config: Any) -> bool:
+    """Whether a batch writing ``schema_json`` after ``state`` finishes ``state``'s files in
+    progress (the tasks' plan and the commit decide it alike)."""
+    return not same_columns(state.schema_json, schema_json) and retires(config)
+
+
 # -- the record in the state ------------------------------------------------------------------
 def recorded(extra: dict[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
     """The changes recorded in a state's ``extra``: ``(batch, added paths)``, oldest first."""

@@ -32,7 +32,7 @@ from commit_protocol.log_files import log_file_names
 from commit_protocol.naming import log_root
 from commit_protocol.reading import committed_files, in_progress_files
 from commit_protocol.reading.splits import OPEN_COST_BYTES
-from commit_protocol.schema_evolution import recorded
+from commit_protocol.schema_evolution import recorded, same_columns
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 from datasource.options import (
@@ -88,7 +88,11 @@ def read(spark: Any, path: str, **options: Any) -> Any:
         finalized, batch = found
     else:
         batch = _latest(storage) if pinned is None else parse_int(AS_OF_BATCH, pinned, minimum=0)
-    at_batch = state if batch == latest else _state_at(log, batch, path, options)
+    at_batch = state if batch == latest else _state_at(batch, path, options)
+    if not same_columns(at_batch.schema_json, state.schema_json):
+        # columns added (schema.evolution) while this read was planned: plan again, so that
+        # Spark's part and rotsink's read the same columns
+        return read(spark, path, **options)
     if found is None:
         listed = _listed_snapshot(spark, log, batch, at_batch, schema)
         if listed is None:  # paths Spark would take for globs: rotsink's reader, pinned
@@ -99,7 +103,7 @@ def read(spark: Any, path: str, **options: Any) -> Any:
                              in_progress=in_progress)
 
 
-def _state_at(log: MetadataLog, batch: int, path: str, options: dict[str, str]) -> SinkState:
+def _state_at(batch: int, path: str, options: dict[str, str]) -> SinkState:
     """The state of ``batch`` (``asOfBatch``), checked as rotsink's reader checks it."""
     from datasource.reader import open_snapshot
 

@@ -22,7 +22,12 @@ from commit_protocol.errors import (
 from commit_protocol.formats import FORMATS
 from commit_protocol.messages import TaskReport
 from commit_protocol.plan import WritePlan
-from commit_protocol.schema_evolution import ADD_COLUMNS, compare, retires, same_columns
+from commit_protocol.schema_evolution import (
+    ADD_COLUMNS,
+    compare,
+    retires_in_progress,
+    same_columns,
+)
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 
@@ -53,8 +58,7 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
             check_compatible(config, schema_json, state)
             # The interval is fixed for the life of a path: keep the committed one.
             self.config = replace(config, compact_interval=state.compact_interval)
-            retire = (not same_columns(state.schema_json, schema_json)
-                      and retires(self.config))
+            retire = retires_in_progress(state, schema_json, self.config)
         self.plan = WritePlan.from_state(state, self._storage().root_uri,
                                          retire_in_progress=retire)
 

@@ -180,14 +180,22 @@ def header_end(data: bytes) -> int:
     >>> header_end(b'"a","b\nc"\n1,2\n')
     10
     """
-    blanked = bytes(data).replace(b"\\\\", b"\0\0").replace(b'\\"', b"\0\0")
-    quoted = False
-    for i, byte in enumerate(blanked):
-        if byte == 0x22:
-            quoted = not quoted
-        elif byte == 0x0A and not quoted:
-            return i + 1
+    # A header is short: look at the block's start first, not a copy of the whole block
+    # (every block a reader decodes starts with the file's header).
+    for size in (_HEADER_PROBE, len(data)):
+        blanked = bytes(data[:size]).replace(b"\\\\", b"\0\0").replace(b'\\"', b"\0\0")
+        quoted = False
+        for i, byte in enumerate(blanked):
+            if byte == 0x22:
+                quoted = not quoted
+            elif byte == 0x0A and not quoted:
+                return i + 1
+        if size >= len(data):
+            break
     return 0
+
+
+_HEADER_PROBE = 64 << 10
 
 
 def _wire_type(t: pa.DataType) -> pa.DataType:

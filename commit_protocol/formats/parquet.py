@@ -132,12 +132,6 @@ def iter_parquet(data_or_file: bytes | str | IO[bytes] | pa.NativeFile, schema: 
 read_file = read_parquet  # the bulk-format interface (commit_protocol.reading)
 iter_file = iter_parquet
 
-# Column chunks are read through a buffer of this size rather than whole (pyarrow reads a
-# whole column chunk into memory otherwise): a read task holds a row group's decoded batch,
-# not its compressed bytes besides.
-READ_BUFFER_BYTES = 1 << 20
-
-
 class ParquetUnits:
     """An open Parquet file read row group by row group: its units (offsets, rows, statistics
     of its top-level flat columns) and their batches (see :mod:`commit_protocol.formats.units`).
@@ -149,8 +143,10 @@ class ParquetUnits:
 
         if isinstance(source, (bytes, bytearray, memoryview)):
             source = pa.BufferReader(source)
-        self.file = pq.ParquetFile(source, decryption_properties=decryption_properties,
-                                   buffer_size=READ_BUFFER_BYTES)
+        # Column chunks are read whole: one ranged GET each on an object store. Reading them
+        # through a 1 MB buffer instead (pyarrow's buffer_size) cost a GET per megabyte and
+        # saved no memory (measured: +125-136 MB for a 2.3M-row row group either way).
+        self.file = pq.ParquetFile(source, decryption_properties=decryption_properties)
         self.schema = self.file.schema_arrow
         metadata = self.file.metadata
         flat = _flat_leaves(self.file)
