@@ -1,8 +1,8 @@
 """Schemas that grow through real queries: a stream writes schema v1, its producer adds a
 field, the query restarts with v2 and ``schema.evolution=addColumns``. Every row once, old
 rows with nulls in the new column, through rotsink's reader, the fast path, the change feed
-and Spark's readers (with the options docs/schema-evolution.md names); refused changes name the column,
-and a restart without the option writes nothing."""
+and Spark's readers (with the options ``docs/schema-evolution.md`` names); refused changes
+name the column, and a restart without the option writes nothing."""
 
 from __future__ import annotations
 
