@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
@@ -134,6 +135,8 @@ class Committer:
             new_state = self._complete_partitions(new_state, reports, merged, now_ms)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
+        self._make_durable(files=[f.temp for f in merged.finalized if f.rolled_by_driver],
+                           directories=[INPROGRESS_DIR])
         failpoints.hit("driver.before_stage")
         try:
             self.log.stage(new_state, entries, now_ms=now_ms,
@@ -142,6 +145,7 @@ class Committer:
             raise ConcurrentWriterError(
                 f"{self.log.intent_path(batch_id)} appeared while this driver committed batch "
                 f"{batch_id}: another writer is committing to {self.storage.root_uri}") from None
+        self._make_durable(directories=[INTENT_DIR])
         failpoints.hit("driver.after_stage")
         self._finish(new_state)
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
@@ -290,14 +294,27 @@ class Committer:
             if self.storage.exists(self.log.path_of(state.batch_id)):
                 raise self._lost_race(state) from e
             raise
+        self._make_durable(directories=sorted(
+            {_parent(p.name) for p in state.publish} | set(state.markers)))
         failpoints.hit("driver.before_log_write")
         try:
-            published = self.log.publish(state.batch_id)
+            published = self.log.publish(state.batch_id, sync=self.config.fsync)
         except FileNotFoundError:  # our intent is gone: another process's recovery used it
             published = False
         if not published and self.log.read_state(state.batch_id).query_id != state.query_id:
             raise self._lost_race(state)
         failpoints.hit("driver.after_log_write")
+
+    def _make_durable(self, *, files: Iterable[str] = (), directories: Iterable[str] = ()) -> None:
+        """``commit.fsync``: what the next step of the commit names must survive a power
+        loss before that step, so a commit point never names bytes or files a crash of the
+        operating system could take back: the driver's own encodings and copies before the
+        intent, the intent before the renames it decides, the renamed files and markers
+        before the log file, and the log file before the intent goes and the commit returns
+        (Spark then records the batch as done and will not replay it)."""
+        if self.config.fsync:
+            self.storage.sync(files)
+            self.storage.sync_directories(directories)
 
     def _lost_race(self, state: SinkState) -> ConcurrentWriterError:
         """Another query published batch ``state.batch_id`` while this driver committed it
@@ -344,6 +361,10 @@ class Committer:
                     self.storage.delete(f.final_temp)
                 if f.start == 0 and f.fenced_from is None:
                     self.storage.delete(f.temp)
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
 
 
 def _log_commit(batch_id: int, merged: Merged, state: SinkState, deleted: list[str],

@@ -53,6 +53,9 @@ class SinkConfig:
     keys: KeyRefs | None = None  # references only: key bytes are resolved where used
     # schema.evolution: "none" (a changed schema is refused) or "addColumns"
     schema_evolution: str = "none"
+    # commit.fsync: make a batch's bytes and names durable (fsync) before its commit point,
+    # on storages with a page cache (local disks); object stores need nothing
+    fsync: bool = True
 
     @property
     def encrypted(self) -> bool:

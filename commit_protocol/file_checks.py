@@ -53,13 +53,21 @@ def check_finalized(storage: Storage, listed: dict[str, int],
     return intact
 
 
-def check_in_progress(storage: Storage, state: SinkState, problems: list[str]
-                       ) -> tuple[list[InProgressCheck], list[CommittedFile]]:
+def check_in_progress(storage: Storage, state: SinkState, problems: list[str], *,
+                      moved: frozenset[str] = frozenset(),
+                      ) -> tuple[list[InProgressCheck], list[CommittedFile]]:
     """Each in-progress file holds at least its committed bytes (more is a failed or zombie
-    attempt's tail, which no reader reads); returns the checks and the intact prefixes."""
+    attempt's tail, which no reader reads); returns the checks and the intact prefixes.
+
+    A temp in ``moved`` was renamed by a commit decided but not yet published (readers
+    follow it to its final name): missing there is that commit's, not damage, while its
+    final name exists.
+    """
     checks, intact = [], []
     for f in state.in_progress:
         stored = _stored_size(storage, f.temp, problems)
+        if stored is None and f.temp in moved and storage.exists(f.name):
+            stored = _stored_size(storage, f.name, problems)
         checks.append(InProgressCheck(f.name, f.temp, f.size, stored))
         where = f"{f.temp} (in progress, to be {f.name})"
         if stored is None and f.size:

@@ -179,17 +179,21 @@ class MetadataLog:
                 "isDir": True, "modificationTime": now_ms, "blockReplication": 1,
                 "blockSize": BLOCK_SIZE, "action": "add", "rotsink": state.to_json()}
 
-    def publish(self, batch_id: int) -> bool:
+    def publish(self, batch_id: int, *, sync: bool = False) -> bool:
         """Make the staged intent the log file of ``batch_id``: the commit point.
 
         Returns False when the log file already existed (another writer, or an earlier
-        attempt of this commit, won); the existing file is never touched.
+        attempt of this commit, won); the existing file is never touched. ``sync``: the log
+        file's name is made durable before the intent goes (the directories reach the disk
+        independently: a power loss must not leave neither).
         """
         intent = self.intent_path(batch_id)
         try:
             self.storage.link(intent, self.path_of(batch_id))
         except FileExistsError:
             return False
+        if sync:
+            self.storage.sync_directories([LOG_DIR])
         self.storage.delete(intent)
         return True
 

@@ -27,7 +27,7 @@ from commit_protocol.errors import CommitError, ConcurrentWriterError, Truncated
 from commit_protocol.formats.arrow import coalesce
 from commit_protocol.merge import IDLE
 from commit_protocol.messages import TaskReport
-from commit_protocol.naming import final_name, partition_claim, temp_name
+from commit_protocol.naming import INPROGRESS_DIR, final_name, partition_claim, temp_name
 from commit_protocol.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.partitioning import split_by_partition
 from commit_protocol.plan import WritePlan
@@ -78,8 +78,19 @@ class TaskWriter:
             now_ms = int(time.time() * 1000)
             self._roll_due_staged_files(now_ms)
             self._roll_idle_staged_files(now_ms)
+        report = self._report(skipped=False)
+        self._make_durable(report)
         failpoints.hit("task.before_report")
-        return self._report(skipped=False)
+        return report
+
+    def _make_durable(self, report: TaskReport) -> None:
+        """``commit.fsync``: the bytes this task wrote, and the names of the files it
+        created, survive a power loss before the driver can commit them. A rolled staged file
+        is published as its encoded ``final_temp``: only that one must last."""
+        if not self.config.fsync or not report.files:
+            return
+        self.storage.sync(sorted({f.final_temp or f.temp for f in report.files}))
+        self.storage.sync_directories([INPROGRESS_DIR])
 
     def _roll_due_staged_files(self, now_ms: int) -> None:
         """Roll the staged files the commit would roll by a rule it checks (batch count,

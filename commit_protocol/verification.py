@@ -130,7 +130,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     names = _log_names(storage)
     problems += _duplicate_log_files(names)
     latest = max(names, default=None)
-    pending, explained = _pending(storage, latest, problems)
+    pending, explained, moved = _pending(storage, latest, problems)
     if latest is None:
         if not pending:
             problems.append(f"{storage.root_uri}: no committed batch in {LOG_DIR}")
@@ -142,7 +142,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
         return Verification(latest, problems, 0, 0, [], [], pending, repaired, 0)
     listed = _listed_files(storage, state, latest, names, problems)
     finalized = check_finalized(storage, listed, problems)
-    in_progress, prefixes = check_in_progress(storage, state, problems)
+    in_progress, prefixes = check_in_progress(storage, state, problems, moved=moved)
     problems += unlisted_visible(storage, set(listed) | explained)
     problems += [f"{success_marker(d)}: the log's batch {latest} completed partition "
                  f"{d or '(root)'} but its marker is missing" for d in state.markers
@@ -212,13 +212,14 @@ def _listed_files(storage: Storage, state: SinkState, latest: int,
 
 
 def _pending(storage: Storage, latest: int | None,
-             problems: list[str]) -> tuple[list[int], set[str]]:
-    """Batch ids staged as intents past ``latest``, and the final names their commits publish.
+             problems: list[str]) -> tuple[list[int], set[str], frozenset[str]]:
+    """Batch ids staged as intents past ``latest``, the final names their commits publish
+    and the temp files those are renamed from.
 
     Intents at or below ``latest`` are leftovers of a finished commit (only the intent's
     delete was cut short): harmless.
     """
-    pending, explained = [], set()
+    pending, explained, moved = [], set(), set()
     for info in sorted(storage.list(INTENT_DIR), key=lambda i: i.path):
         name = info.path.rsplit("/", 1)[-1]
         batch_id = batch_id_of(name)
@@ -234,7 +235,8 @@ def _pending(storage: Storage, latest: int | None,
             problems.append(str(e))
             continue
         explained |= {publish.name for publish in state.publish}
-    return sorted(pending), explained
+        moved |= {publish.temp for publish in state.publish}
+    return sorted(pending), explained, frozenset(moved)
 
 
 def _intent_state(storage: Storage, name: str, batch_id: int) -> SinkState:

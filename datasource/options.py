@@ -32,6 +32,7 @@ COMPACT_INTERVAL, RETENTION = "log.compactInterval", "log.retention"
 CLEANUP_DELAY = "log.cleanupDelay"
 PARTITION_COMMIT_DELAY = "partition.commitDelay"
 SCHEMA_EVOLUTION = "schema.evolution"
+FSYNC = "commit.fsync"
 ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
@@ -53,8 +54,8 @@ CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
                 MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
-                RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, ENCRYPTION_KEY,
-                ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
+                RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, FSYNC,
+                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, INCLUDE_FINALIZED, AS_OF_BATCH, NUM_PARTITIONS,
@@ -157,6 +158,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         else parse_duration_ms(PARTITION_COMMIT_DELAY, get(PARTITION_COMMIT_DELAY)),
         fs_options=fs_options(options),
         schema_evolution=_schema_evolution(get(SCHEMA_EVOLUTION, "none")),
+        fsync=parse_bool(FSYNC, get(FSYNC, "true")),
     )
 
 

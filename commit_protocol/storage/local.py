@@ -18,6 +18,11 @@ class LocalStorage:
 
     Atomicity: ``write_exclusive``, ``create_marker`` and ``publish`` rely on ``link(2)``,
     which fails with ``EEXIST`` instead of replacing, and is atomic on POSIX filesystems.
+
+    Durability: the page cache may lose what was written or named since the last ``fsync``
+    of the file or of its directory; ``sync`` and ``sync_directories`` are those ``fsync``s,
+    and every ``fsync`` goes through :meth:`_sync_fd` (a power-loss model in the tests
+    records them there).
     """
 
     def __init__(self, root: str) -> None:
@@ -72,7 +77,7 @@ class LocalStorage:
                 for chunk in chunks:
                     f.write(chunk)
                 f.flush()
-                os.fsync(f.fileno())
+                self._sync_fd(f.fileno())
             os.link(tmp, full)
         finally:
             _unlink_quietly(tmp)
@@ -107,6 +112,9 @@ class LocalStorage:
         two steps leaves both names for one inode: a retry recognises that, removes ``src``
         and raises ``FileExistsError`` like any publish that finds ``dst`` (the caller then
         checks ``dst``'s size).
+
+        Power loss: ``dst``'s directory is synced before ``src`` goes, so that no moment of
+        the rename can lose both names (the two directories reach the disk independently).
         """
         try:
             self.link(src, dst)
@@ -114,6 +122,7 @@ class LocalStorage:
             if os.path.exists(self._abs(src)) and os.path.samefile(self._abs(src), self._abs(dst)):
                 os.unlink(self._abs(src))  # our own earlier link: finish its rename
             raise
+        self.sync_directories([os.path.dirname(dst)])
         os.unlink(self._abs(src))
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
@@ -170,6 +179,39 @@ class LocalStorage:
                     continue
                 path = name if rel == "." else f"{rel}/{name}"
                 yield FileInfo(path, st.st_size, int(st.st_mtime * 1000))
+
+    def sync(self, paths: Iterable[str]) -> None:
+        """Make the content of each file durable (``fsync``); a missing file is an error."""
+        for path in paths:
+            fd = os.open(self._abs(path), os.O_RDONLY)
+            try:
+                self._sync_fd(fd)
+            finally:
+                os.close(fd)
+
+    def sync_directories(self, directories: Iterable[str]) -> None:
+        """Make the names in each directory durable, and the names of the directories
+        themselves: every ancestor up to the root is synced too (a directory created since
+        its parent's last sync would otherwise vanish with everything in it). A directory
+        that does not exist has nothing to lose."""
+        todo = set()
+        for directory in directories:
+            relative = directory.strip("/")
+            while relative not in todo:
+                todo.add(relative)
+                relative = relative.rpartition("/")[0] if relative else relative
+        for relative in sorted(todo, key=lambda d: (-d.count("/"), d)):
+            try:
+                fd = os.open(self._abs(relative) if relative else self.root, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                self._sync_fd(fd)
+            finally:
+                os.close(fd)
+
+    def _sync_fd(self, fd: int) -> None:
+        os.fsync(fd)
 
     def delete(self, path: str) -> None:
         """Remove a file; a missing file is not an error."""

@@ -197,6 +197,12 @@ class ObjectStorage:
         """
         self._objects.put(self._abs(path), b"".join(chunks))
 
+    def sync(self, paths: Iterable[str]) -> None:
+        """Nothing to do: an object (a segment) is durable when its PUT returns."""
+
+    def sync_directories(self, directories: Iterable[str]) -> None:
+        """Nothing to do: an object store has no directory entries to lose."""
+
     def create_marker(self, path: str) -> bool:
         """Create an empty object; True if this call created it (1 conditional PUT).
 
