@@ -20,6 +20,7 @@ import pytest
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.log import open_committed
+from commit_protocol.messages import TaskReport
 from commit_protocol.naming import INTENT_DIR
 from commit_protocol.plan import WritePlan
 from commit_protocol.storage import LocalStorage, Storage
@@ -79,7 +80,7 @@ class Query:
         for batch in range(self.done + 1, until + 1):
             plan = WritePlan.from_state(Committer(storage, self.cfg, SCHEMA_JSON).latest_state(),
                                         storage.root_uri)
-            reports = [TaskWriter(storage, self.cfg, plan, batch_id=batch, partition=task,
+            reports: list[TaskReport | None] = [TaskWriter(storage, self.cfg, plan, batch_id=batch, partition=task,
                                   attempt=0, query_id="q").write([rows_of(batch, task)])
                        for task in range(TASKS)]
             Committer(storage, self.cfg, SCHEMA_JSON).commit(batch, reports,
