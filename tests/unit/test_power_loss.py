@@ -80,9 +80,10 @@ class Query:
         for batch in range(self.done + 1, until + 1):
             plan = WritePlan.from_state(Committer(storage, self.cfg, SCHEMA_JSON).latest_state(),
                                         storage.root_uri)
-            reports: list[TaskReport | None] = [TaskWriter(storage, self.cfg, plan, batch_id=batch, partition=task,
-                                  attempt=0, query_id="q").write([rows_of(batch, task)])
-                       for task in range(TASKS)]
+            reports: list[TaskReport | None] = [
+                TaskWriter(storage, self.cfg, plan, batch_id=batch, partition=task, attempt=0,
+                           query_id="q").write([rows_of(batch, task)])
+                for task in range(TASKS)]
             Committer(storage, self.cfg, SCHEMA_JSON).commit(batch, reports,
                                                              now_ms=batch * 1000)
             self.done = batch
