@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -139,7 +140,8 @@ class Committer:
                            directories=[INPROGRESS_DIR])
         failpoints.hit("driver.before_stage")
         try:
-            self.log.stage(new_state, entries, now_ms=now_ms,
+            self.log.stage(new_state, entries, previous=None if latest is None else state,
+                           now_ms=now_ms,
                            retention_ms=self.config.retention_ms)
         except FileExistsError:
             raise ConcurrentWriterError(
@@ -158,7 +160,7 @@ class Committer:
         """A replay is a no-op only for the query that committed the batch: another query
         whose batch ``batch_id`` "is already committed" would otherwise lose its rows."""
         query_ids = {m.query_id for m in messages if m is not None and m.query_id}
-        owner = self.log.read_state(latest).query_id
+        owner = self.log.read_head(latest).state.query_id
         if owner and query_ids - {owner}:
             plan = WritePlan(latest_batch_id=latest, query_id=owner,
                              root_uri=self.storage.root_uri)
@@ -256,7 +258,7 @@ class Committer:
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
-                       markers=(), appended=appended)
+                       markers=(), appended=appended, state_id=uuid.uuid4().hex)
 
     def _complete_partitions(self, state: SinkState, reports: list[TaskReport],
                              merged: Merged, now_ms: int) -> SinkState:
@@ -301,7 +303,8 @@ class Committer:
             published = self.log.publish(state.batch_id, sync=self.config.fsync)
         except FileNotFoundError:  # our intent is gone: another process's recovery used it
             published = False
-        if not published and self.log.read_state(state.batch_id).query_id != state.query_id:
+        if not published and \
+                self.log.read_head(state.batch_id).state.query_id != state.query_id:
             raise self._lost_race(state)
         failpoints.hit("driver.after_log_write")
 
@@ -319,7 +322,7 @@ class Committer:
     def _lost_race(self, state: SinkState) -> ConcurrentWriterError:
         """Another query published batch ``state.batch_id`` while this driver committed it
         (the same query's log file means an earlier attempt or a recovery finished ours)."""
-        owner = self.log.read_state(state.batch_id).query_id
+        owner = self.log.read_head(state.batch_id).state.query_id
         return ConcurrentWriterError(
             f"{self.log.path_of(state.batch_id)} was committed by query {owner} while query "
             f"{state.query_id} committed it: rotsink allows one query per output path; "

@@ -5,6 +5,14 @@ batches ``<batch>.compact`` lists all files so far. Spark's readers honour it, s
 exactly the committed, finalized output. Each file also carries rotsink's state as its first
 entry (``isDir: true``, skipped by Spark), so one atomic file commits a batch.
 
+The state grows with the files in progress (a cluster can hold 20,000), so a log file
+carries only what its batch changed (the *head*: every small field, and the in-progress
+files and open partitions that changed); a compaction file also carries them whole (the
+*snapshot*, its third line). The whole state of a batch is the newest snapshot at or before
+it with the heads after it applied, or the state of the batch before (kept in this process
+after it was read or committed, and checked by the id each head names) with one head
+applied: a planning or a commit reads what changed, not the whole state.
+
 A commit is staged as an *intent* file under ``_rotsink/intent/`` and then published into
 ``_spark_metadata`` with an exclusive link: the batch is committed exactly when the log file
 exists, and an intent whose log file is missing is a commit that was decided but cut short.
@@ -12,7 +20,10 @@ exists, and an intent whose log file is missing is a commit that was decided but
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from commit_protocol import failpoints
@@ -22,11 +33,13 @@ from commit_protocol.log_files import (
     batch_files,
     entries,
     is_compaction_batch,
+    is_state_line,
     last_compaction_at_or_before,
     log_file_name,
     log_file_names,
     raw_blocks,
-    read_state_file,
+    read_head,
+    read_snapshot,
 )
 from commit_protocol.log_lines import (
     BLOCK_SIZE,
@@ -37,7 +50,7 @@ from commit_protocol.log_lines import (
     with_s3a_paths,
 )
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR, to_uri
-from commit_protocol.state import SinkState
+from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import Storage
 
 
@@ -53,8 +66,43 @@ def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | Non
     if not names:
         return None
     latest = max(names)
-    state = read_state_file(storage, f"{LOG_DIR}/{names[latest]}", latest)
-    return MetadataLog(storage, compact_interval=state.compact_interval, names=names), latest, state
+    head = read_head(storage, f"{LOG_DIR}/{names[latest]}", latest)
+    log = MetadataLog(storage, compact_interval=head.state.compact_interval, names=names)
+    return log, latest, log.state_of(head)
+
+
+class _StateCache:
+    """Whole states of recent batches, by (output path, batch id), in this process.
+
+    Spark runs a query's planning and its commits in two long-lived Python workers on the
+    driver: each finds there the state it read or committed for the batch before. An entry
+    is used only when a head names its id, so a path rewritten meanwhile is read again.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._states: OrderedDict[tuple[str, int], SinkState] = OrderedDict()
+
+    def get(self, root_uri: str, batch_id: int, state_id: str) -> SinkState | None:
+        state = self._states.get((root_uri, batch_id))
+        if state is None or not state.state_id or state.state_id != state_id:
+            return None
+        self._states.move_to_end((root_uri, batch_id))
+        return replace(state, extra=copy.deepcopy(state.extra))  # callers own what they get
+
+    def put(self, root_uri: str, state: SinkState) -> None:
+        if not state.state_id:
+            return
+        self._states[(root_uri, state.batch_id)] = state
+        self._states.move_to_end((root_uri, state.batch_id))
+        while len(self._states) > self.size:
+            self._states.popitem(last=False)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+
+STATES = _StateCache()
 
 
 class MetadataLog:
@@ -82,12 +130,58 @@ class MetadataLog:
         return f"{LOG_DIR}/{name}"
 
     def read_state(self, batch_id: int) -> SinkState:
-        """rotsink's state committed by ``batch_id`` (the first entry of its log file)."""
-        return read_state_file(self.storage, self.path_of(batch_id), batch_id)
+        """rotsink's whole state committed by ``batch_id``."""
+        return self.state_of(self.read_head(batch_id))
+
+    def read_head(self, batch_id: int) -> StateHead:
+        """The head of ``batch_id``'s log file: its small fields (owner, schema, options)
+        without the work of the whole state."""
+        return read_head(self.storage, self.path_of(batch_id), batch_id)
 
     def read_intent_state(self, batch_id: int) -> SinkState:
         """The state a staged, unpublished commit of ``batch_id`` decided."""
-        return read_state_file(self.storage, self.intent_path(batch_id), batch_id)
+        path = self.intent_path(batch_id)
+        return self.state_of(read_head(self.storage, path, batch_id), path=path)
+
+    def state_of(self, head: StateHead, *, path: str | None = None) -> SinkState:
+        """The whole state ``head`` (read from ``path``, by default its log file) belongs
+        to: from this process's cache, the head's own snapshot, or back through the heads
+        before it to a whole state, each checked to name the one before."""
+        root = self.storage.root_uri
+        pending: list[StateHead] = []
+        base: SinkState | None = None
+        while True:
+            batch_id = head.state.batch_id
+            cached = STATES.get(root, batch_id, head.state.state_id)
+            if cached is not None:
+                base = cached
+                break
+            if head.whole:
+                base = head.state
+                break
+            before = None if head.after is None else STATES.get(root, batch_id - 1, head.after)
+            if before is not None or head.after is None:
+                pending.append(head)
+                base = before
+                break
+            if head.snapshot:
+                base = read_snapshot(self.storage, path or self.path_of(batch_id), head)
+                break
+            pending.append(head)
+            earlier = self.read_head(batch_id - 1)
+            if earlier.state.state_id != head.after:
+                newer = path or self.path_of(batch_id)
+                raise CorruptLogError(
+                    f"metadata log file {newer} follows the state {head.after!r}, but "
+                    f"{self.path_of(batch_id - 1)} holds the state "
+                    f"{earlier.state.state_id!r}: a log file was replaced by hand, or copied "
+                    "from another output path")
+            head, path = earlier, None
+        for step in reversed(pending):
+            base = step.applied_to(base)
+        assert base is not None
+        STATES.put(root, base)
+        return base
 
     def finalized_entries(self, batch_id: int) -> Iterator[dict[str, Any]]:
         """Every finalized file listed as of ``batch_id``: the last compaction plus deltas."""
@@ -130,21 +224,30 @@ class MetadataLog:
         return f"{INTENT_DIR}/{log_file_name(batch_id, self.interval)}"
 
     def stage(self, state: SinkState, new_entries: list[dict[str, Any]], *,
-              now_ms: int, retention_ms: int | None) -> None:
+              previous: SinkState | None, now_ms: int, retention_ms: int | None) -> None:
         """Write the intent for ``state.batch_id``: the exact bytes its log file will hold.
 
-        A compaction batch streams the previous compaction and the deltas since then into
-        the new file, dropping entries older than ``retention_ms``: memory stays flat in the
-        number of entries.
+        Its head holds what changed since ``previous`` (the committed state of the batch
+        before; None for batch 0); a compaction batch adds the snapshot, and streams the
+        previous compaction and the deltas since then into the new file, dropping entries
+        older than ``retention_ms``: memory stays flat in the number of entries.
         """
         batch_id = state.batch_id
-        self.storage.write_exclusive(self.intent_path(batch_id),
-                                     self._file_chunks(state, new_entries, now_ms, retention_ms))
+        self.storage.write_exclusive(
+            self.intent_path(batch_id),
+            self._file_chunks(state, previous, new_entries, now_ms, retention_ms))
+        STATES.put(self.storage.root_uri, state)
 
-    def _file_chunks(self, state: SinkState, new_entries: list[dict[str, Any]], now_ms: int,
+    def _file_chunks(self, state: SinkState, previous: SinkState | None,
+                     new_entries: list[dict[str, Any]], now_ms: int,
                      retention_ms: int | None) -> Iterator[bytes]:
-        yield (VERSION_LINE + "\n").encode() + dumps(self._state_entry(state, now_ms))
-        if is_compaction_batch(state.batch_id, self.interval) and state.batch_id > 0:
+        head = state.head_json(previous)
+        compaction = is_compaction_batch(state.batch_id, self.interval)
+        head["snapshot"] = compaction
+        yield (VERSION_LINE + "\n").encode() + dumps(self._state_entry("rotsink", head, now_ms))
+        if compaction:
+            yield dumps(self._state_entry("rotsink_snapshot", state.snapshot_json(), now_ms))
+        if compaction and state.batch_id > 0:
             oldest = None if retention_ms is None else now_ms - retention_ms
             yield from joined(self._compacted_lines(state.batch_id - 1, oldest))
             failpoints.hit("log.during_compaction")
@@ -163,6 +266,8 @@ class MetadataLog:
         self.batch_ids()
         for path in self.listing_files(batch_id):
             for offset, block in raw_blocks(self.storage, path):
+                if is_state_line(block):
+                    continue
                 if oldest is None and OWN_BLOCK.fullmatch(block):
                     yield with_s3a_paths(block)
                     continue
@@ -174,10 +279,11 @@ class MetadataLog:
                         pass
                     raise
 
-    def _state_entry(self, state: SinkState, now_ms: int) -> dict[str, Any]:
+    def _state_entry(self, key: str, body: dict[str, Any], now_ms: int) -> dict[str, Any]:
+        """An entry Spark's readers skip (``isDir``), holding rotsink's ``body``."""
         return {"path": to_uri(self.storage.root_uri, STATE_DIR), "size": 0,
                 "isDir": True, "modificationTime": now_ms, "blockReplication": 1,
-                "blockSize": BLOCK_SIZE, "action": "add", "rotsink": state.to_json()}
+                "blockSize": BLOCK_SIZE, "action": "add", key: body}
 
     def publish(self, batch_id: int, *, sync: bool = False) -> bool:
         """Make the staged intent the log file of ``batch_id``: the commit point.

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.log_lines import CHUNK, parse_line
 from commit_protocol.naming import LOG_DIR
-from commit_protocol.state import SinkState
+from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import FileInfo, Storage
 
 T = TypeVar("T")
@@ -133,12 +133,14 @@ def raw_lines(storage: Storage, path: str) -> Iterator[tuple[int, bytes]]:
 
 def raw_blocks(storage: Storage, path: str) -> Iterator[tuple[int, bytes]]:
     """``(offset, block)``: the entry lines of one log file in blocks of whole lines of
-    about ``CHUNK`` bytes (line 2, the state entry, alone), version line checked."""
+    about ``CHUNK`` bytes (lines 2 and 3, the state entry and a compaction's snapshot, alone:
+    see :func:`is_state_line`), version line checked."""
     with open_checked(storage, path) as handle:
         offset = handle.tell()
-        if state := handle.readline():
-            yield offset, state
-            offset += len(state)
+        for _ in range(2):
+            if line := handle.readline():
+                yield offset, line
+                offset += len(line)
         rest = b""
         while chunk := handle.read(CHUNK):
             end = chunk.rfind(b"\n") + 1
@@ -151,27 +153,54 @@ def raw_blocks(storage: Storage, path: str) -> Iterator[tuple[int, bytes]]:
         if rest:
             yield offset, rest
 
-def read_state_file(storage: Storage, path: str, batch_id: int) -> SinkState:
-    """The state entry of ``path``, which must be ``batch_id``'s: a log file copied or
-    renamed to another batch id would otherwise pass off an old state as the latest."""
+def is_state_line(block: bytes) -> bool:
+    """Whether a block of :func:`raw_blocks` is one of rotsink's own ``isDir`` lines (a
+    state entry or a snapshot), which no listing includes: told without parsing a snapshot
+    of megabytes (the seven fields Spark needs come first, so ``isDir`` is near the start)."""
+    return block.count(b"\n") <= 1 and b',"isDir":true,' in block[:_MAX_VERSION_LINE]
+
+
+def read_head(storage: Storage, path: str, batch_id: int) -> StateHead:
+    """The state entry (line 2) of ``path``, which must be ``batch_id``'s: a log file copied
+    or renamed to another batch id would otherwise pass off an old state as the latest."""
     found = "the end of the file"
     for number, entry in entries(storage, path):
         body = entry.get("rotsink") if entry.get("isDir") else None
         if body is None:
             found = f"{json.dumps(entry)[:80]!r}"
             break
-        try:
-            if not isinstance(body, dict):
-                raise TypeError(f"expected an object, found {type(body).__name__}")
-            state = SinkState.from_json(body)
-        except (KeyError, TypeError, ValueError) as e:
-            detail = f"no field {e}" if isinstance(e, KeyError) else str(e)
-            raise CorruptLogError(f"metadata log file {path} line {number}: "
-                                  f"bad rotsink state ({detail})") from e
-        if state.batch_id != batch_id:
+        head = _parsed(path, number, body, StateHead.from_json)
+        if head.state.batch_id != batch_id:
             raise CorruptLogError(
-                f"metadata log file {path} holds the state of batch {state.batch_id}: "
+                f"metadata log file {path} holds the state of batch {head.state.batch_id}: "
                 f"expected batch {batch_id}; copied or renamed by hand?")
-        return state
+        return head
     raise CorruptLogError(f"metadata log file {path}: expected rotsink's state entry on "
                           f"line 2, found {found}; truncated, or written by another sink?")
+
+
+def read_snapshot(storage: Storage, path: str, head: StateHead) -> SinkState:
+    """The whole state of a compaction file: its head with the snapshot on line 3."""
+    lines = entries(storage, path)
+    try:
+        next(lines)  # the head, read already
+        number, entry = next(lines)
+    except StopIteration:
+        raise CorruptLogError(f"metadata log file {path}: expected rotsink's state snapshot "
+                              "on line 3, found the end of the file; truncated?") from None
+    body = entry.get("rotsink_snapshot") if entry.get("isDir") else None
+    if body is None:
+        raise CorruptLogError(f"metadata log file {path} line {number}: expected rotsink's "
+                              f"state snapshot, found {json.dumps(entry)[:80]!r}")
+    return _parsed(path, number, body, head.with_snapshot)
+
+
+def _parsed(path: str, number: int, body: object, parse: Callable[[Any], T]) -> T:
+    try:
+        if not isinstance(body, dict):
+            raise TypeError(f"expected an object, found {type(body).__name__}")
+        return parse(body)
+    except (KeyError, TypeError, ValueError) as e:
+        detail = f"no field {e}" if isinstance(e, KeyError) else str(e)
+        raise CorruptLogError(f"metadata log file {path} line {number}: "
+                              f"bad rotsink state ({detail})") from e

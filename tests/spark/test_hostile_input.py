@@ -110,9 +110,9 @@ LOG_DAMAGE: list[tuple[str, Damage, str, bool]] = [
     ("future-version",
      lambda o: log(o, "4").write_bytes(b"v2\n" + b"".join(lines(log(o, "4"))[1:])),
      r"metadata log file _spark_metadata/4: expected version line 'v1', found 'v2'", True),
-    ("unknown-state-version", lambda o: state_version(log(o, "4"), 2),
+    ("unknown-state-version", lambda o: state_version(log(o, "4"), 3),
      r"metadata log file _spark_metadata/4 line 2: bad rotsink state \(expected rotsink state "
-     r"version 1, found 2: written by another \(newer\?\) rotsink", True),
+     r"version 1 or 2, found 3: written by another \(newer\?\) rotsink", True),
     ("delta-deleted", lambda o: log(o, "2").unlink(),
      r"metadata log file _spark_metadata/2 is missing: the output as of batch 4 is listed by "
      r"every log file from batch 0 to 4; deleted by hand\? Restore from a backup", False),

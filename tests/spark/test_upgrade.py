@@ -235,3 +235,99 @@ def test_upgrade_with_max_batches_one_finishes_parquet_per_task_as_before(spark,
     # The new batches have the old release's layout: Spark's file sink's, one file per task.
     assert_per_task_parquet(out, range(OLD_BATCHES + 8))
     assert_verified(out)
+
+
+# -- a path written by the release whose every log file carried the whole state -------------
+V1_ROOT = Path("/tmp/rotsink-fixture-v1")  # where that release wrote the fixture
+V1_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "jsonl_full_state_v1"
+V1_SCHEMA = "id LONG, name STRING, grp STRING"
+V1_ROWS_PER_BATCH, V1_BATCHES = 6, 3  # as in make_jsonl_full_state_v1.py
+
+
+def v1_rows(ids: range) -> list[tuple]:
+    return [(i, f"row {i}", f"g{i % 3}") for i in ids]
+
+
+def write_v1_input(directory: Path, batches: range) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for batch in batches:
+        ids = range(batch * V1_ROWS_PER_BATCH, (batch + 1) * V1_ROWS_PER_BATCH)
+        path = directory / f"in-{batch:05d}.json"
+        path.write_text("".join(json.dumps({"id": i, "name": n, "grp": g}) + "\n"
+                                for i, n, g in v1_rows(ids)))
+        stamp = time.time() - 100 + batch
+        os.utime(path, (stamp, stamp))
+
+
+def continue_v1_query(spark, source: Path, out: Path, ck: Path, **options: str):
+    stream = (spark.readStream.schema(V1_SCHEMA).option("maxFilesPerTrigger", 1)
+              .json(str(source)).repartition(2))
+    writer = (stream.writeStream.format("rotsink").option("checkpointLocation", str(ck))
+              .option("partitionBy", "grp").option("partition.commitDelay", "1h")
+              .trigger(availableNow=True))
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    query = writer.start(str(out))
+    query.awaitTermination()
+    return query
+
+
+def state_line(out: Path, name: str, line: int = 1) -> dict:
+    return json.loads((out / "_spark_metadata" / name).read_text().splitlines()[line])
+
+
+@pytest.fixture
+def upgraded_v1() -> Iterator[tuple[Path, Path, Path]]:
+    """The full-state release's output and checkpoint back at :data:`V1_ROOT`."""
+    with open(f"{V1_ROOT}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            shutil.rmtree(V1_ROOT, ignore_errors=True)
+            V1_ROOT.mkdir(parents=True)
+            shutil.copytree(V1_FIXTURE / "out", V1_ROOT / "out")
+            shutil.copytree(V1_FIXTURE / "ck", V1_ROOT / "ck")
+            yield V1_ROOT / "out", V1_ROOT / "ck", V1_ROOT / "in"
+        finally:
+            shutil.rmtree(V1_ROOT, ignore_errors=True)
+
+
+def test_a_path_whose_log_files_carried_the_whole_state_continues(spark, upgraded_v1):
+    """The state of batch 2 is whole (version 1); batch 3's head names it, the files in
+    progress then continue through heads of changes and a compaction's snapshot, and
+    every reader sees every row once."""
+    out, ck, source = upgraded_v1
+    old_log = {p.name: p.read_bytes() for p in (out / "_spark_metadata").iterdir()}
+    before = open_committed(LocalStorage(str(out)))
+    assert before is not None and before[1] == V1_BATCHES - 1
+    old_slots = {f.slot: f for f in before[2].in_progress}
+    assert len(old_slots) == 6 and before[2].open_partitions
+
+    # Files in progress keep appending (no time rule rolls them), across batch 9.compact.
+    write_v1_input(source, range(V1_BATCHES, 12))
+    forever = {"rotation.interval": "3650d", "rotation.inactivity": "3650d"}
+    query = continue_v1_query(spark, source, out, ck, **forever)
+    assert query.lastProgress["batchId"] == 11
+    head = state_line(out, "3")["rotsink"]
+    assert head["version"] == 2 and head["after"] == ""  # follows the whole state of batch 2
+    assert state_line(out, "9.compact", 2)["rotsink_snapshot"]["in_progress"]
+    committed = open_committed(LocalStorage(str(out)))
+    assert committed is not None and committed[1] == 11
+    for slot, f in committed[2].slots().items():
+        if slot in old_slots:  # the same file, grown
+            assert f.temp == old_slots[slot].temp and f.size > old_slots[slot].size
+    assert {d for d, _ in committed[2].open_partitions} == {"grp=g0", "grp=g1", "grp=g2"}
+    everything = range(12 * V1_ROWS_PER_BATCH)
+    assert sorted(tuple(r) for r in spark.read.format("rotsink").load(str(out))
+                  .select("id", "name", "grp").collect()) == v1_rows(everything)
+    for name, content in old_log.items():
+        assert (out / "_spark_metadata" / name).read_bytes() == content
+    assert_verified(out)
+
+    # Default rotation: everything in progress is older than a minute and rolls.
+    write_v1_input(source, range(12, 13))
+    continue_v1_query(spark, source, out, ck)
+    everything = range(13 * V1_ROWS_PER_BATCH)
+    assert sorted(r.id for r in spark.read.json(str(out)).collect()) == list(everything)
+    assert sorted(r.id for r in spark.read.format("rotsink").load(str(out)).collect()) == \
+        list(everything)
+    assert_verified(out)

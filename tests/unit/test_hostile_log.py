@@ -99,9 +99,9 @@ UNREADABLE: list[tuple[str, Callable[[Path], object], str]] = [
     ("no-newline-in-a-large-file", lambda r: log(r, "2").write_bytes(b"x" * 100_000),
      r"metadata log file _spark_metadata/2: expected version line 'v1', found 'xxxx"),
     ("unknown-state-version",
-     lambda r: with_state(r, "2", lambda e: e["rotsink"].update(version=2)),
+     lambda r: with_state(r, "2", lambda e: e["rotsink"].update(version=3)),
      r"metadata log file _spark_metadata/2 line 2: bad rotsink state \(expected rotsink state "
-     r"version 1, found 2: written by another \(newer\?\) rotsink"),
+     r"version 1 or 2, found 3: written by another \(newer\?\) rotsink"),
     ("state-field-missing", lambda r: with_state(r, "2", lambda e: e["rotsink"].pop("batch_id")),
      r"metadata log file _spark_metadata/2 line 2: bad rotsink state \(no field 'batch_id'\)"),
     ("state-not-an-object", lambda r: with_state(r, "2", lambda e: e.update(rotsink=[1])),

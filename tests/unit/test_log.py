@@ -22,7 +22,8 @@ def state(batch_id: int) -> SinkState:
 
 def commit(log: MetadataLog, batch_id: int, names: list[str], now_ms: int = 1000) -> None:
     entries = [file_entry(f"{log.storage.root_uri}/{n}", 10, now_ms) for n in names]
-    log.stage(state(batch_id), entries, now_ms=now_ms, retention_ms=None)
+    previous = None if batch_id == 0 else log.read_state(batch_id - 1)
+    log.stage(state(batch_id), entries, previous=previous, now_ms=now_ms, retention_ms=None)
     assert log.publish(batch_id)
 
 
@@ -44,7 +45,8 @@ def test_files_follow_spark_naming_and_format(log, tmp_path):
     assert lines[0] == "v1"
     entries = [json.loads(line) for line in lines[1:]]
     assert entries[0]["isDir"] is True and "rotsink" in entries[0]
-    files = entries[1:]
+    assert entries[1]["isDir"] is True and "rotsink_snapshot" in entries[1]  # a compaction's
+    files = entries[2:]
     assert [e["path"].rsplit("/", 1)[-1] for e in files] == ["f0", "f1", "f2"]
     assert all(set(e) == {"path", "size", "isDir", "modificationTime", "blockReplication",
                           "blockSize", "action"} and e["action"] == "add" for e in files)
@@ -53,7 +55,7 @@ def test_files_follow_spark_naming_and_format(log, tmp_path):
 
 def test_publish_never_overwrites(log, tmp_path):
     commit(log, 0, ["a"])
-    log.stage(state(0), [], now_ms=1, retention_ms=None)
+    log.stage(state(0), [], previous=None, now_ms=1, retention_ms=None)
     assert log.publish(0) is False
     assert listed(log, 0) == ["a"]
 
@@ -62,7 +64,7 @@ def test_compaction_drops_entries_older_than_retention(log):
     commit(log, 0, ["old"], now_ms=1_000)
     commit(log, 1, ["new"], now_ms=9_000)
     entries = [file_entry(f"{log.storage.root_uri}/cur", 10, 10_000)]
-    log.stage(state(2), entries, now_ms=10_000, retention_ms=5_000)
+    log.stage(state(2), entries, previous=log.read_state(1), now_ms=10_000, retention_ms=5_000)
     log.publish(2)
     assert listed(log, 2) == ["cur", "new"]
 
@@ -182,7 +184,7 @@ def test_large_compaction_is_written_in_chunks_with_retention(log, tmp_path, mon
     commit(log, 1, [f"new{i:05d}" for i in range(3000)], now_ms=9_000)
     writes.clear()
     log.stage(state(2), [file_entry(f"{log.storage.root_uri}/cur", 10, 10_000)],
-              now_ms=10_000, retention_ms=5_000)
+              previous=log.read_state(1), now_ms=10_000, retention_ms=5_000)
     assert log.publish(2)
     assert 2 < len(writes) < 10  # about 1 MB each, not one write per line
     assert listed(log, 2) == sorted(["cur"] + [f"new{i:05d}" for i in range(3000)])
@@ -196,7 +198,7 @@ def test_compaction_over_many_blocks_copies_exactly_and_numbers_bad_lines(log, t
     meta = tmp_path / "_spark_metadata"
     entries = [f.read_bytes().splitlines(keepends=True)[2:] for f in (meta / "0", meta / "1")]
     compact = (meta / "2.compact").read_bytes().splitlines(keepends=True)
-    assert compact[2:] == entries[0] + entries[1] + [compact[-1]]
+    assert compact[3:] == entries[0] + entries[1] + [compact[-1]]  # after head and snapshot
     assert listed(log, 2) == sorted(names + ["g", "h"])
 
     log2 = MetadataLog(LocalStorage(str(tmp_path / "other")), compact_interval=3)

@@ -4,14 +4,16 @@ writes exactly it, a replay never)."""
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
 
 from commit_protocol import failpoints
 from commit_protocol.committer import Committer
-from commit_protocol.state import SinkState
+from commit_protocol.state import SinkState, StateHead
 from tests.unit.test_task_writer import SCHEMA_JSON, config, run_task, storage_of
 
 DELAY = 1_000
@@ -105,13 +107,16 @@ def test_late_rows_are_committed_and_the_marker_is_never_rewritten(tmp_path):
 
 
 def test_state_round_trips_partitions():
-    state = SinkState(batch_id=3, query_id="q", schema_json="{}", format="jsonl",
-                      compression="none", partition_by=("g",), compact_interval=10,
-                      open_partitions=(("g=b", 7),), markers=("g=a",))
-    assert SinkState.from_json(state.to_json()) == state
-    plain = SinkState(batch_id=3, query_id="q", schema_json="{}", format="jsonl",
-                      compression="none", partition_by=(), compact_interval=10)
-    assert "partitions" not in plain.to_json()["extra"]  # old readers see the old state
+    before = SinkState(batch_id=2, query_id="q", schema_json="{}", format="jsonl",
+                       compression="none", partition_by=("g",), compact_interval=10,
+                       open_partitions=(("g=a", 5), ("g=c", 6)), state_id="s2")
+    state = replace(before, batch_id=3, open_partitions=(("g=b", 7), ("g=c", 6)),
+                    markers=("g=a",), state_id="s3")
+    head = StateHead.from_json(json.loads(json.dumps(state.head_json(before))))
+    assert head.state.open_partitions == (("g=b", 7),) and head.closed == ("g=a",)
+    assert head.applied_to(before) == state
+    whole = head.with_snapshot(json.loads(json.dumps(state.snapshot_json())))
+    assert whole == state
 
 
 def test_inspect_lists_complete_and_awaiting_partitions(tmp_path, capsys):
