@@ -2,9 +2,11 @@
 
     python benchmarks/batch_overhead.py --batches 200 --rows 10
 
-Both sinks read the same pre-generated JSON files, one file per micro-batch
+Every sink reads the same pre-generated JSON files, one file per micro-batch
 (``maxFilesPerTrigger=1``, ``availableNow``), so they see identical batches. rotsink writes
-``format=jsonl`` with default rotation; the anchor is ``format("json")``.
+``format=jsonl`` with default rotation, durable (``commit.fsync=true``, the default) and, as
+``rotsink-nofsync``, without the ``fsync`` calls (what durability costs per batch); the anchor
+is ``format("json")``, the floor ``benchmarks/floors.py``'s sink that only counts rows.
 
 Warm: one session, a warm-up query per sink, then the measured query per sink.
 Cold: each sink's first query in a fresh session, each in its own subprocess (fresh JVM and
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import floors  # noqa: E402
 from common import (  # noqa: E402
     driver_peak_rss_mb,
     jvm_heap_peak_mb,
@@ -35,6 +38,7 @@ from common import (  # noqa: E402
 )
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, grp STRING"
+SINKS = ("builtin", "floor", "rotsink", "rotsink-nofsync")
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch",
           "walCommit", "commitOffsets")
 
@@ -56,8 +60,11 @@ def run(spark, source: Path, out: Path, sink: str, batches: int) -> dict:
     shutil.rmtree(checkpoint, ignore_errors=True)
     df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     writer = df.writeStream.option("checkpointLocation", checkpoint)
-    writer = (writer.format("rotsink").option("format", "jsonl") if sink == "rotsink"
-              else writer.format("json"))
+    if sink.startswith("rotsink"):
+        writer = writer.format("rotsink").option("format", "jsonl") \
+            .option("commit.fsync", str(sink == "rotsink").lower())
+    else:
+        writer = writer.format(sink if sink == "floor" else "json")
     reset_jvm_heap_peak(spark)
     started = time.perf_counter()
     query = writer.trigger(availableNow=True).start(str(out))
@@ -75,6 +82,7 @@ def run(spark, source: Path, out: Path, sink: str, batches: int) -> dict:
 
 def session(batches: int):
     spark = quiet_session("rotsink-batch-overhead")
+    floors.register(spark)
     # recentProgress keeps 100 batches by default: keep all of them for the medians.
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(batches + 10))
     return spark
@@ -112,7 +120,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10, help="rows per micro-batch")
     parser.add_argument("--warmup-batches", type=int, default=20)
     parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
-    parser.add_argument("--cold-side", choices=["rotsink", "builtin"], help=argparse.SUPPRESS)
+    parser.add_argument("--cold-side", choices=SINKS, help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -130,15 +138,17 @@ def main() -> None:
           f"-byte JSON file each); rotsink format=jsonl, default rotation; builtin = json sink")
     spark = session(args.batches)
     warm = {}
-    for sink in ("builtin", "rotsink"):
+    for sink in SINKS:
         run(spark, root / "warm-src", root / f"warm-{sink}", sink, args.warmup_batches)
         warm[sink] = run(spark, root / "src", root / sink, sink, args.batches)
         show(f"warm {sink}", warm[sink], input_bytes)
     spark.stop()
-    rot, base = warm["rotsink"], warm["builtin"]
-    print(f"warm ratio rotsink/builtin: wall {ratio(rot['wall'], base['wall'])}  median trigger "
-          f"{ratio(rot['medians']['triggerExecution'], base['medians']['triggerExecution'])}  "
-          f"median addBatch {ratio(rot['medians']['addBatch'], base['medians']['addBatch'])}")
+    for anchor in ("builtin", "floor", "rotsink-nofsync"):
+        rot, base = warm["rotsink"], warm[anchor]
+        trigger = ratio(rot["medians"]["triggerExecution"], base["medians"]["triggerExecution"])
+        print(f"warm ratio rotsink/{anchor}: wall {ratio(rot['wall'], base['wall'])}  median "
+              f"trigger {trigger}  median addBatch "
+              f"{ratio(rot['medians']['addBatch'], base['medians']['addBatch'])}")
     if not args.no_cold:
         colds = {sink: cold(root / "src", root / f"cold-{sink}", sink, args.batches)
                  for sink in ("builtin", "rotsink")}

@@ -41,7 +41,8 @@ TASK_POINTS = (
     "task.after_roll",          # executor: file closed (sealed), not yet reported
     "task.after_fence_copy",    # executor: committed prefix copied to a fresh temp file
     "task.after_resume",        # executor: a committed in-progress file reopened to append
-    "task.before_report",       # executor: every file released, report not yet returned
+    "task.before_sync",         # executor: every file released, bytes not yet fsynced
+    "task.before_report",       # executor: bytes and names fsynced, report not yet returned
     "task.before_convert",      # executor: a staged (bulk) file rolled, not yet encoded
     "task.after_convert",       # executor: its finished file written at a fresh temp name
 )
@@ -54,6 +55,7 @@ DRIVER_POINTS = (
     "driver.before_mark",       # driver: before each partition's _SUCCESS marker
     "driver.after_mark",        # driver: after it, log file not yet written
     "driver.before_log_write",  # driver: every rename done
+    "driver.before_intent_delete",  # driver: log file created and synced, intent still there
     "driver.after_log_write",   # driver: the batch is committed, housekeeping not yet run
     "driver.during_abort",      # driver: abort started, fresh temp files not yet deleted
     "driver.before_convert",    # driver: a staged file rolled by a commit rule, not encoded

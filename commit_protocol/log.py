@@ -167,6 +167,8 @@ class MetadataLog:
             if head.snapshot:
                 base = read_snapshot(self.storage, path or self.path_of(batch_id), head)
                 break
+            if not pending:  # about to walk back: name every missing file of the way at once
+                self.listing_files(batch_id if path is None else batch_id - 1)
             pending.append(head)
             earlier = self.read_head(batch_id - 1)
             if earlier.state.state_id != head.after:
@@ -300,6 +302,7 @@ class MetadataLog:
             return False
         if sync:
             self.storage.sync_directories([LOG_DIR])
+        failpoints.hit("driver.before_intent_delete")
         self.storage.delete(intent)
         return True
 

@@ -79,6 +79,7 @@ class TaskWriter:
             self._roll_due_staged_files(now_ms)
             self._roll_idle_staged_files(now_ms)
         report = self._report(skipped=False)
+        failpoints.hit("task.before_sync")
         self._make_durable(report)
         failpoints.hit("task.before_report")
         return report
