@@ -7,7 +7,9 @@ in-progress file each slot appends to, and up to which byte it is committed).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 STATE_VERSION = 2
@@ -99,11 +101,11 @@ class SinkState:
         return added_paths(self.extra)
 
     def slots(self) -> dict[Slot, InProgressFile]:
-        return {f.slot: f for f in self.in_progress}
+        # (not f.slot: a commit builds this for every open file, several times)
+        return {(f.partition, f.directory): f for f in self.in_progress}
 
     def with_batch(self, batch_id: int, in_progress: list[InProgressFile]) -> SinkState:
-        ordered = tuple(sorted(in_progress, key=lambda f: f.slot))
-        return replace(self, batch_id=batch_id, in_progress=ordered)
+        return replace(self, batch_id=batch_id, in_progress=_in_slot_order(in_progress))
 
     # -- in the log ----------------------------------------------------------------------
     def head_json(self, previous: SinkState | None) -> dict[str, Any]:
@@ -114,8 +116,9 @@ class SinkState:
         body["after"] = None if previous is None else previous.state_id
         before = {} if previous is None else previous.slots()
         now = self.slots()
-        body["in_progress"] = {
-            "set": [_file_row(f) for slot, f in now.items() if before.get(slot) != f],
+        body["in_progress"] = {  # most files are the very objects of ``previous``
+            "set": [_file_row(f) for slot, f in now.items()
+                    if (b := before.get(slot)) is not f and b != f],
             "drop": [list(slot) for slot in before if slot not in now]}
         opened = dict(previous.open_partitions) if previous is not None else {}
         current = dict(self.open_partitions)
@@ -167,7 +170,7 @@ class StateHead:
         for directory in self.closed:
             partitions.pop(directory, None)
         partitions.update(self.state.open_partitions)
-        return replace(self.state, in_progress=tuple(files[s] for s in sorted(files)),
+        return replace(self.state, in_progress=_in_slot_order(files.values()),
                        open_partitions=tuple(sorted(partitions.items())))
 
     def with_snapshot(self, body: dict[str, Any]) -> SinkState:
@@ -218,6 +221,15 @@ class StateHead:
                    dropped=tuple((int(p), str(d)) for p, d in body["in_progress"]["drop"]),
                    closed=tuple(str(d) for d in partitions.get("drop", [])),
                    snapshot=bool(body.get("snapshot", False)))
+
+
+_SLOT_ORDER = attrgetter("partition", "directory")
+
+
+def _in_slot_order(files: Iterable[InProgressFile]) -> tuple[InProgressFile, ...]:
+    """Files by slot: what a state holds (sorting is linear when, as after most commits,
+    they are in order but for a few)."""
+    return tuple(sorted(files, key=_SLOT_ORDER))
 
 
 _FILE_FIELDS = ("partition", "directory", "name", "temp", "size", "records", "batches",
