@@ -119,6 +119,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--rows", type=int, default=10, help="rows per micro-batch")
     parser.add_argument("--warmup-batches", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=1, help="measured queries per sink, "
+                        "in alternating order (the run with the median wall time is shown)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
     parser.add_argument("--cold-side", choices=SINKS, help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
@@ -140,7 +142,12 @@ def main() -> None:
     warm = {}
     for sink in SINKS:
         run(spark, root / "warm-src", root / f"warm-{sink}", sink, args.warmup_batches)
-        warm[sink] = run(spark, root / "src", root / sink, sink, args.batches)
+    runs: dict[str, list[dict]] = {sink: [] for sink in SINKS}
+    for repeat in range(args.repeats):  # alternating order: no sink always runs warmest
+        for sink in SINKS if repeat % 2 == 0 else reversed(SINKS):
+            runs[sink].append(run(spark, root / "src", root / sink, sink, args.batches))
+    for sink in SINKS:
+        warm[sink] = sorted(runs[sink], key=lambda r: r["wall"])[len(runs[sink]) // 2]
         show(f"warm {sink}", warm[sink], input_bytes)
     spark.stop()
     for anchor in ("builtin", "floor", "rotsink-nofsync"):

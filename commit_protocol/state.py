@@ -3,6 +3,11 @@
 Spark's readers skip ``isDir`` entries and ignore unknown JSON fields, so one atomic log file
 commits both the finalized files (the entries Spark reads) and rotsink's own state (which
 in-progress file each slot appends to, and up to which byte it is committed).
+
+In the log, a state is a *head* (:meth:`SinkState.head_json`: the small fields, and the
+in-progress files and open partitions that changed since the batch before) and, in a
+compaction file, a *snapshot* of those two whole (:meth:`SinkState.snapshot_json`);
+:class:`StateHead` reads a head back, and ``MetadataLog.state_of`` puts the whole together.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ def test_defaults_match_the_design():
     assert config.row_group_bytes == 128 << 20
     assert parse_sink_options({"path": "/o", "parquet.rowGroupBytes": "8mb"}).row_group_bytes \
         == 8 << 20
+    assert config.fsync  # durable through power loss unless traded away
+    assert not parse_sink_options({"path": "/o", "commit.fsync": "FALSE"}).fsync
 
 
 @pytest.mark.parametrize("text, ms", [("90s", 90_000), ("15 minutes", 900_000), ("1h", 3_600_000),
@@ -41,6 +43,7 @@ def test_durations(text, ms):
     ({"file.prefix": ".hidden"}, "option file.prefix='.hidden'"),
     ({"partitionBy": "a,a"}, "option partitionBy='a,a'"),
     ({"rotation.maxbatchez": "1"}, "unknown option rotation.maxbatchez='1'"),
+    ({"commit.fsync": "maybe"}, "option commit.fsync='maybe'"),
     ({"compression": "zstd", "compression.level": "40"},
      "option compression.level=40 for compression=zstd: expected 1..22"),
     ({"compression.level": "3"}, "option compression.level=3: compression is none"),
@@ -51,7 +54,7 @@ def test_durations(text, ms):
     ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
         "unit", "open-files", "row-group-bytes", "interval", "hidden-prefix",
-        "duplicate-partition", "typo",
+        "duplicate-partition", "typo", "fsync-not-a-boolean",
         "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key"])
 def test_bad_options_name_option_and_value(options, message):
     base = {} if options == {} else {"path": "/out"}

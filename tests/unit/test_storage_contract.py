@@ -737,3 +737,16 @@ def test_a_file_deleted_while_listed_is_left_out(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "scandir", scandir_then_delete)
     assert [info.path for info in storage.list("d")] == ["d/2"]
+
+
+def test_sync_takes_files_and_directories_and_changes_nothing(storage):
+    """``sync`` and ``sync_directories`` (``fsync`` on a local disk, nothing to do on object
+    stores: what they make durable, ``tests/unit/test_power_loss.py`` checks) take appended
+    files, directories new and old, and a missing directory."""
+    with storage.open_append("d/e/f") as handle:
+        handle.write(b"abc")
+    storage.write_exclusive("g", [b"xyz"])
+    storage.sync(["d/e/f", "g"])
+    storage.sync_directories(["d/e", "", "no/such/dir"])
+    assert storage.read("d/e/f") == b"abc" and storage.read("g") == b"xyz"
+
