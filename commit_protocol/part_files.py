@@ -19,7 +19,7 @@ import pyarrow as pa
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
-from commit_protocol.formats import encode_rows
+from commit_protocol.formats import FORMATS, encode_rows
 from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
@@ -108,6 +108,7 @@ class RowPartFile(PartFile):
                  **kwargs: Any) -> None:
         super().__init__(storage, config, **kwargs)
         self.format, self.codec = self._encoding(config)
+        self.compression, self.level = config.compression, config.compression_level
         self.keys = config.keys if config.encrypted else None
         self.estimate = estimate
         self._sealer: Sealer | None = None
@@ -115,6 +116,8 @@ class RowPartFile(PartFile):
 
     def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
         """The row format and codec of the file's bytes."""
+        if FORMATS[config.format].blocks:  # compresses its own blocks (Avro)
+            return config.format, RowCodec("none")
         return config.format, RowCodec(config.compression, config.compression_level)
 
     def add(self, rows: pa.RecordBatch) -> int:
@@ -147,7 +150,9 @@ class RowPartFile(PartFile):
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
         """The bytes appending ``batch`` at the current end (call :meth:`append` next)."""
-        data = self.codec.compress(encode_rows(self.format, batch, with_header=self.end == 0))
+        data = self.codec.compress(encode_rows(
+            self.format, batch, with_header=self.end == 0, file_name=self.name,
+            compression=self.compression, level=self.level))
         if self.keys is None:
             return data
         sealer = self._sealer_for_append()

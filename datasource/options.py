@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from commit_protocol.config import RotationPolicy, SinkConfig
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import OptionError
-from commit_protocol.formats import FORMATS, format_named
+from commit_protocol.formats import FORMATS, file_codec, format_named
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
 
 PATH = "path"
@@ -213,7 +213,7 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
 
 def _compression(fmt: str, value: str | None, level: int | None) -> str:
     """The codec, checked together with its level (a bad pair fails here, not in a task)."""
-    if FORMATS[fmt].bulk:
+    if FORMATS[fmt].compressions:  # bulk formats and Avro: codecs inside the file
         return bulk_codec(FORMATS[fmt], value or FORMATS[fmt].default_compression, level)
     return RowCodec((value or "none").lower(), level).name
 
@@ -260,4 +260,5 @@ def _default_suffix(fmt: str, compression: str, encrypted: bool) -> str:
     suffix = FORMATS[fmt].suffix
     if FORMATS[fmt].bulk:
         return suffix
-    return suffix + ROW_CODEC_SUFFIX[compression] + (ENCRYPTED_SUFFIX if encrypted else "")
+    return (suffix + ROW_CODEC_SUFFIX[file_codec(fmt, compression)]
+            + (ENCRYPTED_SUFFIX if encrypted else ""))

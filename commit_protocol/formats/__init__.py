@@ -6,8 +6,8 @@ know about it: its name (the ``format`` option), the suffix of its files, whethe
 once per Python worker. Options, file names, the task writer, the readers, ``rotsink cat``
 and ``rotsink verify`` all read the registry; nothing else branches on a format's name.
 
-* A **row** format (``jsonl``, ``csv``, ``text``) encodes chunk by chunk: a part file stays
-  open across micro-batches, and the concatenation of its chunks is one valid file that
+* A **row** format (``jsonl``, ``csv``, ``text``, ``avro``) encodes chunk by chunk: a part
+  file stays open across micro-batches, and the concatenation of its chunks is one valid file that
   :func:`decode_rows` (and ``spark.read.<format>``) reads back row for row. Its module
   defines ``encode(table, *, with_header) -> bytes``, ``decode(data, schema) -> Table`` and
   ``last_row_end(data) -> int`` (where the last whole row of a block ends: readers decode a
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["BULK_FORMATS", "FORMATS", "Format", "OUTPUT_FORMATS", "READ_BATCH_ROWS", "ROW_FORMATS",
-           "UnencodableValueError", "decode_rows", "encode_rows", "format_named"]
+           "UnencodableValueError", "decode_rows", "encode_rows", "file_codec", "format_named"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,9 @@ class Format:
     # tasks may read byte ranges of one file: row formats whose every row is one line (no
     # line break inside); bulk formats whose units a task can read alone at low memory
     splittable: bool = False
+    # a row format whose chunks are blocks it compresses itself, marked for their file
+    # (Avro): its encoder takes the file's name and the codec; no whole-file codec wraps it
+    blocks: bool = False
 
     def implementation(self) -> ModuleType:
         """The module that encodes and decodes this format (imported on first use)."""
@@ -96,6 +99,10 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            preload=_ROW_PRELOAD, header=True),
     Format("text", ".txt", bulk=False, module="commit_protocol.formats.text",
            splittable=True),
+    # Avro's own block codecs; snappy is spark-avro's default
+    Format("avro", ".avro", bulk=False, module="commit_protocol.formats.avro",
+           preload=("numpy",), header=True, blocks=True,
+           compressions=("snappy", "deflate", "zstd", "none"), default_compression="snappy"),
     # Spark's Parquet reader ships no brotli codec; pyarrow's "lz4" is LZ4_RAW, offered under
     # that name. snappy is Spark's own Parquet default.
     # pyarrow's Parquet and ORC writers import pandas on first use (0.2 s, ~29,000 objects):
@@ -139,7 +146,15 @@ def _row_format(name: str) -> ModuleType:
     return entry.implementation()
 
 
-def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool) -> bytes:
+def file_codec(fmt: str, compression: str) -> str:
+    """The codec around a row file's bytes: ``compression``, but ``none`` for a format that
+    compresses inside its file (Avro's blocks; bulk formats)."""
+    return "none" if FORMATS[fmt].compressions else compression
+
+
+def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool,
+                file_name: str = "", compression: str = "none",
+                level: int | None = None) -> bytes:
     """Encode one chunk of a row-format part file. Runs on executors.
 
     Parameters
@@ -150,9 +165,12 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
     batch : pyarrow.RecordBatch or pyarrow.Table
         The rows of this chunk.
     with_header : bool
-        ``csv`` only: start with the header line. Pass True for the first chunk of a
-        file and only then; with zero rows the chunk is then just the header, so the
+        ``csv`` and ``avro``: start with the file's header. Pass True for the first chunk of
+        a file and only then; with zero rows the chunk is then just the header, so the
         caller's rule stays "the first chunk has the header".
+    file_name, compression, level
+        ``avro`` (``Format.blocks``): the file's final name (its blocks' sync marker comes
+        from it) and the codec of its blocks.
 
     Returns
     -------
@@ -167,6 +185,9 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
     import pyarrow as pa
 
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    if FORMATS[fmt].blocks:
+        return _row_format(fmt).encode(table, with_header=with_header, file_name=file_name,
+                                       compression=compression, level=level)
     return _row_format(fmt).encode(table, with_header=with_header)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from commit_protocol.errors import EncryptionKeyError, IntegrityError, RotsinkError
+from commit_protocol.formats import file_codec
 from commit_protocol.formats.codecs import RowCodec, decode_errors
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.inputs import BUFFER_BYTES, open_input
@@ -38,7 +39,7 @@ def open_plaintext(storage: Storage, f: CommittedFile, *, layout: Layout,
     else:
         source.seek(start)
         stream = source
-    if f.staged or layout.compression == "none":
+    if f.staged or file_codec(layout.format, layout.compression) == "none":
         return stream
     codec = RowCodec(layout.compression)
     return io.BufferedReader(_Decompressed(codec.reader(stream), stream, f.path, codec.name,

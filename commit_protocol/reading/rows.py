@@ -69,13 +69,11 @@ def row_batches(storage: Storage, f: CommittedFile, *, layout: Layout, schema: p
 
 
 def _header_end(fmt: str, block: bytes) -> int:
-    """The length of the header line ``block`` (a file's first) starts with; 0 for formats
-    without one."""
+    """The length of the header ``block`` (a file's first) starts with (CSV's header line,
+    Avro's header); 0 for formats without one, or while ``block`` holds only part of it."""
     if not FORMATS[fmt].header:
         return 0
-    from commit_protocol.formats.csv import header_end
-
-    return header_end(block)
+    return int(FORMATS[fmt].implementation().header_end(block))
 
 
 def _header(storage: Storage, f: CommittedFile, *, layout: Layout,

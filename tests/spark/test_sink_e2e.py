@@ -19,6 +19,7 @@ READERS = {
     .csv(out),
     "parquet": lambda spark, out: spark.read.parquet(out),
     "orc": lambda spark, out: spark.read.orc(out),
+    "avro": lambda spark, out: spark.read.format("avro").load(out),  # spark-avro
 }
 
 
@@ -50,7 +51,7 @@ def text_ids(spark, out: Path, **options: str) -> list[int]:
     return sorted(json.loads(r.value)["id"] for r in reader.load(str(out)).collect())
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text", "parquet", "orc"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text", "avro", "parquet", "orc"])
 def test_every_row_exactly_once_in_both_readers(spark, tmp_path, fmt):
     total = write_numbered_source(tmp_path / "in", files=4, rows_per_file=50)
     out = tmp_path / "out"
@@ -69,7 +70,7 @@ def test_every_row_exactly_once_in_both_readers(spark, tmp_path, fmt):
         assert names == [(i, f'row "{i}", ü\\') for i in finished]
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "orc"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "avro", "parquet", "orc"])
 def test_max_batches_one_behaves_like_spark_file_sink(spark, tmp_path, fmt):
     total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=20)
     out = tmp_path / "out"
@@ -79,7 +80,7 @@ def test_max_batches_one_behaves_like_spark_file_sink(spark, tmp_path, fmt):
     assert spark_ids(spark, fmt, out) == list(range(total))
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "orc"])
+@pytest.mark.parametrize("fmt", ["jsonl", "avro", "parquet", "orc"])
 def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, capsys, fmt):
     batches = 50
     write_numbered_source(tmp_path / "in", files=batches, rows_per_file=4)

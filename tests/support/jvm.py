@@ -4,7 +4,8 @@ Two sets, each resolved by Maven from a pom under ``tests/jvm/`` and copied with
 dependencies into a folder of its own (they must not share a classpath):
 
 - ``spark-packages``: what a PySpark user adds with ``--packages`` for Kafka in and S3 out,
-  Spark's Kafka source and Hadoop's ``s3a`` filesystem, at the installed PySpark's versions;
+  Spark's Kafka source, Spark's Avro reader and Hadoop's ``s3a`` filesystem, at the installed
+  PySpark's versions;
 - ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`.
 
 ``python -m tests.support.jvm`` fetches both (``.ci/run`` does, before the tests); the session
@@ -92,7 +93,8 @@ def _fetch(name: str, *, candidates: tuple[str, ...] = ("",), hadoop: str = "") 
             command += [f"-Dspark.version={spark}", f"-Dhadoop.version={hadoop}"]
         done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode == 0:
-            versions = f"spark-sql-kafka {spark}, hadoop-aws {hadoop}" if spark else name
+            versions = (f"spark-sql-kafka {spark}, spark-avro {spark}, hadoop-aws {hadoop}"
+                        if spark else name)
             (folder / "VERSIONS").write_text(versions + "\n")
             return folder
         errors.append(f"{' '.join(command)}\n{_maven_error(done.stdout + done.stderr)}")

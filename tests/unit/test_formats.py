@@ -251,10 +251,10 @@ def test_rows_longer_than_a_reader_block_decode(monkeypatch, fmt):
 
 def test_bulk_or_unknown_formats_are_no_row_formats():
     with pytest.raises(OptionError, match=r"format 'parquet' is a bulk format: .* \(jsonl, csv, "
-                                          r"text are\)"):
+                                          r"text, avro are\)"):
         encode_rows("parquet", FLAT, with_header=False)
     with pytest.raises(OptionError, match=r"option format='xml': expected one of jsonl, csv, "
-                                          r"text, parquet, orc"):
+                                          r"text, avro, parquet, orc"):
         decode_rows("xml", b"", FLAT.schema)
 
 
