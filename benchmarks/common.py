@@ -28,15 +28,17 @@ SETTINGS = ("spark.master", "spark.driver.memory", "spark.sql.execution.arrow.ma
             "spark.sql.shuffle.partitions")
 
 
-def quiet_session(app_name: str, conf: dict[str, str] | None = None):
+def quiet_session(app_name: str, conf: dict[str, str] | None = None,
+                  extra_jars: tuple[Path, ...] = ()):
     """``local_session`` without the console progress bar, log level ERROR; prints the
-    settings it runs with (``conf`` overrides them: ``{"spark.driver.memory": "4g"}``)."""
+    settings it runs with (``conf`` overrides them: ``{"spark.driver.memory": "4g"}``;
+    ``extra_jars`` go on Spark's classpath)."""
     from datasource.session import local_session
 
     # The progress bar is set up with the SparkContext: only the launch arguments reach it.
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                           "--conf spark.ui.showConsoleProgress=false pyspark-shell")
-    spark = local_session(app_name=app_name, conf=conf)
+    spark = local_session(app_name=app_name, conf=conf, extra_jars=extra_jars)
     spark.sparkContext.setLogLevel("ERROR")
     print(settings_line(spark), flush=True)
     return spark

@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
 from common import cpu_seconds, cpu_used, peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
 
-FORMATS = ("parquet", "jsonl", "csv", "orc")
+FORMATS = ("parquet", "jsonl", "csv", "orc", "avro")
 BULK_FORMATS = ("parquet", "orc")  # staged while in progress, encoded at the roll
 VARIANTS = ("plain", "compressed", "encrypted")
 KEY_ENV = "ROTSINK_BENCH_KEY"
@@ -92,10 +92,29 @@ def offered_formats() -> list[str]:
 
 
 def codec(fmt: str, variant: str) -> str:
-    bulk = fmt in BULK_FORMATS
+    """The ``compression`` of a cell: a format's default when plain (Parquet, ORC and Avro
+    compress inside: snappy, as Spark's sinks), zstd or gzip when compressed."""
+    inner = fmt in BULK_FORMATS or fmt == "avro"
     if variant == "compressed":
-        return "zstd" if bulk else "gzip"
-    return "snappy" if bulk else "none"
+        return "zstd" if inner else "gzip"
+    return "snappy" if inner else "none"
+
+
+def builtin_codec(fmt: str, variant: str) -> str:
+    """:func:`codec` as Spark's sink of ``fmt`` names it."""
+    name = codec(fmt, variant)
+    return "zstandard" if fmt == "avro" and name == "zstd" else name
+
+
+def avro_jars(formats: list[str]) -> tuple[Path, ...]:
+    """Spark's Avro sink for the built-in side of Avro cells (spark-avro, fetched from Maven
+    Central as the tests fetch it)."""
+    if "avro" not in formats:
+        return ()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.support.jvm import spark_packages
+
+    return tuple(j for j in spark_packages().jars if "avro" in j.name)
 
 
 def rotsink_rotation(fmt: str, bulk_rotation: str, batches: int) -> dict[str, str]:
@@ -143,7 +162,7 @@ def run(spark, source: Path, out: Path, fmt: str, variant: str, sink: str,
     else:
         plain = "plain" if variant == "encrypted" else variant
         writer = (writer.format("json" if fmt == "jsonl" else fmt)
-                  .option("compression", codec(fmt, plain)))
+                  .option("compression", builtin_codec(fmt, plain)))
         if fmt == "csv":
             writer = writer.option("header", "true")
     reset_peak_memory(spark)
@@ -333,7 +352,7 @@ def main() -> None:
     conf = dict(c.split("=", 1) for c in args.conf)
     if args.cold_side:  # the subprocess of cold_run()
         started = time.perf_counter()
-        spark = quiet_session("rotsink-throughput-cold", conf)
+        spark = quiet_session("rotsink-throughput-cold", conf, extra_jars=avro_jars(formats))
         floors.register(spark)
         session = time.perf_counter() - started
         root = Path(args.root)
@@ -350,7 +369,7 @@ def main() -> None:
     print(f"{args.rows:,} rows in {args.batches} micro-batches, {input_bytes / 1e6:.1f} MB of "
           f"Parquet input; local[2]")
     ratios: dict[str, tuple[float, float] | None] = {}
-    spark = quiet_session("rotsink-throughput", conf)
+    spark = quiet_session("rotsink-throughput", conf, extra_jars=avro_jars(formats))
     floors.register(spark)
     for fmt in formats:
         for variant in variants:

@@ -2,8 +2,9 @@
 
 The output root is found by walking up from the file to the directory holding
 ``_spark_metadata``; the log says how many bytes of the file are committed, and only those
-are read (an in-progress file may hold more). Row formats print their lines as written;
-Parquet prints one JSON object per row.
+are read (an in-progress file may hold more). Row formats print their bytes as written (an
+Avro file's committed prefix is itself an Avro file); Parquet and ORC print one JSON object
+per row.
 """
 
 from __future__ import annotations

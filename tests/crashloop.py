@@ -419,6 +419,13 @@ DRIVER_CONVERT_POINTS = tuple(p for p in CONVERT_POINTS if p.startswith("driver.
 SPARK_READERS = {"parquet": "parquet", "orc": "orc"}  # format -> spark.read.<method>; else json
 
 
+def spark_reader(spark, fmt: str):
+    """Spark's own reader of format ``fmt``: ``load(path)``-like (Avro through spark-avro)."""
+    if fmt == "avro":
+        return spark.read.format("avro").load
+    return getattr(spark.read, SPARK_READERS.get(fmt, "json"))
+
+
 def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7, schema_change: bool = False
               ) -> CrashLoop:
     return CrashLoop(workdir, seed=seed, options={**BULK_OPTIONS, "format": fmt},
@@ -476,7 +483,7 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
     seen, finalized = ids(), ids(includeInProgress="false")
     spark_seen = None
     if "://" not in loop.out_url and "encryption.key" not in loop.options:
-        read = getattr(spark.read, SPARK_READERS.get(loop.options.get("format", ""), "json"))
+        read = spark_reader(spark, loop.options.get("format", ""))
         spark_seen = Counter(r.id for r in read(loop.out_url).select("id").collect())
     expected = set(range(loop.rows_in))
     committed = open_committed(loop.storage())

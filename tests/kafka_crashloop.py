@@ -33,10 +33,13 @@ POINTS = {
               "driver.before_log_write"),
     "parquet": ("task.before_convert", "task.after_convert", "driver.after_rename",
                 "driver.after_log_write"),
+    "avro": ("task.mid_append", "task.before_sync", "driver.after_rename",
+             "driver.before_intent_delete"),
 }
 # Two of them per format at CI size (each life starts a JVM and a Kafka consumer).
 CI_POINTS = {"jsonl": ("task.mid_append", "driver.after_stage"),
-             "parquet": ("task.after_convert", "driver.after_rename")}
+             "parquet": ("task.after_convert", "driver.after_rename"),
+             "avro": ("task.before_sync", "driver.before_intent_delete")}
 
 Records = list[tuple[str, str]]
 

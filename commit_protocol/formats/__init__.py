@@ -12,7 +12,8 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
   defines ``encode(table, *, with_header) -> bytes``, ``decode(data, schema) -> Table`` and
   ``last_row_end(data) -> int`` (where the last whole row of a block ends: readers decode a
   file block by block). Its entry says whether a file starts with a ``header`` (the reader
-  repeats it before each later block) and whether every row is one line, so that tasks may
+  repeats it before each later block; the module's ``header_end(data)`` finds its end) and
+  whether every row is one line, so that tasks may
   read byte ranges of one file (``splittable``).
 * A **bulk** format (``parquet``, ``orc``) cannot be appended to: a slot's in-progress rows
   are *staged* in its ``staging`` format (Arrow IPC streams, :mod:`commit_protocol.formats.ipc`),

@@ -31,7 +31,7 @@ def kafka_broker():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "avro"])
 def test_kafka_to_rotsink_exactly_once_through_driver_kills(spark, tmp_path, capsys,
                                                             kafka_broker, fmt):
     points = CI_POINTS[fmt] if KILLS <= 6 else POINTS[fmt]
