@@ -89,10 +89,10 @@ def _check_type(fmt: str, column: str, t: DataType) -> None:
         raise OptionError(f"format csv cannot hold column {column!r} of type {t.simpleString()}: "
                           "CSV has no nested types (array, struct, map); use format jsonl or "
                           "parquet")
-    if fmt == "avro" and isinstance(t, NESTED):
+    if fmt == "avro" and isinstance(t, MapType) and not isinstance(t.keyType, StringType):
         raise OptionError(f"format avro cannot hold column {column!r} of type "
-                          f"{t.simpleString()} yet: rotsink's Avro encoder writes no arrays, "
-                          "structs or maps so far; use format jsonl or parquet")
+                          f"{t.simpleString()}: Avro maps have string keys (as spark-avro "
+                          "requires); use format parquet, or cast the keys to string")
     if isinstance(t, StructType):
         for f in t.fields:
             _check_type(fmt, f"{column}.{f.name}", f.dataType)

@@ -12,13 +12,14 @@ Types as ``spark-avro`` maps them (its ``SchemaConverters.toAvroType``): the top
 ``topLevelRecord``; a nullable column a union ``[type, "null"]``, value first; byte and short
 ``int``; date ``int``/``date``; timestamp ``long``/``timestamp-micros``; timestamp without
 time zone ``long``/``local-timestamp-micros``; decimal a ``fixed`` of the fewest bytes that
-hold its precision, named ``topLevelRecord.<column>.fixed``, with ``decimal``; void
-``null``. Nested types (arrays, structs, maps) are not written yet (the schema check says so
-when the query starts).
+hold its precision, named ``<namespace>.<column>.fixed``, with ``decimal``; void ``null``; a
+struct a record named after its column in the namespace of the record holding it; arrays and
+maps (string keys) with their items' nullability.
 
 Encoding is vectorized (no per-row Python): each column becomes, per row, the bytes of its
 value (a union index, a zigzag varint, fixed bytes, a length and the bytes), built in numpy
-from Arrow's buffers, and pyarrow joins the columns row by row into the block. Codecs are
+from Arrow's buffers, and pyarrow joins the columns row by row into the block (a struct's
+fields row by row, an array's or a map's items per row by their offsets). Codecs are
 Avro's own, per block: ``null``, ``deflate`` (raw deflate: ISA-L's fast level unless a level
 is set), ``snappy`` (raw snappy and the CRC32 of the rows, Spark's default) and
 ``zstandard``. Decoding (rotsink's readers) uncompresses the blocks and hands a ``null``-codec
@@ -53,15 +54,42 @@ _STEPS = [np.uint64(1) << np.uint64(7 * k) for k in range(10)]
 # -- schema ------------------------------------------------------------------------------
 def avro_schema(schema: pa.Schema) -> dict[str, Any]:
     """The Avro schema ``spark-avro`` writes for a Spark schema of this Arrow form."""
-    return {"type": "record", "name": TOP_LEVEL,
-            "fields": [{"name": f.name, "type": _field_type(f)} for f in schema]}
+    return _record(list(schema), TOP_LEVEL, "")
 
 
-def _field_type(field: pa.Field) -> Any:
-    base = _leaf_type(field.name, field.type)
+def _record(fields: list[pa.Field], name: str, namespace: str) -> dict[str, Any]:
+    """Spark's ``toAvroType`` of a struct: a record named ``name`` in ``namespace``; its
+    fields' records and fixeds are named in the namespace ``namespace.name``."""
+    inner = f"{namespace}.{name}" if namespace else name
+    record: dict[str, Any] = {"type": "record", "name": name}
+    if namespace:
+        record["namespace"] = namespace
+    record["fields"] = [{"name": f.name, "type": _typed(f.type, f.nullable, f.name, inner)}
+                        for f in fields]
+    return record
+
+
+def _typed(t: pa.DataType, nullable: bool, name: str, namespace: str) -> Any:
+    base = _avro_type(t, name, namespace)
     if base == "null":
         return "null"
-    return [base, "null"] if field.nullable else base
+    return [base, "null"] if nullable else base
+
+
+def _avro_type(t: pa.DataType, name: str, namespace: str) -> Any:
+    if pa.types.is_struct(t):
+        return _record([t.field(i) for i in range(t.num_fields)], name, namespace)
+    if pa.types.is_map(t):
+        return {"type": "map", "values": _typed(t.item_type, t.item_field.nullable, name,
+                                                 namespace)}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return {"type": "array", "items": _typed(t.value_type, t.value_field.nullable, name,
+                                                  namespace)}
+    if pa.types.is_decimal(t):
+        fixed = f"{namespace}.{name}.fixed" if namespace else f"{name}.fixed"
+        return {"type": "fixed", "name": fixed, "size": fixed_size(t.precision),
+                "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+    return _leaf_type(name, t)
 
 
 def _leaf_type(name: str, t: pa.DataType) -> Any:
@@ -84,13 +112,9 @@ def _leaf_type(name: str, t: pa.DataType) -> Any:
     if pa.types.is_timestamp(t):
         logical = "timestamp-micros" if t.tz is not None else "local-timestamp-micros"
         return {"type": "long", "logicalType": logical}
-    if pa.types.is_decimal(t):
-        return {"type": "fixed", "name": f"{TOP_LEVEL}.{name}.fixed",
-                "size": fixed_size(t.precision), "logicalType": "decimal",
-                "precision": t.precision, "scale": t.scale}
     if pa.types.is_null(t):
         return "null"
-    raise TypeError(f"format avro cannot hold column {name!r} of type {t} yet")
+    raise TypeError(f"format avro cannot hold column {name!r} of type {t}")
 
 
 def fixed_size(precision: int) -> int:
@@ -130,25 +154,40 @@ def encode(table: pa.Table, *, with_header: bool, file_name: str = "",
     if table.num_rows == 0:
         return head
     columns = [c for f, column in zip(table.schema, table.columns, strict=True)
-               for c in _column_bytes(f, column.combine_chunks())]
+               for c in _column_bytes(column.combine_chunks(), f.nullable)]
     rows: bytes | memoryview = b""  # only void columns: rows of no bytes
     if columns:
-        joined = columns[0] if len(columns) == 1 else \
-            pc.binary_join_element_wise(*columns, b"")
-        rows = _data_of(joined)
+        rows = _data_of(_joined(columns, table.num_rows))
     data = _compress(rows, compression, level)
     return b"".join([head, _long(table.num_rows), _long(len(data)), data, sync])
 
 
-def _column_bytes(field: pa.Field, column: pa.Array) -> list[pa.Array]:
-    """Per row, the bytes of ``column``'s values (union index first when nullable), as one
-    or two binary arrays to be joined row by row."""
+def _joined(parts: list[pa.Array], n: int) -> pa.Array:
+    """Binary arrays of ``n`` rows joined row by row (none: ``n`` empty values)."""
+    if not parts:
+        return pa.array([b""] * n, pa.binary())
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, b"")
+
+
+def _column_bytes(column: pa.Array, union: bool) -> list[pa.Array]:
+    """Per row, the bytes of ``column``'s values (union index first when ``union``: a
+    nullable column), as binary arrays to be joined row by row."""
     t = column.type
     valid = None if column.null_count == 0 else \
         np.asarray(column.is_valid(), dtype=bool)
-    union = field.nullable
     if pa.types.is_null(t):
         return []
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) \
+            or pa.types.is_map(t):
+        nested = _nested_bytes(column)
+        if valid is not None:  # a null's children are whatever: leave them out
+            nested = pc.if_else(pa.array(valid), nested, pa.scalar(b"", pa.binary()))
+        if not union:
+            return [nested]
+        index = np.full(len(column), _VALUE, dtype=np.uint8) if valid is None else \
+            np.where(valid, _VALUE, _NULL).astype(np.uint8)
+        return [_binary(len(column), np.arange(len(column) + 1, dtype=np.int32), index),
+                nested]
     if pa.types.is_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t):
         if pa.types.is_timestamp(t) and t.unit != "us":
             column = column.cast(pa.timestamp("us", t.tz))
@@ -175,6 +214,36 @@ def _column_bytes(field: pa.Field, column: pa.Array) -> list[pa.Array]:
                             offset=4 * binary.offset)
     lengths = np.diff(offsets).astype(np.uint64) << np.uint64(1)
     return [_varints(lengths, valid, union), binary]
+
+
+def _nested_bytes(column: pa.Array) -> pa.Array:
+    """Per row, a struct's fields one after the other; an array's or a map's items as one
+    Avro block (their count, the items, then the empty block that ends them)."""
+    t = column.type
+    if pa.types.is_struct(t):
+        fields = [column.field(i) for i in range(t.num_fields)]  # type: ignore[attr-defined]
+        return _joined([c for i, child in enumerate(fields)
+                        for c in _column_bytes(child, t.field(i).nullable)], len(column))
+    if pa.types.is_map(t):
+        entries = column.values  # type: ignore[attr-defined]
+        keys = _column_bytes(entries.field(0), False)
+        values = _column_bytes(entries.field(1), t.item_field.nullable)
+        items = _joined(keys + values, len(entries))
+    else:
+        items = _joined(_column_bytes(column.values,  # type: ignore[attr-defined]
+                                      t.value_field.nullable), len(column.values))  # type: ignore[attr-defined]
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64 if pa.types.is_large_list(t)
+                            else np.int32, count=len(column) + 1, offset=column.offset *
+                            (8 if pa.types.is_large_list(t) else 4)).astype(np.int64)
+    counts = np.diff(offsets)
+    lists = pa.ListArray.from_arrays(pa.array(offsets - offsets[0], pa.int32()),
+                                     items.slice(int(offsets[0]), int(offsets[-1] - offsets[0])))
+    body = pc.binary_join(lists, b"")
+    count = _varints(((counts << 1) ^ (counts >> 63)).view(np.uint64), None, False)
+    end = np.where(counts > 0, 0, -1)  # a non-empty block is followed by the empty one
+    tail = _binary(len(column), _offsets((end + 1).astype(np.int32)),
+                   np.zeros(int((end + 1).sum()), dtype=np.uint8))
+    return pc.binary_join_element_wise(count, body.cast(pa.binary()), tail, b"")
 
 
 def _varints(zigzag: np.ndarray, valid: np.ndarray | None, union: bool) -> pa.Array:

@@ -18,7 +18,7 @@ from commit_protocol.formats.avro import header_end, last_row_end, sync_marker
 from commit_protocol.log import open_committed
 from commit_protocol.storage import LocalStorage
 from datasource.cat import cat
-from tests.unit.test_formats_roundtrip import FLAT, chunks, flat_batch
+from tests.unit.test_formats_roundtrip import chunks, flat_batch, nested_batch
 from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
 
 CODECS = ["snappy", "deflate", "zstd", "none"]
@@ -35,11 +35,12 @@ def avro_file(batches: list[pa.RecordBatch], compression: str, name: str = "f.av
                                 compression=compression) for i, b in enumerate(batches))
 
 
+@pytest.mark.parametrize("make", [flat_batch, nested_batch], ids=["flat", "nested"])
 @pytest.mark.parametrize("compression", CODECS)
-def test_concatenated_chunks_decode_to_the_rows(compression):
-    batches = list(chunks(flat_batch, [3, 0, 10, 1, 25, 7, 2]))
+def test_concatenated_chunks_decode_to_the_rows(compression, make):
+    batches = list(chunks(make, [3, 0, 10, 1, 25, 7, 2]))
     data = avro_file(batches, compression)
-    decoded = decode_rows("avro", data, FLAT)
+    decoded = decode_rows("avro", data, batches[0].schema)
     assert repr(decoded.to_pylist()) == repr(pa.Table.from_batches(batches).to_pylist())
 
 
