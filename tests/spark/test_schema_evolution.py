@@ -93,7 +93,9 @@ def _changes(state):
     ("parquet", lambda spark, out: spark.read.option("mergeSchema", "true").parquet(out)),
     ("orc", lambda spark, out: spark.read.option("mergeSchema", "true").orc(out)),
     ("jsonl", lambda spark, out: spark.read.json(out)),  # inference takes every field
-], ids=["parquet-mergeSchema", "orc-mergeSchema", "jsonl-inferred"])
+    # spark-avro takes one file's schema unless given one: the newest (Spark's own types)
+    ("avro", lambda spark, out: spark.read.format("avro").schema(SCHEMA_V2).load(out)),
+], ids=["parquet-mergeSchema", "orc-mergeSchema", "jsonl-inferred", "avro"])
 def test_spark_s_readers_with_the_documented_options(spark, tmp_path, fmt, read):
     out = evolve(spark, tmp_path, fmt, **{"rotation.maxRecords": "10"})
     finalized = {r.id for r in spark.read.format("rotsink").option("includeInProgress", "false")

@@ -17,6 +17,7 @@ from commit_protocol.formats import decode_rows, encode_rows
 from commit_protocol.formats.avro import header_end, last_row_end, sync_marker
 from commit_protocol.log import open_committed
 from commit_protocol.storage import LocalStorage
+from commit_protocol.verification import verify_output
 from datasource.cat import cat
 from tests.unit.test_formats_roundtrip import chunks, flat_batch, nested_batch
 from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
@@ -91,6 +92,8 @@ def test_files_span_micro_batches_and_roll(tmp_path, compression):
     (finished,) = tmp_path.glob("part-*.avro")
     with finished.open("rb") as f:
         assert column(f, "id") == list(range(12))
+    checked = verify_output(LocalStorage(str(tmp_path)), deep=True)  # decodes every byte
+    assert checked.ok and checked.finalized_files == 1, checked.problems
 
 
 def test_encrypted_avro_reads_back_and_cat_prints_the_avro_file(tmp_path, monkeypatch):

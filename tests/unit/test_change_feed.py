@@ -66,6 +66,8 @@ CASES: dict[str, dict[str, object]] = {
     "parquet-encrypted": {"format": "parquet", "file_suffix": ".parquet",
                           "compression": "snappy", "encrypted": True},
     "orc": {"format": "orc", "file_suffix": ".orc", "compression": "zstd"},
+    "avro-encrypted": {"format": "avro", "file_suffix": ".avro.enc", "compression": "deflate",
+                       "encrypted": True},
 }
 
 
