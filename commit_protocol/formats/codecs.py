@@ -157,7 +157,7 @@ def bulk_codec(fmt: Format, compression: str, level: int | None) -> str:
         return name
     if not fmt.levels:
         raise OptionError(f"option compression.level={level!r} for format {fmt.name}: "
-                          f"pyarrow's {fmt.name} writer takes no compression level")
+                          f"its codecs are used at their default levels here")
     import pyarrow as pa  # only to ask the codec its levels: planning imports no pyarrow
 
     pyarrow_name = "lz4" if name == "lz4_raw" else name

@@ -92,6 +92,8 @@ def test_files_span_micro_batches_and_roll(tmp_path, compression):
     (finished,) = tmp_path.glob("part-*.avro")
     with finished.open("rb") as f:
         assert column(f, "id") == list(range(12))
+    if compression != "zstd":  # polars reads no zstandard Avro
+        assert pl.read_avro(finished)["id"].to_list() == list(range(12))
     checked = verify_output(LocalStorage(str(tmp_path)), deep=True)  # decodes every byte
     assert checked.ok and checked.finalized_files == 1, checked.problems
 

@@ -18,6 +18,8 @@ def test_defaults_match_the_design():
     assert config.row_group_bytes == 128 << 20
     assert parse_sink_options({"path": "/o", "parquet.rowGroupBytes": "8mb"}).row_group_bytes \
         == 8 << 20
+    avro = parse_sink_options({"path": "/o", "format": "avro"})
+    assert (avro.compression, avro.file_suffix) == ("snappy", ".avro")  # codec inside the file
     assert config.fsync  # durable through power loss unless traded away
     assert not parse_sink_options({"path": "/o", "commit.fsync": "FALSE"}).fsync
 
@@ -44,6 +46,8 @@ def test_durations(text, ms):
     ({"partitionBy": "a,a"}, "option partitionBy='a,a'"),
     ({"rotation.maxbatchez": "1"}, "unknown option rotation.maxbatchez='1'"),
     ({"commit.fsync": "maybe"}, "option commit.fsync='maybe'"),
+    ({"format": "avro", "compression": "gzip"},
+     "option compression='gzip' for format avro: expected one of snappy, deflate, zstd, none"),
     ({"compression": "zstd", "compression.level": "40"},
      "option compression.level=40 for compression=zstd: expected 1..22"),
     ({"compression.level": "3"}, "option compression.level=3: compression is none"),
@@ -54,7 +58,7 @@ def test_durations(text, ms):
     ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
         "unit", "open-files", "row-group-bytes", "interval", "hidden-prefix",
-        "duplicate-partition", "typo", "fsync-not-a-boolean",
+        "duplicate-partition", "typo", "fsync-not-a-boolean", "avro-codec",
         "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key"])
 def test_bad_options_name_option_and_value(options, message):
     base = {} if options == {} else {"path": "/out"}
