@@ -3,7 +3,7 @@
 A bulk file cannot be appended to, so a slot's in-progress rows go to a
 :class:`StagedPartFile`, a row file of Arrow IPC streams (:mod:`commit_protocol.formats.ipc`)
 that spans micro-batches like any row file; when it rolls, its rows are encoded into a
-:class:`FinishedPartFile` (:mod:`commit_protocol.conversion`), the finished file the commit
+:class:`~commit_protocol.conversion.FinishedPartFile`, the finished file the commit
 publishes. ``rotation.maxBytes`` is the finished file's size, estimated before encoding with a
 :class:`FinishedRatio`.
 
@@ -15,16 +15,17 @@ are staged) and ``iter_file``/``read_file`` (:mod:`commit_protocol.reading`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
+from commit_protocol.conversion import convert_staged
 from commit_protocol.formats import FORMATS
 from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.messages import FileReport
-from commit_protocol.part_files import PartFile, RowPartFile, RowSize
+from commit_protocol.part_files import RowPartFile, RowSize
 from commit_protocol.storage import Storage
 
 # Rows a task encodes to Parquet in memory to learn the finished/staged size ratio: enough
@@ -96,8 +97,6 @@ class StagedPartFile(RowPartFile):
     def roll(self) -> None:
         """Close the staged file and write its finished file (no FINAL record: the staged
         bytes are never published)."""
-        from commit_protocol.conversion import convert_staged
-
         self.release()
         self.closed = True
         failpoints.hit("task.before_convert")
@@ -109,70 +108,3 @@ class StagedPartFile(RowPartFile):
 
     def report(self) -> FileReport:
         return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size)
-
-
-class FinishedPartFile(PartFile):
-    """A bulk file written whole: the finished file a staged file is converted into.
-
-    Batches are buffered and written as one row group (Parquet; ORC cuts stripes itself)
-    once they hold ``flush_bytes`` of Arrow data, or when the file finishes: each write of
-    a 10,000-row Arrow batch would make a row group of its own (small row groups compress
-    worse, dictionaries restart, readers pay per group).
-    """
-
-    def __init__(self, storage: Storage, config: SinkConfig, **kwargs: Any) -> None:
-        super().__init__(storage, config, **kwargs)
-        self.config = config
-        self.flush_bytes = config.row_group_bytes
-        self.buffered: list[pa.RecordBatch] = []
-        self.buffered_bytes = 0
-        self._handle: BinaryIO | None = None
-        self._writer: Any = None  # the format's writer once the first group flushes
-
-    def add(self, rows: pa.RecordBatch) -> int:
-        """Buffer ``rows`` (a converted file is already within its limits: no roll here)."""
-        if rows.num_rows:
-            self.buffered.append(rows)
-            self.buffered_bytes += rows.nbytes
-            self.records += rows.num_rows
-            self.new_records += rows.num_rows
-            if self.buffered_bytes >= self.flush_bytes:
-                self.flush()
-        return rows.num_rows
-
-    def full(self) -> bool:
-        return False
-
-    def flush(self, *, final: bool = False) -> None:
-        """Write the buffered rows as row groups of about ``flush_bytes`` each; the rows past
-        the last full group stay buffered for the next (all of them when ``final``), so a
-        file is not cut into alternating full and small groups at every staged append."""
-        if not self.buffered:
-            return
-        table = pa.Table.from_batches(self.buffered)
-        rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
-        full = table.num_rows if final else table.num_rows - table.num_rows % rows_per_group
-        if not full:
-            return
-        if self._writer is None:
-            self._handle = self.storage.open_append(self.temp)
-            module = FORMATS[self.config.format].implementation()
-            self._writer = module.open_writer(self._handle, table, self.config)
-        self._writer.write(table.slice(0, full), rows_per_group=rows_per_group)
-        rest = table.slice(full)
-        self.buffered = rest.to_batches() if rest.num_rows else []
-        self.buffered_bytes = rest.nbytes if rest.num_rows else 0
-
-    def size(self) -> int:
-        """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""
-        return self._handle.tell() if self._handle is not None else 0
-
-    def release(self) -> None:
-        # A bulk file has no reopen: giving back the handle finishes the file.
-        self.flush(final=True)
-        if self._handle is not None and self._writer is not None:
-            self._writer.close()
-            self._handle.close()
-            self._handle = None
-            self.end = self.storage.size(self.temp)
-            self.closed = True

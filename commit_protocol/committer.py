@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
-from commit_protocol.crypto.sealed import MAX_HEADER, Sealer
+from commit_protocol.driver_rolls import convert_rolled, seal_rolled
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
 from commit_protocol.housekeeping import clean_up
 from commit_protocol.log import MetadataLog
@@ -44,12 +44,12 @@ from commit_protocol.messages import TaskReport
 from commit_protocol.naming import (
     INPROGRESS_DIR,
     INTENT_DIR,
-    claim_path,
     partition_claim,
     success_marker,
     temp_name,
     to_uri,
 )
+from commit_protocol.partition_markers import complete_partitions
 from commit_protocol.plan import WritePlan
 from commit_protocol.schema_evolution import evolved, retires_in_progress, schema_change
 from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
@@ -124,16 +124,18 @@ class Committer:
                                retire=retires_in_progress(state, self.schema_json,
                                                           self.config))
         if self.config.is_bulk:
-            merged = replace(merged, finalized=[self._convert(f) for f in merged.finalized])
+            merged = replace(merged, finalized=[
+                convert_rolled(self.storage, self.config, f) for f in merged.finalized])
         elif state.encrypted:
-            merged = replace(merged, finalized=[self._seal_final(f, batch_id)
-                                                for f in merged.finalized])
+            merged = replace(merged, finalized=[
+                seal_rolled(self.storage, self.config, f, batch_id) for f in merged.finalized])
         new_state = self._next_state(state, batch_id, merged, reports)
         if change is not None:
             new_state = evolved(new_state, self.schema_json, batch_id, change)
             failpoints.hit("driver.schema_change")
-        if self.config.partition_commit_delay_ms is not None:
-            new_state = self._complete_partitions(new_state, reports, merged, now_ms)
+        if self.config.partition_commit_delay_ms is not None:  # _SUCCESS markers
+            new_state = complete_partitions(new_state, reports, merged, now_ms,
+                                            self.config.partition_commit_delay_ms)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
         self._make_durable(files=[f.temp for f in merged.finalized if f.rolled_by_driver],
@@ -213,44 +215,6 @@ class Committer:
             raise ConcurrentWriterError(plan.owner_message(query_id))
         return state
 
-    def _seal_final(self, f: Finalized, batch_id: int) -> Finalized:
-        """End a driver-rolled encrypted file with its FINAL record (tasks seal their own).
-
-        Appends in place only after winning this (batch, file) claim with the file at its
-        committed length, like a task; otherwise (a retried commit, a zombie's bytes) the
-        committed prefix is copied to a fresh temp first. The intent records the new size,
-        so a roll-forward publishes exactly these bytes.
-        """
-        if not f.rolled_by_driver or self.config.keys is None:
-            return f
-        sealer = Sealer.resume(self.storage.read(f.temp, 0, MAX_HEADER),
-                               self.config.keys.ring(), path=f.temp)
-        claim = claim_path(batch_id, f"final:{f.name}")
-        temp = f.temp
-        if not (self.storage.create_marker(claim) and self.storage.size(temp) == f.size):
-            temp = temp_name(f.name)
-            self.storage.copy_prefix(f.temp, temp, f.size)
-        final = sealer.final(f.size)
-        with self.storage.open_append(temp) as handle:
-            handle.write(final)
-        return replace(f, temp=temp, size=f.size + len(final))
-
-    def _convert(self, f: Finalized) -> Finalized:
-        """Encode a staged file that a commit rule rolled (tasks encode what they roll).
-
-        Reads only its committed bytes, so a zombie's appends cannot reach the finished file;
-        the finished file goes to a fresh temp name that the intent records, so a roll-forward
-        publishes exactly it, and a retried commit encodes again into another temp.
-        """
-        if not f.rolled_by_driver:
-            return f
-        from commit_protocol.conversion import convert_staged
-
-        failpoints.hit("driver.before_convert")
-        temp, size = convert_staged(self.storage, f.temp, f.size, self.config, name=f.name)
-        failpoints.hit("driver.after_convert")
-        return replace(f, temp=temp, size=size)
-
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged,
                     reports: list[TaskReport]) -> SinkState:
         publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
@@ -259,27 +223,6 @@ class Committer:
                     sum(f.end - f.start for f in files))
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex)
-
-    def _complete_partitions(self, state: SinkState, reports: list[TaskReport],
-                             merged: Merged, now_ms: int) -> SinkState:
-        """Directories that had rows, have no in-progress file now and no new row for
-        ``partition.commitDelay`` get their ``_SUCCESS`` marker in this batch (decided here,
-        recorded in the state, written by :meth:`_finish`, so a roll-forward writes exactly
-        these and a replay none). A directory is tracked again if rows arrive later: its
-        marker already exists and is never rewritten."""
-        delay = self.config.partition_commit_delay_ms
-        assert delay is not None
-        last_rows = dict(state.open_partitions)
-        for report in reports:
-            for f in report.files:
-                if f.new_records:
-                    last_rows[f.directory] = now_ms
-        busy = {f.directory for f in merged.in_progress}
-        complete = tuple(sorted(d for d, at in last_rows.items()
-                                if d not in busy and now_ms - at >= delay))
-        open_partitions = tuple(sorted((d, at) for d, at in last_rows.items()
-                                       if d not in complete))
-        return replace(state, open_partitions=open_partitions, markers=complete)
 
     def _finish(self, state: SinkState) -> None:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
@@ -376,9 +319,11 @@ def _log_commit(batch_id: int, merged: Merged, state: SinkState, deleted: list[s
     tasks, rows, size = state.appended
     rolled = Counter(f.reason for f in merged.finalized)
     why = ", ".join(f"{n} by {reason}" for reason, n in sorted(rolled.items()))
-    logger.info("batch %d committed in %.0f ms: %d task(s), %d row(s), %d byte(s) appended; "
-              "%d file(s) finalized%s; %d in progress%s", batch_id, seconds * 1000,
-              tasks, rows, size, len(merged.finalized), f" ({why})" if why else "",
+    layout = (f"partitioned by {', '.join(state.partition_by)}" if state.partition_by
+              else "not partitioned")
+    logger.info("batch %d committed in %.0f ms: %d task(s), %d row(s), %d byte(s) appended "
+              "(%s); %d file(s) finalized%s; %d in progress%s", batch_id, seconds * 1000,
+              tasks, rows, size, layout, len(merged.finalized), f" ({why})" if why else "",
               len(state.in_progress),
               f"; partitions complete: {', '.join(state.markers)}" if state.markers else "")
     orphans = [p for p in deleted if p.startswith(INPROGRESS_DIR)]

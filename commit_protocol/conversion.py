@@ -7,8 +7,8 @@ committed bytes are decoded and written as one finished file at a fresh temp nam
 commit then publishes like any finalized file. Bytes past the committed length (a zombie's)
 are never read, and the staged file itself is left as it is (an orphan once published).
 
-The decoded rows go to :class:`~commit_protocol.bulk_files.FinishedPartFile`, which writes
-them through the format's writer: row groups of ``parquet.rowGroupBytes`` with the dictionary
+The decoded rows go to :class:`FinishedPartFile`, which writes them through the format's
+writer: row groups of ``parquet.rowGroupBytes`` with the dictionary
 choice and Parquet Modular Encryption of every Parquet file rotsink writes, or ORC stripes of
 ``orc.stripeBytes`` in the form Spark's ORC writer gives each type.
 """
@@ -16,11 +16,14 @@ choice and Parquet Modular Encryption of every Parquet file rotsink writes, or O
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
 from commit_protocol.config import SinkConfig
+from commit_protocol.formats import FORMATS
 from commit_protocol.naming import temp_name
+from commit_protocol.part_files import PartFile
 from commit_protocol.storage import Storage
 
 
@@ -42,8 +45,6 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
                    name: str) -> tuple[str, int]:
     """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
     a fresh temp name; return that temp and its size."""
-    from commit_protocol.bulk_files import FinishedPartFile
-
     temp = temp_name(name)
     # The slot's partition and directory only label a task's report, which this file never
     # makes: the caller reports the staged file it rolled.
@@ -53,3 +54,70 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
         finished.add(batch)
     finished.roll()
     return temp, finished.end
+
+
+class FinishedPartFile(PartFile):
+    """A bulk file written whole: the finished file a staged file is converted into.
+
+    Batches are buffered and written as one row group (Parquet; ORC cuts stripes itself)
+    once they hold ``flush_bytes`` of Arrow data, or when the file finishes: each write of
+    a 10,000-row Arrow batch would make a row group of its own (small row groups compress
+    worse, dictionaries restart, readers pay per group).
+    """
+
+    def __init__(self, storage: Storage, config: SinkConfig, **kwargs: Any) -> None:
+        super().__init__(storage, config, **kwargs)
+        self.config = config
+        self.flush_bytes = config.row_group_bytes
+        self.buffered: list[pa.RecordBatch] = []
+        self.buffered_bytes = 0
+        self._handle: BinaryIO | None = None
+        self._writer: Any = None  # the format's writer once the first group flushes
+
+    def add(self, rows: pa.RecordBatch) -> int:
+        """Buffer ``rows`` (a converted file is already within its limits: no roll here)."""
+        if rows.num_rows:
+            self.buffered.append(rows)
+            self.buffered_bytes += rows.nbytes
+            self.records += rows.num_rows
+            self.new_records += rows.num_rows
+            if self.buffered_bytes >= self.flush_bytes:
+                self.flush()
+        return rows.num_rows
+
+    def full(self) -> bool:
+        return False
+
+    def flush(self, *, final: bool = False) -> None:
+        """Write the buffered rows as row groups of about ``flush_bytes`` each; the rows past
+        the last full group stay buffered for the next (all of them when ``final``), so a
+        file is not cut into alternating full and small groups at every staged append."""
+        if not self.buffered:
+            return
+        table = pa.Table.from_batches(self.buffered)
+        rows_per_group = max(1, self.flush_bytes * table.num_rows // max(table.nbytes, 1))
+        full = table.num_rows if final else table.num_rows - table.num_rows % rows_per_group
+        if not full:
+            return
+        if self._writer is None:
+            self._handle = self.storage.open_append(self.temp)
+            module = FORMATS[self.config.format].implementation()
+            self._writer = module.open_writer(self._handle, table, self.config)
+        self._writer.write(table.slice(0, full), rows_per_group=rows_per_group)
+        rest = table.slice(full)
+        self.buffered = rest.to_batches() if rest.num_rows else []
+        self.buffered_bytes = rest.nbytes if rest.num_rows else 0
+
+    def size(self) -> int:
+        """Bytes on disk so far (buffered rows not counted: their encoded size is unknown)."""
+        return self._handle.tell() if self._handle is not None else 0
+
+    def release(self) -> None:
+        # A bulk file has no reopen: giving back the handle finishes the file.
+        self.flush(final=True)
+        if self._handle is not None and self._writer is not None:
+            self._writer.close()
+            self._handle.close()
+            self._handle = None
+            self.end = self.storage.size(self.temp)
+            self.closed = True

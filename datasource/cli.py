@@ -9,7 +9,7 @@ from commit_protocol.errors import RotsinkError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rotsink", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rotsink", description=_plain(__doc__ or ""))
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a local streaming query and read it back")
     demo.add_argument("--dir", help="working directory (default: a new temp directory)")
@@ -111,3 +111,12 @@ def _verify(path: str, fs_options: dict[str, str], *, keys: list[str], deep: boo
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _plain(text: str) -> str:
+    """A docstring as a terminal shows it: without reStructuredText's double backticks.
+
+    >>> _plain("The ``rotsink`` command: ``demo``.")
+    'The rotsink command: demo.'
+    """
+    return text.replace("``", "")

@@ -64,7 +64,21 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
     state = committed[2]
     schema = StructType.fromJson(json.loads(state.schema_json)).simpleString()
     return [f"schema: {schema}"] + [f"    batch {batch} added column(s) {', '.join(added)}"
-                                    for batch, added in recorded(state.extra)]
+                                    for batch, added in recorded(state.extra)] \
+        + [f"format: {state.format}, {partitioning(state.partition_by)}"]
+
+
+def partitioning(partition_by: tuple[str, ...]) -> str:
+    """How the output is laid out, said whenever it is shown: Spark ignores
+    ``writeStream.partitionBy(...)`` for Python sinks, so an output meant to be partitioned
+    is not, silently, unless the ``partitionBy`` option was given.
+
+    >>> partitioning(("day",)), partitioning(())
+    ('partitioned by day', 'not partitioned (option partitionBy unset)')
+    """
+    if partition_by:
+        return f"partitioned by {', '.join(partition_by)}"
+    return "not partitioned (option partitionBy unset)"
 
 
 def partitions(path: str, fs_options: dict[str, str] | None = None) -> Partitions:

@@ -206,9 +206,25 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
                      "layout from the path's log" if reading else
                      "is a reader option (spark.read.format('rotsink'))")
             raise OptionError(f"option {key}={value!r} {where}")
-        close = difflib.get_close_matches(lowered, names, n=1, cutoff=0.8)
-        hint = f"; did you mean {names[close[0]]}?" if close else "."
+        close = _closest(lowered, names)
+        hint = f"; did you mean {close}?" if close else "."
         raise OptionError(f"unknown option {key}={value!r}{hint} See the README's option table")
+
+
+def _closest(lowered: str, names: Mapping[str, str]) -> str | None:
+    """The known option ``lowered`` most likely meant: a close spelling, else one whose last
+    segment is the same word under another prefix (``rotation.maxOpenFiles`` for
+    ``maxOpenFiles``, ``maxBytes`` for ``rotation.maxBytes``).
+
+    >>> _closest("rotation.maxopenfiles", {"maxopenfiles": "maxOpenFiles"})
+    'maxOpenFiles'
+    """
+    close = difflib.get_close_matches(lowered, names, n=1, cutoff=0.8)
+    if close:
+        return names[close[0]]
+    last = lowered.rsplit(".", 1)[-1]
+    same = sorted(name for key, name in names.items() if key.rsplit(".", 1)[-1] == last)
+    return same[0] if same else None
 
 
 def _compression(fmt: str, value: str | None, level: int | None) -> str:

@@ -156,8 +156,9 @@ def bulk_codec(fmt: Format, compression: str, level: int | None) -> str:
     if level is None:
         return name
     if not fmt.levels:
+        writer = f"pyarrow's {fmt.name} writer" if fmt.bulk else f"rotsink's {fmt.name} writer"
         raise OptionError(f"option compression.level={level!r} for format {fmt.name}: "
-                          f"its codecs are used at their default levels here")
+                          f"{writer} takes no compression level")
     import pyarrow as pa  # only to ask the codec its levels: planning imports no pyarrow
 
     pyarrow_name = "lz4" if name == "lz4_raw" else name

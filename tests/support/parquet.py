@@ -7,8 +7,8 @@ import tempfile
 
 import pyarrow as pa
 
-from commit_protocol.bulk_files import FinishedPartFile
 from commit_protocol.config import SinkConfig
+from commit_protocol.conversion import FinishedPartFile
 from commit_protocol.storage import LocalStorage
 
 

@@ -18,6 +18,7 @@ def test_inspect_lists_what_each_batch_rolled(tmp_path, capsys):
     assert ("batch     0 (delta): finalized 1 file(s), 0 in progress; 1 task(s) appended 1 "
             "row(s), 9 byte(s)") in out
     assert "part-00000-000000-000.jsonl (9 bytes, rolled by maxBatches)" in out
+    assert "format: jsonl, not partitioned (option partitionBy unset)" in out
 
 
 def test_verify_passes_then_names_a_damaged_file(tmp_path, capsys):
@@ -109,3 +110,13 @@ def test_cat_on_a_path_with_no_committed_batch_says_so(tmp_path, capsys):
     (tmp_path / "_rotsink" / "inprogress" / ".part-0.inprogress").write_text("{}\n")
     assert main(["cat", str(tmp_path / "_rotsink" / "inprogress" / ".part-0.inprogress")]) == 2
     assert "has no committed batch yet" in capsys.readouterr().err
+
+
+def test_help_shows_the_commands_without_markup(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "The rotsink command: demo, inspect PATH, verify PATH, cat FILE." in out
+    assert "``" not in out

@@ -97,7 +97,9 @@ def test_retried_driver_roll_publishes_exactly_one_final(tmp_path, key_env):
 
     merged = merge_reports(state.slots(), [report], committer.storage, cfg.rotation,
                            is_bulk=False, now_ms=0)
-    committer._seal_final(merged.finalized[0], 0)  # the dead driver's in-place FINAL
+    from commit_protocol.driver_rolls import seal_rolled
+
+    seal_rolled(committer.storage, cfg, merged.finalized[0], 0)  # the dead driver's FINAL
     commit(tmp_path, cfg, 0, report)
     assert committed_ids(tmp_path, cfg) == [0, 1, 2]
 

@@ -25,6 +25,16 @@ def test_each_committed_batch_is_one_info_line(tmp_path, caplog):
     assert line.getMessage().startswith("batch 0 committed in ")
     assert ("1 task(s), 4 row(s)" in line.getMessage()
             and "1 file(s) finalized (1 by maxRecords); 1 in progress" in line.getMessage())
+    # Spark drops writeStream.partitionBy(...) for Python sinks: the line says the layout
+    assert "byte(s) appended (not partitioned);" in line.getMessage()
+
+
+def test_the_commit_line_names_the_partition_columns(tmp_path, caplog):
+    cfg = config(tmp_path, partition_by=("g",))
+    with caplog.at_level(logging.INFO, logger="rotsink"):
+        commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 2, g=["a", "b"])]))
+    (line,) = [r for r in caplog.records if r.name == "rotsink.commit"]
+    assert "appended (partitioned by g);" in line.getMessage()
 
 
 def test_repairs_and_fences_are_warnings(tmp_path, caplog, monkeypatch):

@@ -85,8 +85,13 @@ def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch
     ({"encryption.keyId": "k1"}, True, "is a sink option"),
     ({"colour": "red"}, True, "unknown option colour='red'. See the README's option table"),
     ({"fs.endpoint_url": "http://127.0.0.1:1"}, True, None),
+    # the same word under another prefix: the last segment, any case
+    ({"rotation.maxOpenFiles": "10"}, False,
+     r"unknown option rotation.maxOpenFiles='10'; did you mean maxOpenFiles\?"),
+    ({"MAXBYTES": "1m"}, False, r"did you mean rotation.maxBytes\?"),
 ], ids=["sink-typo", "sink-typo-any-case", "reader-option-on-sink", "reader-option",
-        "sink-option-on-reader", "unknown", "filesystem-option"])
+        "sink-option-on-reader", "unknown", "filesystem-option", "other-prefix",
+        "missing-prefix"])
 def test_unknown_options_are_refused_with_a_suggestion(options, reading, message):
     from datasource.options import reject_unknown
 
