@@ -8,7 +8,9 @@ import sys
 from commit_protocol.errors import RotsinkError
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: its commands and their flags (docs/operations.md lists them; a test
+    checks that every flag listed there exists)."""
     parser = argparse.ArgumentParser(prog="rotsink", description=_plain(__doc__ or ""))
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a local streaming query and read it back")
@@ -34,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
                                           "decrypted and decompressed")
     cat.add_argument("file")
     _add_key_option(cat)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "demo":
             from datasource.demo import run_demo

@@ -208,7 +208,7 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
             raise OptionError(f"option {key}={value!r} {where}")
         close = _closest(lowered, names)
         hint = f"; did you mean {close}?" if close else "."
-        raise OptionError(f"unknown option {key}={value!r}{hint} See the README's option table")
+        raise OptionError(f"unknown option {key}={value!r}{hint} See docs/options.md")
 
 
 def _closest(lowered: str, names: Mapping[str, str]) -> str | None:

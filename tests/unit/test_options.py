@@ -83,7 +83,7 @@ def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch
     ({"includeInProgress": "false"}, False, "is a reader option"),
     ({"numpartitions": "4"}, True, None),
     ({"encryption.keyId": "k1"}, True, "is a sink option"),
-    ({"colour": "red"}, True, "unknown option colour='red'. See the README's option table"),
+    ({"colour": "red"}, True, "unknown option colour='red'. See docs/options.md"),
     ({"fs.endpoint_url": "http://127.0.0.1:1"}, True, None),
     # the same word under another prefix: the last segment, any case
     ({"rotation.maxOpenFiles": "10"}, False,

@@ -1,0 +1,71 @@
+"""Docs that stay true: the options reference and the command line's flags against the code,
+and the README's links."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from datasource.cli import build_parser
+from datasource.options import CHECKPOINT_LOCATION, READ_OPTIONS, SINK_OPTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTIONS_PAGE = ROOT / "docs" / "options.md"
+COMMANDS_PAGE = ROOT / "docs" / "operations.md"
+
+
+def documented_options(text: str) -> set[str]:
+    """Option names in the first cell of each row of the page's tables (``fs.<name>``, a
+    family, is left out)."""
+    names = set()
+    for row in re.findall(r"^\| (.+?) \|", text, re.M):
+        names |= {n for n in re.findall(r"`([^`]+)`", row) if "<" not in n}
+    return names
+
+
+def code_options() -> set[str]:
+    return (set(SINK_OPTIONS) | set(READ_OPTIONS)) - {CHECKPOINT_LOCATION}
+
+
+def test_every_option_is_in_the_reference_and_every_reference_row_is_an_option():
+    documented = documented_options(OPTIONS_PAGE.read_text())
+    assert sorted(code_options() - documented) == [], "options missing from docs/options.md"
+    assert sorted(documented - code_options() - {"option"}) == [], \
+        "docs/options.md documents options the code does not take"
+
+
+def test_the_reference_check_fails_when_an_option_is_removed_from_the_page():
+    text = OPTIONS_PAGE.read_text()
+    without = re.sub(r"^\| `commit\.fsync` .*\n", "", text, flags=re.M)
+    assert without != text
+    assert "commit.fsync" in code_options() - documented_options(without)
+
+
+def documented_flags() -> list[tuple[str, str]]:
+    """``(command, flag)`` for each flag of each ``rotsink <command> ...`` line of the page."""
+    found = []
+    for command, rest in re.findall(r"^\s*rotsink (\w+)(.*)$", COMMANDS_PAGE.read_text(), re.M):
+        found += [(command, flag) for flag in re.findall(r"--[\w-]+", rest.split("#")[0])]
+    return found
+
+
+@pytest.mark.parametrize("command, flag", documented_flags())
+def test_every_documented_flag_exists(command, flag, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    assert re.search(rf"(^|\s){re.escape(flag)}\b", capsys.readouterr().out), \
+        f"docs/operations.md documents rotsink {command} {flag}, which does not exist"
+
+
+def test_the_commands_page_lists_flags():
+    assert {c for c, _ in documented_flags()} >= {"demo", "inspect", "verify", "cat"}
+
+
+def test_the_readme_links_to_pages_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert targets and all((ROOT / t).exists() for t in targets if "://" not in t), \
+        [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert len(readme.splitlines()) < 300
