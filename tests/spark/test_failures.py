@@ -110,8 +110,8 @@ def test_schema_change_between_restarts_is_refused(spark, tmp_path):
      # Spark hands a data source its option keys lower-cased
      r"unknown option includeinprogres='false'; did you mean includeInProgress\?"),
     ({"format": "csv"}, "option format='csv' is a sink option"),
-    ({"startingOffsets": "earliest"}, "unknown option startingoffsets='earliest'. See the "
-                                      "README"),
+    ({"startingOffsets": "earliest"}, "unknown option startingoffsets='earliest'. See "
+                                      "docs/options.md"),
     ({"maxFilesPerTrigger": "1"}, r"option maxFilesPerTrigger='1' is for the change feed "
                                   r"\(spark.readStream.format\('rotsink'\)\)"),
 ], ids=["misspelt", "sink-option", "unknown", "feed-option-in-a-batch-read"])
