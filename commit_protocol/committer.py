@@ -40,7 +40,7 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.log_files import batch_names, is_compaction_batch
 from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
-from commit_protocol.messages import TaskReport
+from commit_protocol.messages import PlanBasis, TaskReport
 from commit_protocol.naming import (
     INPROGRESS_DIR,
     INTENT_DIR,
@@ -86,9 +86,7 @@ class Committer:
         """Finish any decided-but-unpublished commit; return the latest committed batch id."""
         latest = self.log.latest_batch_id()
         for batch_id in sorted(batch_names(self.storage, INTENT_DIR)):
-            if latest is not None and batch_id <= latest:
-                self.log.discard_intent(batch_id)  # published; only the delete was cut short
-            elif latest is None or batch_id == latest + 1:
+            if latest is None or batch_id == latest + 1:  # older ones were published
                 logger.warning("batch %d: finishing the commit an earlier driver decided but did "
                              "not publish (roll forward from its intent)", batch_id)
                 self._finish(self.log.read_intent_state(batch_id))
@@ -111,11 +109,18 @@ class Committer:
                 "use a micro-batch trigger such as processingTime or availableNow")
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         started = time.monotonic()
-        latest = self.recover()
-        if latest is not None and batch_id <= latest:
-            self._check_replay_owner(batch_id, latest, messages)
-            return CommitResult(batch_id, committed=False)
-        state = self._state_for(batch_id, latest, messages)
+        basis = planned_basis(messages)
+        if basis is None:  # reports made without a plan read from the log: read it now
+            latest = self.recover()
+            if latest is not None and batch_id <= latest:
+                self._check_replay_owner(batch_id, latest, messages)
+                return CommitResult(batch_id, committed=False)
+        else:  # the planning of this batch recovered and read the log: continue from there
+            latest = basis.latest_batch_id
+            if latest is not None and batch_id <= latest:
+                return CommitResult(batch_id, committed=False)  # tasks skipped it: a replay
+        state = self._state_for(batch_id, latest, messages, basis)
+        self._adopt_interval(state.compact_interval)
         change = schema_change(state, self.schema_json, self.config)
         reports = [m for m in messages if m is not None and not m.skipped]
         slots = self._fence_unclaimed(state.slots(), reports, batch_id)
@@ -141,21 +146,38 @@ class Committer:
         self._make_durable(files=[f.temp for f in merged.finalized if f.rolled_by_driver],
                            directories=[INPROGRESS_DIR])
         failpoints.hit("driver.before_stage")
+        intent = bool(new_state.publish or new_state.markers)  # else nothing precedes the log
         try:
-            self.log.stage(new_state, entries, previous=None if latest is None else state,
-                           now_ms=now_ms,
-                           retention_ms=self.config.retention_ms)
+            data = self.log.stage(new_state, entries, previous=None if latest is None else state,
+                                  now_ms=now_ms, retention_ms=self.config.retention_ms,
+                                  intent=intent)
         except FileExistsError:
-            raise ConcurrentWriterError(
-                f"{self.log.intent_path(batch_id)} appeared while this driver committed batch "
-                f"{batch_id}: another writer is committing to {self.storage.root_uri}") from None
-        self._make_durable(directories=[INTENT_DIR])
+            self._staged_elsewhere(new_state)
+            return CommitResult(batch_id, committed=False)
+        if intent or data is None:
+            self._make_durable(directories=[INTENT_DIR])
         failpoints.hit("driver.after_stage")
-        self._finish(new_state)
+        if not self._finish(new_state, data):
+            return CommitResult(batch_id, committed=False)
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
         _log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
                             is_compaction_batch(batch_id, self.config.compact_interval))
+
+    def _staged_elsewhere(self, state: SinkState) -> None:
+        """The intent of ``state.batch_id`` exists: return if this query committed the batch
+        already (a commit repeated from stale reports changes nothing), else refuse."""
+        if self.storage.exists(self.log.path_of(state.batch_id)):
+            if self.log.read_head(state.batch_id).state.query_id != state.query_id:
+                raise self._lost_race(state)
+            return
+        path = self.log.intent_path(state.batch_id)
+        owner = self.log.read_intent_state(state.batch_id).query_id
+        raise ConcurrentWriterError(
+            f"batch {state.batch_id} of {self.storage.root_uri} is being committed by query "
+            f"{owner} ({path} exists) while query {state.query_id} commits it: rotsink allows "
+            "one query per output path; restart the original query from its checkpoint, or "
+            "write to a new path")
 
     def _check_replay_owner(self, batch_id: int, latest: int,
                             messages: list[TaskReport | None]) -> None:
@@ -189,8 +211,16 @@ class Committer:
             fenced[slot] = replace(f, temp=fresh)
         return fenced
 
+    def _adopt_interval(self, interval: int) -> None:
+        """Name log files with the path's compaction interval, whatever the query's option
+        says: it is fixed for the life of a path (``check_compatible`` refuses another one
+        that was set explicitly)."""
+        if interval != self.config.compact_interval:
+            self.config = replace(self.config, compact_interval=interval)
+            self.log.interval = interval
+
     def _state_for(self, batch_id: int, latest: int | None,
-                   messages: list[TaskReport | None]) -> SinkState:
+                   messages: list[TaskReport | None], basis: PlanBasis | None) -> SinkState:
         query_ids = {m.query_id for m in messages if m is not None}
         if len(query_ids) > 1:
             raise CommitError(f"batch {batch_id}: reports from several queries {sorted(query_ids)}")
@@ -209,7 +239,14 @@ class Committer:
         if batch_id != latest + 1:
             raise CommitError(f"batch {batch_id} cannot follow committed batch {latest}: "
                               f"expected batch {latest + 1}")
-        state = self.log.read_state(latest)
+        if basis is not None and basis.compact_interval is not None:
+            self._adopt_interval(basis.compact_interval)  # to name batch ``latest``'s file
+        state = self.log.read_state(latest, state_id=basis.state_id if basis else None)
+        if basis is not None and basis.state_id and state.state_id != basis.state_id:
+            raise ConcurrentWriterError(
+                f"{self.log.path_of(latest)} changed while batch {batch_id} ran (planned from "
+                f"state {basis.state_id!r}, found {state.state_id!r}): another writer is "
+                f"committing to {self.storage.root_uri}")
         if query_id and state.query_id and query_id != state.query_id:
             plan = WritePlan.from_state(state, self.storage.root_uri)
             raise ConcurrentWriterError(plan.owner_message(query_id))
@@ -224,8 +261,10 @@ class Committer:
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex)
 
-    def _finish(self, state: SinkState) -> None:
-        """Steps 5 and 6: publish the files the staged state finalizes, then the log file."""
+    def _finish(self, state: SinkState, data: bytes | None = None) -> bool:
+        """Steps 5 and 6: publish the files the staged state finalizes, then the log file
+        (``data``, or a copy of the intent when None). False when this query's log file of
+        the batch existed already (an earlier attempt, or a recovery, published it)."""
         try:
             for publish in state.publish:
                 failpoints.hit("driver.before_rename")
@@ -242,22 +281,20 @@ class Committer:
         self._make_durable(directories=sorted(
             {_parent(p.name) for p in state.publish} | set(state.markers)))
         failpoints.hit("driver.before_log_write")
-        try:
-            published = self.log.publish(state.batch_id, sync=self.config.fsync)
-        except FileNotFoundError:  # our intent is gone: another process's recovery used it
-            published = False
+        published = self.log.publish(state.batch_id, data, sync=self.config.fsync)
         if not published and \
                 self.log.read_head(state.batch_id).state.query_id != state.query_id:
             raise self._lost_race(state)
         failpoints.hit("driver.after_log_write")
+        return published
 
     def _make_durable(self, *, files: Iterable[str] = (), directories: Iterable[str] = ()) -> None:
         """``commit.fsync``: what the next step of the commit names must survive a power
         loss before that step, so a commit point never names bytes or files a crash of the
         operating system could take back: the driver's own encodings and copies before the
         intent, the intent before the renames it decides, the renamed files and markers
-        before the log file, and the log file before the intent goes and the commit returns
-        (Spark then records the batch as done and will not replay it)."""
+        before the log file, and the log file before the commit returns (Spark then records
+        the batch as done and will not replay it)."""
         if self.config.fsync:
             self.storage.sync(files)
             self.storage.sync_directories(directories)
@@ -307,6 +344,13 @@ class Committer:
                     self.storage.delete(f.final_temp)
                 if f.start == 0 and f.fenced_from is None:
                     self.storage.delete(f.temp)
+
+
+def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:
+    """The state every task of the batch was planned from; None when the reports carry none
+    (made without a plan read from the log) or, which one planning cannot give, several."""
+    bases = {m.basis for m in messages if m is not None}
+    return bases.pop() if len(bases) == 1 else None
 
 
 def _parent(path: str) -> str:

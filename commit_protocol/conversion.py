@@ -49,7 +49,7 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
     # The slot's partition and directory only label a task's report, which this file never
     # makes: the caller reports the staged file it rolled.
     finished = FinishedPartFile(storage, config, partition=0, directory="", name=name,
-                                temp=temp, start=0, records=0)
+                                temp=temp, start=0, records=0, fresh=True)
     for batch in staged_batches(storage, staged, length, config):
         finished.add(batch)
     finished.roll()
@@ -100,7 +100,7 @@ class FinishedPartFile(PartFile):
         if not full:
             return
         if self._writer is None:
-            self._handle = self.storage.open_append(self.temp)
+            self._handle = self.storage.open_append(self.temp, new=self.fresh)
             module = FORMATS[self.config.format].implementation()
             self._writer = module.open_writer(self._handle, table, self.config)
         self._writer.write(table.slice(0, full), rows_per_group=rows_per_group)
@@ -117,7 +117,7 @@ class FinishedPartFile(PartFile):
         self.flush(final=True)
         if self._handle is not None and self._writer is not None:
             self._writer.close()
+            self.end = self._handle.tell()  # written from offset 0: the file's size
             self._handle.close()
             self._handle = None
-            self.end = self.storage.size(self.temp)
             self.closed = True

@@ -55,7 +55,6 @@ DRIVER_POINTS = (
     "driver.before_mark",       # driver: before each partition's _SUCCESS marker
     "driver.after_mark",        # driver: after it, log file not yet written
     "driver.before_log_write",  # driver: every rename done
-    "driver.before_intent_delete",  # driver: log file created and synced, intent still there
     "driver.after_log_write",   # driver: the batch is committed, housekeeping not yet run
     "driver.during_abort",      # driver: abort started, fresh temp files not yet deleted
     "driver.before_convert",    # driver: a staged file rolled by a commit rule, not encoded
@@ -64,7 +63,8 @@ DRIVER_POINTS = (
 )
 LOG_POINTS = (
     "log.during_compaction",    # driver: half-way through streaming a .compact intent
-    "cleanup.after_log_delete",   # driver: expired log files deleted, orphans not yet
+    "cleanup.after_log_delete",   # driver: expired log files deleted, old intents not yet
+    "cleanup.after_intent_delete",  # driver: old intents deleted, orphans not yet
     "cleanup.after_orphan_delete",  # driver: orphans deleted, claims not yet
 )
 ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS

@@ -18,13 +18,16 @@ from commit_protocol.storage import FileInfo, Storage
 
 def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig, *,
              now_ms: int) -> list[str]:
-    """Delete expired log files, orphan temp files and old claims; return what was deleted."""
+    """Delete expired log files, old intents, orphan temp files and old claims; return what
+    was deleted."""
     if not is_compaction_batch(state.batch_id, config.compact_interval):
         return []
     expired_before = now_ms - config.cleanup_delay_ms
     deleted = log.delete_expired(latest=state.batch_id, now_ms=now_ms,
                                  delay_ms=config.cleanup_delay_ms)
     failpoints.hit("cleanup.after_log_delete")
+    deleted += log.delete_old_intents(latest=state.batch_id)
+    failpoints.hit("cleanup.after_intent_delete")
     deleted += delete_orphans(storage, state, expired_before=expired_before)
     deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
     failpoints.hit("cleanup.after_orphan_delete")

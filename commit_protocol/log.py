@@ -13,9 +13,11 @@ it with the heads after it applied, or the state of the batch before (kept in th
 after it was read or committed, and checked by the id each head names) with one head
 applied: a planning or a commit reads what changed, not the whole state.
 
-A commit is staged as an *intent* file under ``_rotsink/intent/`` and then published into
-``_spark_metadata`` with an exclusive link: the batch is committed exactly when the log file
-exists, and an intent whose log file is missing is a commit that was decided but cut short.
+A commit that renames files is first staged as an *intent* file under ``_rotsink/intent/``
+holding the exact bytes of its log file, which is then created exclusively in
+``_spark_metadata``: the batch is committed exactly when the log file exists, and an intent
+whose log file is missing is a commit that was decided but cut short. Intents stay for
+``compact_interval`` batches after their commit (clean-up deletes them).
 """
 
 from __future__ import annotations
@@ -129,8 +131,14 @@ class MetadataLog:
         name = self._names.get(batch_id) or log_file_name(batch_id, self.interval)
         return f"{LOG_DIR}/{name}"
 
-    def read_state(self, batch_id: int) -> SinkState:
-        """rotsink's whole state committed by ``batch_id``."""
+    def read_state(self, batch_id: int, *, state_id: str | None = None) -> SinkState:
+        """rotsink's whole state committed by ``batch_id``. ``state_id``, the id the caller
+        knows it by (the basis of a plan), takes it from this process's cache without a read
+        when it is there."""
+        if state_id:
+            cached = STATES.get(self.storage.root_uri, batch_id, state_id)
+            if cached is not None:
+                return cached
         return self.state_of(self.read_head(batch_id))
 
     def read_head(self, batch_id: int) -> StateHead:
@@ -226,19 +234,27 @@ class MetadataLog:
         return f"{INTENT_DIR}/{log_file_name(batch_id, self.interval)}"
 
     def stage(self, state: SinkState, new_entries: list[dict[str, Any]], *,
-              previous: SinkState | None, now_ms: int, retention_ms: int | None) -> None:
-        """Write the intent for ``state.batch_id``: the exact bytes its log file will hold.
+              previous: SinkState | None, now_ms: int, retention_ms: int | None,
+              intent: bool = True) -> bytes | None:
+        """The log file of ``state.batch_id``: written as its intent (``intent``), and
+        returned when it is small enough to keep for :meth:`publish` (a delta); None for a
+        compaction, which only the intent holds.
 
         Its head holds what changed since ``previous`` (the committed state of the batch
         before; None for batch 0); a compaction batch adds the snapshot, and streams the
         previous compaction and the deltas since then into the new file, dropping entries
-        older than ``retention_ms``: memory stays flat in the number of entries.
+        older than ``retention_ms``: memory stays flat in the number of entries. A batch
+        that renames nothing needs no intent (nothing happens between its decision and its
+        log file), except a compaction, which is streamed to its intent and published from it.
         """
         batch_id = state.batch_id
-        self.storage.write_exclusive(
-            self.intent_path(batch_id),
-            self._file_chunks(state, previous, new_entries, now_ms, retention_ms))
+        chunks = self._file_chunks(state, previous, new_entries, now_ms, retention_ms)
+        data = None if is_compaction_batch(batch_id, self.interval) else b"".join(chunks)
+        if intent or data is None:
+            self.storage.write_exclusive(self.intent_path(batch_id),
+                                         chunks if data is None else [data])
         STATES.put(self.storage.root_uri, state)
+        return data
 
     def _file_chunks(self, state: SinkState, previous: SinkState | None,
                      new_entries: list[dict[str, Any]], now_ms: int,
@@ -287,27 +303,27 @@ class MetadataLog:
                 "isDir": True, "modificationTime": now_ms, "blockReplication": 1,
                 "blockSize": BLOCK_SIZE, "action": "add", key: body}
 
-    def publish(self, batch_id: int, *, sync: bool = False) -> bool:
-        """Make the staged intent the log file of ``batch_id``: the commit point.
+    def publish(self, batch_id: int, data: bytes | None = None, *, sync: bool = False) -> bool:
+        """Create the log file of ``batch_id`` exclusively: the commit point. ``data`` is its
+        content as :meth:`stage` returned it; None copies the staged intent (a compaction,
+        or a commit another driver staged).
 
         Returns False when the log file already existed (another writer, or an earlier
         attempt of this commit, won); the existing file is never touched. ``sync``: the log
-        file's name is made durable before the intent goes (the directories reach the disk
-        independently: a power loss must not leave neither).
+        file's name is made durable before the commit returns (Spark then records the batch
+        as done). The intent stays: a second commit of the batch from stale reports fails
+        to create it again, and clean-up deletes it later (:meth:`delete_expired`).
         """
-        intent = self.intent_path(batch_id)
         try:
-            self.storage.link(intent, self.path_of(batch_id))
+            if data is None:
+                self.storage.link(self.intent_path(batch_id), self.path_of(batch_id))
+            else:
+                self.storage.write_exclusive(self.path_of(batch_id), [data])
         except FileExistsError:
             return False
         if sync:
             self.storage.sync_directories([LOG_DIR])
-        failpoints.hit("driver.before_intent_delete")
-        self.storage.delete(intent)
         return True
-
-    def discard_intent(self, batch_id: int) -> None:
-        self.storage.delete(self.intent_path(batch_id))
 
     def delete_expired(self, *, latest: int, now_ms: int, delay_ms: int) -> list[str]:
         """Delete log files no reader needs any more and older than ``delay_ms``.
@@ -324,6 +340,19 @@ class MetadataLog:
         for batch_id, infos in batch_files(self.storage, LOG_DIR).items():
             for info in infos:
                 if batch_id < keep_from and info.mtime_ms < now_ms - delay_ms:
+                    self.storage.delete(info.path)
+                    deleted.append(info.path)
+        return deleted
+
+    def delete_old_intents(self, *, latest: int) -> list[str]:
+        """Delete the intents of batches committed ``compact_interval`` or more batches
+        before ``latest``: the newer ones stay, so that a commit repeated from stale reports
+        (a driver that hung past its batch) fails to stage its intent again and changes
+        nothing, while the intent directory, which every planning lists, stays short."""
+        deleted = []
+        for batch_id, infos in batch_files(self.storage, INTENT_DIR).items():
+            if batch_id <= latest - self.interval:
+                for info in infos:
                     self.storage.delete(info.path)
                     deleted.append(info.path)
         return deleted

@@ -37,12 +37,29 @@ class FileReport:
 
 
 @dataclass(frozen=True)
+class PlanBasis:
+    """The committed state a batch was planned from, as its tasks received it.
+
+    The planning (``streamWriter()`` on the driver) recovered the log and read its latest
+    state; the commit of the same batch continues from that state instead of listing and
+    reading the log again: nothing else writes the path between the two (one writer per
+    path, and every step of the commit is an exclusive create that a second writer fails).
+    ``compact_interval`` is the path's (None for a new path: the query's option).
+    """
+
+    latest_batch_id: int | None
+    state_id: str
+    compact_interval: int | None
+
+
+@dataclass(frozen=True)
 class TaskReport:
     """A task's commit message: the files it touched in micro-batch ``batch_id``.
 
     ``skipped`` is set when the batch was already committed (a replay): the task wrote nothing.
     ``claimed`` says the task won its (batch, partition) claim: no other attempt of it could
-    append in place to the partition's committed in-progress files.
+    append in place to the partition's committed in-progress files. ``basis`` is the state
+    the task was planned from (None when its plan was not read from the log).
     """
 
     batch_id: int
@@ -52,3 +69,4 @@ class TaskReport:
     files: tuple[FileReport, ...] = ()
     skipped: bool = False
     claimed: bool = False
+    basis: PlanBasis | None = None

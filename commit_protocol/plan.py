@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from commit_protocol.messages import PlanBasis
 from commit_protocol.state import InProgressFile, SinkState, Slot
 
 
@@ -19,15 +20,20 @@ class WritePlan:
     # file's head: the committed in-progress files are finished as they are (by the commit,
     # reason "schema") and tasks start new files instead of appending to them.
     retire_in_progress: bool = False
+    # The state this plan was read from, returned in every task's report: the commit
+    # continues it without reading the log again. None for a plan made by hand (tests).
+    basis: PlanBasis | None = None
 
     @classmethod
     def from_state(cls, state: SinkState | None, root_uri: str, *,
                    retire_in_progress: bool = False) -> WritePlan:
         if state is None:
-            return cls(latest_batch_id=None, root_uri=root_uri)
+            return cls(latest_batch_id=None, root_uri=root_uri,
+                       basis=PlanBasis(None, "", None))
         return cls(latest_batch_id=state.batch_id, query_id=state.query_id,
                    in_progress=state.slots(), root_uri=root_uri,
-                   retire_in_progress=retire_in_progress)
+                   retire_in_progress=retire_in_progress,
+                   basis=PlanBasis(state.batch_id, state.state_id, state.compact_interval))
 
     def owner_message(self, query_id: str) -> str:
         return (f"{self.root_uri} is written by query {self.query_id} (committed up to batch "

@@ -175,7 +175,7 @@ class TaskWriter:
     def _report(self, *, skipped: bool) -> TaskReport:
         return TaskReport(batch_id=self.batch_id, partition=self.partition, attempt=self.attempt,
                           query_id=self.query_id, files=tuple(f.report() for f in self.touched),
-                          skipped=skipped, claimed=bool(self.claimed))
+                          skipped=skipped, claimed=bool(self.claimed), basis=self.plan.basis)
 
     # -- rows into files -----------------------------------------------------------------
     def _write_rows(self, directory: str, rows: pa.RecordBatch) -> None:
@@ -262,7 +262,7 @@ class TaskWriter:
                           partition=self.partition, batch=self.batch_id, roll=roll,
                           suffix=self.config.file_suffix)
         f = self._new_file(directory=directory, name=name, temp=temp_name(name), start=0,
-                           records=0)
+                           records=0, fresh=True)
         self.touched.append(f)
         return f
 

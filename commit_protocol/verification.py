@@ -82,7 +82,7 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     deep
         Read and decode every committed byte (decompress; decrypt, which needs ``ring``).
     repair
-        First roll forward decided-but-unpublished commits (and delete finished intents).
+        First roll forward decided-but-unpublished commits.
 
     Returns
     -------
@@ -216,8 +216,8 @@ def _pending(storage: Storage, latest: int | None,
     """Batch ids staged as intents past ``latest``, the final names their commits publish
     and the temp files those are renamed from.
 
-    Intents at or below ``latest`` are leftovers of a finished commit (only the intent's
-    delete was cut short): harmless.
+    Intents at or below ``latest`` belong to finished commits: kept for a while (clean-up
+    deletes them), harmless.
     """
     pending, explained, moved = [], set(), set()
     for info in sorted(storage.list(INTENT_DIR), key=lambda i: i.path):

@@ -45,22 +45,37 @@ class TaskCommitMessage(WriterCommitMessage):
 class RotSinkStreamWriter(DataSourceStreamArrowWriter):
     """Created on the driver once per micro-batch (and again for its commit or abort).
 
-    The constructor reads the committed state once and freezes it into a :class:`WritePlan`;
-    Spark pickles this object to every task, so tasks never list or read the log.
+    The writer of the planning reads the committed state once and freezes it into a
+    :class:`WritePlan` when Spark pickles it to the tasks, so tasks never list or read the
+    log. The writer Spark creates for the commit or abort never reads it: the tasks' reports
+    carry the state they were planned from (:class:`~commit_protocol.messages.PlanBasis`).
     """
 
     def __init__(self, config: SinkConfig, schema_json: str) -> None:
         self.config = config
         self.schema_json = schema_json
-        state = self._committer().latest_state()
-        retire = False
-        if state is not None:
-            check_compatible(config, schema_json, state)
-            # The interval is fixed for the life of a path: keep the committed one.
-            self.config = replace(config, compact_interval=state.compact_interval)
-            retire = retires_in_progress(state, schema_json, self.config)
-        self.plan = WritePlan.from_state(state, self._storage().root_uri,
-                                         retire_in_progress=retire)
+        self._plan: WritePlan | None = None
+
+    @property
+    def plan(self) -> WritePlan:
+        """The committed state as of planning, read when first needed (runs on the driver,
+        in Spark's planning worker, when the writer is pickled to the tasks)."""
+        if self._plan is None:
+            state = self._committer().latest_state()
+            retire = False
+            if state is not None:
+                check_compatible(self.config, self.schema_json, state)
+                # The interval is fixed for the life of a path: keep the committed one.
+                self.config = replace(self.config, compact_interval=state.compact_interval)
+                retire = retires_in_progress(state, self.schema_json, self.config)
+            self._plan = WritePlan.from_state(state, self._storage().root_uri,
+                                              retire_in_progress=retire)
+        return self._plan
+
+    def __getstate__(self) -> dict:
+        """Pickled for the tasks: with the plan (its first reading, on the driver)."""
+        _ = self.plan
+        return dict(self.__dict__)
 
     def _storage(self) -> Storage:
         return open_storage(self.config.path, self.config.fs_options)

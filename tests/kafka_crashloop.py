@@ -34,12 +34,12 @@ POINTS = {
     "parquet": ("task.before_convert", "task.after_convert", "driver.after_rename",
                 "driver.after_log_write"),
     "avro": ("task.mid_append", "task.before_sync", "driver.after_rename",
-             "driver.before_intent_delete"),
+             "driver.after_log_write"),
 }
 # Two of them per format at CI size (each life starts a JVM and a Kafka consumer).
 CI_POINTS = {"jsonl": ("task.mid_append", "driver.after_stage"),
              "parquet": ("task.after_convert", "driver.after_rename"),
-             "avro": ("task.before_sync", "driver.before_intent_delete")}
+             "avro": ("task.before_sync", "driver.after_log_write")}
 
 Records = list[tuple[str, str]]
 

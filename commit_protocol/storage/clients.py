@@ -115,6 +115,19 @@ class S3Objects:
         blob = Blob(path, out["ContentLength"], _ms(out["LastModified"]), out.get("ETag", ""))
         return blob, out.get("Metadata", {})
 
+    def get(self, path: str) -> bytes:
+        """The whole object (1 GET); ``FileNotFoundError`` when there is none."""
+        bucket, key = _split(path)
+
+        async def whole() -> bytes:
+            resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
+            try:
+                return await resp["Body"].read()
+            finally:
+                resp["Body"].close()
+
+        return self._run(whole)
+
     async def _get(self, piece: Piece) -> bytes:
         bucket, key = _split(piece.blob.path)
         last = piece.start + piece.length - 1
@@ -252,6 +265,13 @@ class MemoryObjects:
             if f is None:
                 raise FileNotFoundError(errno.ENOENT, "no such object", path)
             return Blob(path, f.size, _ms(f.created)), {}
+
+    def get(self, path: str) -> bytes:
+        with _MEMORY_LOCK:
+            f = self.fs.store.get(path)
+            if f is None:
+                raise FileNotFoundError(errno.ENOENT, "no such object", path)
+            return bytes(f.getbuffer())
 
     def read(self, pieces: builtins.list[Piece]) -> bytes:
         return b"".join(self.fs.cat_file(p.blob.path, p.start, p.start + p.length)

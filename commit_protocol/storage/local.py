@@ -56,11 +56,12 @@ class LocalStorage:
         open descriptor: a rename or unlink of ``path`` meanwhile does not disturb it."""
         return local_input(self._abs(path), length)
 
-    def open_append(self, path: str) -> BinaryIO:
-        """Open for appending, creating the file (and its directory) if needed."""
+    def open_append(self, path: str, *, new: bool = False) -> BinaryIO:
+        """Open for appending, creating the file (and its directory) if needed; ``new``: the
+        file must not exist yet (``FileExistsError``)."""
         full = self._abs(path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
-        return open(full, "ab")
+        return open(full, "xb" if new else "ab")
 
     def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None:
         """Create ``path`` with the given content, atomically, never replacing.

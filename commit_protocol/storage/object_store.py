@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import errno
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
 from commit_protocol.errors import OptionError, SegmentError, UnsafeStorageError
@@ -146,8 +146,13 @@ class ObjectStorage:
         return self._objects.read(slice_pieces(pieces, start, stop))
 
     def open_read(self, path: str) -> BinaryIO:
-        """The whole file in memory (log and intent files are small)."""
-        return io.BytesIO(self.read(path))
+        """The whole file in memory (log and intent files are small): 1 GET of the plain
+        object that log, intent and published files are; a segmented file's GET finds no
+        object (404), then it is listed and read as :meth:`read` does."""
+        try:
+            return io.BytesIO(self._objects.get(self._abs(path)))
+        except FileNotFoundError:
+            return io.BytesIO(self.read(path))
 
     def open_input(self, path: str, length: int | None = None) -> PrefixInput:
         """A seekable reader of the first ``length`` bytes (all when None): the file's pieces
@@ -165,14 +170,19 @@ class ObjectStorage:
 
         return PrefixInput(path, stored if length is None else length, stored, read_into)
 
-    def open_append(self, path: str) -> BinaryIO:
-        """A :class:`SegmentWriter` at the current end (1 LIST, +1 HEAD for a new file).
+    def open_append(self, path: str, *, new: bool = False) -> BinaryIO:
+        """A :class:`SegmentWriter` at the current end (1 LIST, +1 HEAD for a new file);
+        ``new``: at offset 0 of a file the caller names freshly (a random temp name), with
+        no request: its first segment's exclusive create fails if the file exists.
 
         Atomic per segment: each is one exclusive create, so of two writers that start at the
         same offset the second fails with ``FileExistsError`` and adds nothing. Nothing is
         written until ``segment_bytes`` are buffered or the writer closes; an empty writer
         writes nothing (so, unlike on a local disk, no empty file appears).
         """
+        if new:
+            return cast(BinaryIO, SegmentWriter(self._putter(path), start=0,
+                                                threshold=self.segment_bytes))
         segments = self._segments(path)
         pieces = segment_pieces(path, segments)
         if segments and not pieces:
@@ -181,13 +191,17 @@ class ObjectStorage:
         if not segments and self._plain_exists(path):
             raise FileExistsError(errno.EEXIST, "a finished (plain) object cannot be "
                                   "appended to", path)
+        start = sum(p.length for p in pieces)
+        return cast(BinaryIO, SegmentWriter(self._putter(path), start=start,
+                                            threshold=self.segment_bytes))
+
+    def _putter(self, path: str) -> Callable[[int, bytes], None]:
         abs_path = self._abs(path)
 
         def put(offset: int, data: bytes) -> None:
             self._objects.put(segment_path(abs_path, offset), data)
 
-        start = sum(p.length for p in pieces)
-        return cast(BinaryIO, SegmentWriter(put, start=start, threshold=self.segment_bytes))
+        return put
 
     def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None:
         """Create plain object ``path`` with this content, never replacing (1 PUT).

@@ -74,9 +74,9 @@ class PowerLossStorage(LocalStorage):
             raise PowerCut(self.operations, f"{name}{args!r}")
         self.log.append(f"{name}{args!r}")
 
-    def open_append(self, path: str) -> BinaryIO:
+    def open_append(self, path: str, *, new: bool = False) -> BinaryIO:
         self._operation("open_append", path)
-        return super().open_append(path)
+        return super().open_append(path, new=new)
 
     def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None:
         self._operation("write_exclusive", path)

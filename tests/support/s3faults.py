@@ -1,14 +1,20 @@
-"""A loopback HTTP proxy in front of the local S3 server that fails chosen requests.
+"""A loopback HTTP proxy in front of the local S3 server that fails, delays and records
+requests.
 
-Tests point ``fs.endpoint_url`` at the proxy and arm a rule such as "answer the next 5
-PUTs whose path contains ``_spark_metadata`` with 503": the request never reaches the
-server, as when a store or the network fails mid-commit. Only 127.0.0.1 is ever contacted.
+Tests point ``fs.endpoint_url`` (or s3a's endpoint) at the proxy and arm a rule such as
+"answer the next 5 PUTs whose path contains ``_spark_metadata`` with 503": the request never
+reaches the server, as when a store or the network fails mid-commit. Benchmarks give it a
+``latency_s`` that every request waits before it is forwarded (a region's S3 answers in
+10-30 ms; loopback in well under 1), and read what was sent from ``requests``: each
+request's S3 operation, path and when it started and ended. Only 127.0.0.1 is ever contacted.
 """
 
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -22,16 +28,53 @@ class FailRule:
     status: int = 503
 
 
-class FailingProxy:
-    """Forwards every request to ``target`` unless an armed rule matches it."""
+@dataclass(frozen=True)
+class Sent:
+    """One request the proxy forwarded: its S3 operation (:func:`operation`), the path with
+    its query, and the wall-clock time (``time.time()``, as Spark's progress reports it)
+    when it arrived and when its answer was sent."""
 
-    def __init__(self, target: str) -> None:
+    operation: str
+    path: str
+    started: float
+    ended: float
+
+
+def operation(method: str, path: str, headers) -> str:
+    """The S3 operation of a request, by its method, query and headers.
+
+    >>> operation("GET", "/b?list-type=2&prefix=x%2F", {})
+    'LIST'
+    >>> operation("PUT", "/b/k", {"x-amz-copy-source": "/b/j"})
+    'COPY'
+    >>> operation("POST", "/b?delete", {}), operation("PUT", "/b/k?partNumber=1&uploadId=u", {})
+    ('DELETE', 'UPLOAD')
+    """
+    query = urlsplit(path).query
+    if method == "GET":
+        return "LIST" if "list-type" in query or "uploads" in query else "GET"
+    if method == "PUT":
+        if "partNumber" in query:
+            return "UPLOAD"
+        return "COPY" if "x-amz-copy-source" in {k.lower() for k in headers} else "PUT"
+    if method == "POST":
+        return "DELETE" if query.startswith("delete") else "UPLOAD"  # create/complete an MPU
+    return method  # HEAD, DELETE
+
+
+class FailingProxy:
+    """Forwards every request to ``target`` after ``latency_s``, unless an armed rule
+    matches it."""
+
+    def __init__(self, target: str, *, latency_s: float = 0.0) -> None:
         parts = urlsplit(target)
         assert parts.hostname in ("127.0.0.1", "localhost"), "tests only talk to loopback"
         self.target = (parts.hostname, parts.port)
+        self.latency_s = latency_s
         self.rules: list[FailRule] = []
         self.failed: list[str] = []
         self.seen: list[str] = []  # every request, "METHOD path", for counting
+        self.requests: list[Sent] = []  # every forwarded request, in the order answered
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -64,11 +107,15 @@ class FailingProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave in two writes: with Nagle's algorithm the body waits
+            # for the client's delayed ACK of the headers, up to 40 ms a request.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
 
             def _forward(self) -> None:
+                started = time.time()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 rule = proxy._matching_rule(self.command, self.path)
@@ -79,7 +126,11 @@ class FailingProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
+                if proxy.latency_s:
+                    time.sleep(proxy.latency_s)
                 upstream = http.client.HTTPConnection(*proxy.target, timeout=60)
+                upstream.connect()
+                upstream.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 headers = dict(self.headers.items())  # Host unchanged: it is signed
                 upstream.request(self.command, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
@@ -97,6 +148,10 @@ class FailingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 upstream.close()
+                sent = Sent(operation(self.command, self.path, self.headers.keys()),
+                            self.path, started, time.time())
+                with proxy.lock:
+                    proxy.requests.append(sent)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

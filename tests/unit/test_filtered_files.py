@@ -92,7 +92,7 @@ def test_retried_driver_roll_publishes_exactly_one_final(tmp_path, key_env):
     cfg = filtered(tmp_path, "gzip", True, key_env, rotation={"max_batches": 1})
     report = run_task(tmp_path, cfg, 0, [rows(0, 3)])
     committer = Committer(LocalStorage(str(tmp_path)), cfg, SCHEMA_JSON)
-    state = committer._state_for(0, None, [report])
+    state = committer._state_for(0, None, [report], None)
     from commit_protocol.merge import merge_reports
 
     merged = merge_reports(state.slots(), [report], committer.storage, cfg.rotation,

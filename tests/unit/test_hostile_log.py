@@ -162,13 +162,29 @@ def test_damaged_earlier_log_file_is_named_by_reader_and_never_compacted_over(
                  r"_spark_metadata/2 are missing"),
 ], ids=["newest", "two-newest"])
 def test_newest_log_file_deleted_the_restarted_task_names_it(tmp_path, deleted, message):
-    """Spark's checkpoint has committed batch 2, so the restarted query runs batch 3."""
+    """Spark's checkpoint has committed batch 2, so the restarted query runs batch 3. The
+    intents that could rebuild the deleted files are gone too (clean-up deletes them)."""
     cfg = build(tmp_path)
     for name in deleted:
         log(tmp_path, name).unlink()
+        (tmp_path / "_rotsink" / "intent" / name).unlink()
     plan = plan_for(tmp_path, cfg)
     with pytest.raises(CommitError, match=message):
         run_task(tmp_path, cfg, 3, [rows(7, 1)], plan=plan)
+
+
+def test_newest_log_files_deleted_with_their_intents_kept_are_rebuilt_as_committed(tmp_path):
+    """An intent holds the exact bytes of its log file: the next planning finishes its commit
+    again, as after a crash between the two, and the restarted query goes on."""
+    cfg = build(tmp_path)
+    committed = {name: log(tmp_path, name).read_bytes() for name in ("1", "2")}
+    for name in committed:
+        log(tmp_path, name).unlink()
+    plan = plan_for(tmp_path, cfg)
+    assert plan.latest_batch_id == 2
+    assert {name: log(tmp_path, name).read_bytes() for name in committed} == committed
+    commit(tmp_path, cfg, 3, run_task(tmp_path, cfg, 3, [rows(7, 1)], plan=plan))
+    assert committed_ids(tmp_path, cfg) == list(range(8))
 
 
 # -- a log file duplicated by hand -----------------------------------------------------------

@@ -55,8 +55,8 @@ def test_files_follow_spark_naming_and_format(log, tmp_path):
 
 def test_publish_never_overwrites(log, tmp_path):
     commit(log, 0, ["a"])
-    log.stage(state(0), [], previous=None, now_ms=1, retention_ms=None)
-    assert log.publish(0) is False
+    data = log.stage(state(0), [], previous=None, now_ms=1, retention_ms=None, intent=False)
+    assert log.publish(0, data) is False
     assert listed(log, 0) == ["a"]
 
 

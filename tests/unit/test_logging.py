@@ -38,7 +38,7 @@ def test_the_commit_line_names_the_partition_columns(tmp_path, caplog):
 
 
 def test_repairs_and_fences_are_warnings(tmp_path, caplog, monkeypatch):
-    cfg = config(tmp_path)
+    cfg = config(tmp_path, rotation={"max_records": 3})  # batch 1 finishes a file: an intent
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 2)]))
     monkeypatch.setenv(failpoints.ENV_VAR, "driver.before_log_write=raise")
     with pytest.raises(failpoints.FailpointError):

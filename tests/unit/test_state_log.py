@@ -134,7 +134,7 @@ def test_a_path_rewritten_in_the_same_process_is_read_again(tmp_path):
     first = run(tmp_path, 3)
     log = MetadataLog(LocalStorage(str(tmp_path)), compact_interval=INTERVAL)
     assert log.read_state(2) == first[2]
-    for f in (tmp_path / "_spark_metadata").iterdir():
+    for f in [*(tmp_path / "_spark_metadata").iterdir(), *(tmp_path / "_rotsink/intent").iterdir()]:
         f.unlink()
     second = [replace(s, query_id="other", state_id=f"other{s.batch_id}") for s in first]
     for before, state in zip([None, *second], second, strict=False):

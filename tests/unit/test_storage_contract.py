@@ -235,6 +235,29 @@ def test_appends_across_sessions(storage):
     assert [(i.path, i.size) for i in storage.list("t")] == [("t/f", len(whole))]
 
 
+def test_a_new_file_is_appended_from_offset_0_and_never_over_an_existing_one(storage):
+    small_segments(storage)
+    with storage.open_append("t/fresh", new=True) as handle:
+        handle.write(b"first ")
+        handle.write(b"bytes")
+    append(storage, "t/fresh", b" more")  # and continues like any appended file
+    assert storage.read("t/fresh") == b"first bytes more"
+    with pytest.raises(FileExistsError):  # at open (local) or at its first segment (S3)
+        with storage.open_append("t/fresh", new=True) as handle:
+            handle.write(b"other")
+    assert storage.read("t/fresh") == b"first bytes more"
+
+
+def test_open_read_reads_plain_and_segmented_files_whole(storage):
+    small_segments(storage)
+    storage.write_exclusive("log/3", [b"v1\n", b"{}\n"])
+    append(storage, "t/f", b"segmented ", b"bytes")
+    assert storage.open_read("log/3").read() == b"v1\n{}\n"
+    assert storage.open_read("t/f").read() == b"segmented bytes"
+    with pytest.raises(FileNotFoundError):
+        storage.open_read("log/4")
+
+
 def test_writer_cuts_a_segment_at_the_threshold(object_storage):
     object_storage.segment_bytes = 10
     with object_storage.open_append("f") as handle:

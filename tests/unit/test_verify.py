@@ -255,7 +255,7 @@ HARMLESS: list[tuple[str, Damage, str]] = [
     ("hidden-stray-files", hidden_strays,
      "names starting with . or _ are hidden from every listing"),
     ("leftover-intent", leftover_intent,
-     "a published commit whose intent delete was cut short"),
+     "the intent of a published commit, kept until clean-up"),
     ("orphan-temp-file", lambda o: write(o, "_rotsink/inprogress/.zombie.inprogress", b"z"),
      "a temp file no committed state references: invisible, removed by cleanup"),
 ]
@@ -320,15 +320,16 @@ def test_pending_intent_is_reported_then_rolled_forward(tmp_path, monkeypatch, b
     assert repaired.ok, repaired.problems
     assert (repaired.repaired, repaired.latest, repaired.pending) == ([batch_id], batch_id, [])
     assert name in finalized_paths(tmp_path)
-    assert not (tmp_path / "_rotsink/intent" / str(batch_id)).exists()
     assert verify(tmp_path, repair=True).repaired == []  # idempotent
 
 
-def test_repair_deletes_leftover_intents(tmp_path):
+def test_intents_of_published_batches_are_no_problem_and_stay(tmp_path):
+    """Clean-up deletes them after ``log.compactInterval`` batches; until then a repeated
+    commit of their batch fails to stage again."""
     leftover_intent(build(tmp_path))
     result = verify(tmp_path, repair=True)
     assert result.ok and result.repaired == []
-    assert not (tmp_path / "_rotsink/intent/1").exists()
+    assert (tmp_path / "_rotsink/intent/1").exists()
 
 
 # -- decoding and authentication --------------------------------------------------------------
