@@ -45,15 +45,16 @@ from commit_protocol.naming import (
     INPROGRESS_DIR,
     INTENT_DIR,
     partition_claim,
-    success_marker,
     temp_name,
     to_uri,
 )
 from commit_protocol.partition_markers import complete_partitions
 from commit_protocol.plan import WritePlan
+from commit_protocol.publishing import publish_all
 from commit_protocol.schema_evolution import evolved, retires_in_progress, schema_change
 from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
 from commit_protocol.storage import Storage
+from commit_protocol.storage.concurrent import each
 
 # Operators' view: one INFO line per committed batch, WARNING when the protocol repairs or
 # defends something (a commit finished by a later driver, a zombie fenced). Never key bytes:
@@ -84,8 +85,10 @@ class Committer:
     # -- recovery ------------------------------------------------------------------------
     def recover(self) -> int | None:
         """Finish any decided-but-unpublished commit; return the latest committed batch id."""
-        latest = self.log.latest_batch_id()
-        for batch_id in sorted(batch_names(self.storage, INTENT_DIR)):
+        ids, intents = each(self.storage, lambda list_names: list_names(), [
+            self.log.batch_ids, lambda: sorted(batch_names(self.storage, INTENT_DIR))])
+        latest = ids[-1] if ids else None
+        for batch_id in intents:
             if latest is None or batch_id == latest + 1:  # older ones were published
                 logger.warning("batch %d: finishing the commit an earlier driver decided but did "
                              "not publish (roll forward from its intent)", batch_id)
@@ -197,19 +200,22 @@ class Committer:
         touched = {f.slot for r in reports for f in r.files}
         claimed = {r.partition for r in reports if r.claimed}
         idle = {slot for slot in slots if slot not in touched and slot[0] not in claimed}
-        lost = {p for p in sorted({slot[0] for slot in idle})
-                if not self.storage.create_marker(partition_claim(batch_id, p))}
+        partitions = sorted({slot[0] for slot in idle})
+        won = each(self.storage, lambda p: self.storage.create_marker(
+            partition_claim(batch_id, p)), partitions)
+        lost = {p for p, claimed in zip(partitions, won, strict=True) if not claimed}
         if lost:
             logger.warning("batch %d: another attempt holds the claim of task partition(s) %s "
                          "(a zombie or a straggler): their in-progress files continue from "
                          "fresh copies", batch_id, sorted(lost))
-        fenced = dict(slots)
-        for slot in sorted(s for s in idle if s[0] in lost):
-            f = slots[slot]
+        def copy(f: InProgressFile) -> InProgressFile:
             fresh = temp_name(f.name)
             self.storage.copy_prefix(f.temp, fresh, f.size)
-            fenced[slot] = replace(f, temp=fresh)
-        return fenced
+            return replace(f, temp=fresh)
+
+        moved = sorted(s for s in idle if s[0] in lost)
+        return {**slots, **dict(zip(moved, each(self.storage, copy, [slots[s] for s in moved]),
+                                    strict=True))}
 
     def _adopt_interval(self, interval: int) -> None:
         """Name log files with the path's compaction interval, whatever the query's option
@@ -266,14 +272,7 @@ class Committer:
         (``data``, or a copy of the intent when None). False when this query's log file of
         the batch existed already (an earlier attempt, or a recovery, published it)."""
         try:
-            for publish in state.publish:
-                failpoints.hit("driver.before_rename")
-                self._publish_file(publish.temp, publish.name, publish.size)
-                failpoints.hit("driver.after_rename")
-            for directory in state.markers:
-                failpoints.hit("driver.before_mark")
-                self.storage.create_marker(success_marker(directory))  # False: it exists
-                failpoints.hit("driver.after_mark")
+            publish_all(self.storage, state.publish, state.markers)
         except CommitError as e:
             if self.storage.exists(self.log.path_of(state.batch_id)):
                 raise self._lost_race(state) from e
@@ -307,31 +306,6 @@ class Committer:
             f"{self.log.path_of(state.batch_id)} was committed by query {owner} while query "
             f"{state.query_id} committed it: rotsink allows one query per output path; "
             "restart the original query from its checkpoint, or write to a new path")
-
-    def _publish_file(self, temp: str, name: str, size: int) -> None:
-        """Rename ``temp`` to ``name``; recognise a rename an earlier attempt already did."""
-        try:
-            actual = self.storage.size(temp)
-        except FileNotFoundError:
-            if self.storage.exists(name) and self.storage.size(name) == size:
-                return  # published by an earlier attempt of this commit
-            raise CommitError(f"cannot finalize {name}: neither its temp file {temp} nor a "
-                              f"published file of {size} bytes exists") from None
-        if actual != size:
-            # Bytes past the committed end (a zombie's): publish only the committed prefix.
-            exact = f"{temp}.{size}.exact"
-            if self.storage.exists(exact) and self.storage.size(exact) != size:
-                self.storage.delete(exact)  # a damaged leftover: copy again
-            if not self.storage.exists(exact):
-                self.storage.copy_prefix(temp, exact, size)
-            temp = exact
-        try:
-            self.storage.publish(temp, name)
-        except FileExistsError:
-            if self.storage.size(name) == size and not self.storage.exists(temp):
-                return
-            raise CommitError(f"refusing to overwrite {name}: it exists and is not this "
-                              f"commit's file (expected {size} bytes)") from None
 
     # -- abort ---------------------------------------------------------------------------
     def abort(self, batch_id: int, messages: list[TaskReport | None]) -> None:

@@ -49,7 +49,7 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
     # The slot's partition and directory only label a task's report, which this file never
     # makes: the caller reports the staged file it rolled.
     finished = FinishedPartFile(storage, config, partition=0, directory="", name=name,
-                                temp=temp, start=0, records=0, fresh=True)
+                                temp=temp, start=0, records=0, length_known=True)
     for batch in staged_batches(storage, staged, length, config):
         finished.add(batch)
     finished.roll()
@@ -100,7 +100,7 @@ class FinishedPartFile(PartFile):
         if not full:
             return
         if self._writer is None:
-            self._handle = self.storage.open_append(self.temp, new=self.fresh)
+            self._handle = self.storage.open_append(self.temp, at=0)  # a fresh name
             module = FORMATS[self.config.format].implementation()
             self._writer = module.open_writer(self._handle, table, self.config)
         self._writer.write(table.slice(0, full), rows_per_group=rows_per_group)

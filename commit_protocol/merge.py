@@ -14,6 +14,7 @@ from commit_protocol.messages import FileReport, TaskReport
 from commit_protocol.rotation import roll_reason
 from commit_protocol.state import InProgressFile, Slot
 from commit_protocol.storage import Storage
+from commit_protocol.storage.concurrent import each
 
 IDLE = "idle"  # the roll reason of rotation.rollOnIdle
 SCHEMA = "schema"  # the roll reason of a schema change (schema.evolution)
@@ -57,10 +58,11 @@ def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskRepor
                       for f in slots.values()]
         slots = {}
     idle = policy.roll_on_idle and not any(f.new_records for r in reports for f in r.files)
+    stored = _stored_sizes(storage, [f for r in reports for f in r.files])
     for slot, files in _files_by_slot(reports).items():
         _check_continuity(slots.get(slot), files)
         for report in files:
-            _check_storage(storage, report)
+            _check_storage(report, stored)
             if report.reason == IDLE and not idle:
                 continue  # an untouched slot: it stays as committed
             previous = slots.pop(slot, None)
@@ -121,23 +123,37 @@ def _check_continuity(previous: InProgressFile | None, files: list[FileReport]) 
             raise CommitError(f"{f.name}: end offset {f.end} before start {f.start}")
 
 
-def _check_storage(storage: Storage, f: FileReport) -> None:
-    try:
-        size = storage.size(f.temp)
-    except FileNotFoundError as e:
-        raise CommitError(f"{f.name}: temp file {f.temp} reported by the task is missing") from e
-    if size < f.end:
-        raise TruncatedFileError(f"{f.temp} ({f.name}) holds {size} bytes; the task reported "
-                                 f"{f.end}: bytes were lost")
-    if f.final_temp is not None:
+def _stored_sizes(storage: Storage, files: list[FileReport]) -> dict[str, int | None]:
+    """The size of each file the commit relies on (None: missing), looked up concurrently:
+    a staged file the task encoded needs only its finished file (its staged bytes are
+    never published nor continued)."""
+    paths = sorted({f.temp if f.final_temp is None else f.final_temp for f in files})
+
+    def size(path: str) -> int | None:
         try:
-            finished = storage.size(f.final_temp)
-        except FileNotFoundError as e:
+            return storage.size(path)
+        except FileNotFoundError:
+            return None
+
+    return dict(zip(paths, each(storage, size, paths), strict=True))
+
+
+def _check_storage(f: FileReport, stored: dict[str, int | None]) -> None:
+    if f.final_temp is not None:
+        finished = stored[f.final_temp]
+        if finished is None:
             raise CommitError(f"{f.name}: finished file {f.final_temp} reported by the task "
-                              "is missing") from e
+                              "is missing")
         if finished != f.final_size:
             raise CommitError(f"{f.final_temp} ({f.name}): expected the {f.final_size} bytes "
                               f"the task reported, found {finished}")
+        return
+    size = stored[f.temp]
+    if size is None:
+        raise CommitError(f"{f.name}: temp file {f.temp} reported by the task is missing")
+    if size < f.end:
+        raise TruncatedFileError(f"{f.temp} ({f.name}) holds {size} bytes; the task reported "
+                                 f"{f.end}: bytes were lost")
 
 
 def _task_roll_reason(f: FileReport, policy: RotationPolicy) -> str:

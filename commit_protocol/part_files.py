@@ -43,7 +43,7 @@ class PartFile:
 
     def __init__(self, storage: Storage, config: SinkConfig, *, partition: int, directory: str,
                  name: str, temp: str, start: int, records: int,
-                 fenced_from: str | None = None, fresh: bool = False) -> None:
+                 fenced_from: str | None = None, length_known: bool = False) -> None:
         self.storage = storage
         self.policy = config.rotation
         self.reason: str | None = None  # why the task rolled it, when not a size or count
@@ -57,9 +57,9 @@ class PartFile:
         self.new_records = 0
         self.closed = False
         self.fenced_from = fenced_from
-        # ``temp`` is a name this writer made (random): nothing is there to look for when
-        # it opens the file first (no listing on an object store)
-        self.fresh = fresh
+        # The writer knows the file's length (it created it at a fresh name, or checked it
+        # when it resumed it): it opens the file at ``end`` without a listing
+        self.length_known = length_known
 
     def report(self) -> FileReport:
         return FileReport(partition=self.partition, directory=self.directory, name=self.name,
@@ -174,7 +174,8 @@ class RowPartFile(PartFile):
 
     def append(self, data: bytes, rows: int) -> None:
         if self._handle is None:
-            self._handle = self.storage.open_append(self.temp, new=self.fresh and not self.end)
+            self._handle = self.storage.open_append(
+                self.temp, at=self.end if self.length_known else None)
         if failpoints.active():
             self._torn_write(data)
         else:

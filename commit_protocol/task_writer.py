@@ -34,6 +34,7 @@ from commit_protocol.plan import WritePlan
 from commit_protocol.rotation import roll_reason
 from commit_protocol.state import InProgressFile
 from commit_protocol.storage import Storage
+from commit_protocol.storage.concurrent import each
 
 logger = logging.getLogger("rotsink.task")  # Spark's executor log (the worker's stderr)
 
@@ -72,8 +73,9 @@ class TaskWriter:
             for directory, rows in split_by_partition(batch, self.config.partition_by):
                 if rows.num_rows:
                     self._write_rows(directory, rows)
-        for f in list(self.open.values()):
-            f.release()
+        # Closing a file on an object store writes its last segment: one request each,
+        # sent together (storage.concurrent)
+        each(self.storage, PartFile.release, list(self.open.values()))
         if self.config.is_bulk:
             now_ms = int(time.time() * 1000)
             self._roll_due_staged_files(now_ms)
@@ -220,7 +222,7 @@ class TaskWriter:
         temp, fenced_from = self._fence(committed)
         f = self._new_file(directory=directory, name=committed.name, temp=temp,
                            start=committed.size, records=committed.records,
-                           fenced_from=fenced_from)
+                           fenced_from=fenced_from, length_known=True)  # checked by the fence
         self.touched.append(f)
         failpoints.hit("task.after_resume")
         return f
@@ -262,7 +264,7 @@ class TaskWriter:
                           partition=self.partition, batch=self.batch_id, roll=roll,
                           suffix=self.config.file_suffix)
         f = self._new_file(directory=directory, name=name, temp=temp_name(name), start=0,
-                           records=0, fresh=True)
+                           records=0, length_known=True)
         self.touched.append(f)
         return f
 

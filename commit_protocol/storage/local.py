@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import shutil
 import uuid
@@ -24,6 +25,8 @@ class LocalStorage:
     and every ``fsync`` goes through :meth:`_sync_fd` (a power-loss model in the tests
     records them there).
     """
+
+    concurrency = 1  # a system call is faster than handing it to a thread
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
@@ -56,12 +59,18 @@ class LocalStorage:
         open descriptor: a rename or unlink of ``path`` meanwhile does not disturb it."""
         return local_input(self._abs(path), length)
 
-    def open_append(self, path: str, *, new: bool = False) -> BinaryIO:
-        """Open for appending, creating the file (and its directory) if needed; ``new``: the
-        file must not exist yet (``FileExistsError``)."""
+    def open_append(self, path: str, *, at: int | None = None) -> BinaryIO:
+        """Open for appending, creating the file (and its directory) if needed; ``at``: the
+        length the caller knows the file has (0 for a new one), else ``FileExistsError``."""
         full = self._abs(path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
-        return open(full, "xb" if new else "ab")
+        handle = open(full, "ab")
+        if at is not None and handle.tell() != at:
+            size = handle.tell()
+            handle.close()
+            raise FileExistsError(errno.EEXIST, f"appending at offset {at}, found {size} bytes",
+                                  path)
+        return handle
 
     def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None:
         """Create ``path`` with the given content, atomically, never replacing.
@@ -105,26 +114,56 @@ class LocalStorage:
         os.makedirs(os.path.dirname(full_dst), exist_ok=True)
         os.link(self._abs(src), full_dst)
 
-    def publish(self, src: str, dst: str) -> None:
-        """Rename ``src`` to ``dst`` without ever replacing ``dst``.
+    def publish(self, src: str, dst: str, *, length: int | None = None) -> None:
+        """Rename ``src`` to ``dst`` without ever replacing ``dst``; ``length``: only the
+        first ``length`` bytes of ``src`` (bytes past them are not ours: a zombie's), and
+        ``EOFError`` when ``src`` is shorter.
 
         ``link`` then ``unlink``: atomic with respect to ``dst`` (it appears whole or not at
-        all, and an existing ``dst`` makes this raise ``FileExistsError``). A crash between the
-        two steps leaves both names for one inode: a retry recognises that, removes ``src``
-        and raises ``FileExistsError`` like any publish that finds ``dst`` (the caller then
-        checks ``dst``'s size).
+        all, and a foreign ``dst`` makes this raise ``FileExistsError``). A prefix is first
+        copied whole to ``<src>.<length>.exact``, which is then renamed. Retry-safe: a crash
+        between link and unlink leaves both names for one inode (or a ``dst`` holding the
+        prefix), which a retry recognises: it finishes the rename and returns.
 
         Power loss: ``dst``'s directory is synced before ``src`` goes, so that no moment of
         the rename can lose both names (the two directories reach the disk independently).
         """
+        source = src
+        if length is not None and self.size(src) != length:
+            source = self._exact_prefix(src, length)
         try:
-            self.link(src, dst)
+            self.link(source, dst)
         except FileExistsError:
-            if os.path.exists(self._abs(src)) and os.path.samefile(self._abs(src), self._abs(dst)):
-                os.unlink(self._abs(src))  # our own earlier link: finish its rename
-            raise
-        self.sync_directories([os.path.dirname(dst)])
-        os.unlink(self._abs(src))
+            if not self._published_from(source, dst, src, length):
+                raise
+        else:
+            self.sync_directories([os.path.dirname(dst)])
+        _unlink_quietly(self._abs(source))
+        if source != src:
+            _unlink_quietly(self._abs(src))
+
+    def _exact_prefix(self, src: str, length: int) -> str:
+        """``<src>.<length>.exact``, a complete copy of the first ``length`` bytes of ``src``
+        (a damaged leftover of an earlier attempt is copied again)."""
+        exact = f"{src}.{length}.exact"
+        if self.exists(exact) and self.size(exact) != length:
+            self.delete(exact)
+        if not self.exists(exact):
+            self.copy_prefix(src, exact, length)  # EOFError: src is shorter
+        return exact
+
+    def _published_from(self, source: str, dst: str, src: str, length: int | None) -> bool:
+        """Whether ``dst`` is this publish's, done by an earlier attempt: ``source``'s very
+        inode, or the same bytes as the prefix of ``src``."""
+        full_dst = self._abs(dst)
+        if os.path.exists(self._abs(source)) and os.path.samefile(self._abs(source), full_dst):
+            return True
+        if length is None or os.path.getsize(full_dst) != length:
+            return False
+        with open(self._abs(src), "rb") as ours, open(full_dst, "rb") as theirs:
+            return all(a == b for a, b in zip(_prefix_chunks(ours, src, length),
+                                              _prefix_chunks(theirs, dst, length),
+                                              strict=True))
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
         """Create ``dst`` (must not exist) holding the first ``length`` bytes of ``src``.

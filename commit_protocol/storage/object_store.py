@@ -106,6 +106,9 @@ class ObjectStorage:
         self.root = root.rstrip("/")
         self.root_uri = root_uri.rstrip("/")
         self.segment_bytes = segment_bytes
+        # Requests in flight at once: s3fs's own limit (``fs.max_concurrency``, 10 by
+        # default); memory:// takes a few, so that the tests run the concurrent paths.
+        self.concurrency = int(getattr(fs, "max_concurrency", 4) or 1)
 
     def _abs(self, path: str) -> str:
         return f"{self.root}/{path}" if path else self.root
@@ -170,18 +173,19 @@ class ObjectStorage:
 
         return PrefixInput(path, stored if length is None else length, stored, read_into)
 
-    def open_append(self, path: str, *, new: bool = False) -> BinaryIO:
+    def open_append(self, path: str, *, at: int | None = None) -> BinaryIO:
         """A :class:`SegmentWriter` at the current end (1 LIST, +1 HEAD for a new file);
-        ``new``: at offset 0 of a file the caller names freshly (a random temp name), with
-        no request: its first segment's exclusive create fails if the file exists.
+        ``at``: the length the caller knows the file has (0 for a file it names freshly, or
+        one it just checked), with no request: the first segment's exclusive create fails if
+        the file grew past it meanwhile.
 
         Atomic per segment: each is one exclusive create, so of two writers that start at the
         same offset the second fails with ``FileExistsError`` and adds nothing. Nothing is
         written until ``segment_bytes`` are buffered or the writer closes; an empty writer
         writes nothing (so, unlike on a local disk, no empty file appears).
         """
-        if new:
-            return cast(BinaryIO, SegmentWriter(self._putter(path), start=0,
+        if at is not None:
+            return cast(BinaryIO, SegmentWriter(self._putter(path), start=at,
                                                 threshold=self.segment_bytes))
         segments = self._segments(path)
         pieces = segment_pieces(path, segments)
@@ -238,24 +242,31 @@ class ObjectStorage:
         """
         self._objects.compose(self._abs(dst), self._pieces(src))
 
-    def publish(self, src: str, dst: str) -> None:
-        """"Rename" ``src`` to ``dst`` without ever replacing ``dst``: :meth:`link`, then
-        :meth:`delete` of ``src``.
+    def publish(self, src: str, dst: str, *, length: int | None = None) -> None:
+        """"Rename" ``src`` to ``dst`` without ever replacing ``dst``: compose ``src`` into
+        ``dst`` as :meth:`link` does, then delete ``src``'s objects as they were listed
+        (1 LIST, the compose, 1-2 DeleteObjects). ``length``: only the first ``length``
+        bytes of ``src`` (bytes past them are not ours: a zombie's), and ``EOFError`` when
+        ``src`` is shorter.
 
         Atomic with respect to ``dst`` as :meth:`link`. Retry-safe: when ``dst`` exists and
-        records that it was composed from exactly ``src``'s current objects (an earlier
-        attempt stopped before deleting ``src``), the delete is finished and
-        ``FileExistsError`` raised; the committer then finds ``dst`` complete and ``src``
-        gone. A foreign ``dst`` leaves ``src`` untouched.
+        records that it was composed from exactly these bytes of ``src`` (an earlier attempt
+        stopped before deleting ``src``), the delete is finished and this returns; a foreign
+        ``dst`` raises ``FileExistsError`` and leaves ``src`` untouched.
         """
-        pieces = self._pieces(src)
+        listed = self._pieces(src)
+        pieces = listed
+        if length is not None:
+            stored = sum(p.length for p in listed)
+            if stored < length:
+                raise EOFError(f"{src} has fewer than {length} bytes ({stored})")
+            pieces = slice_pieces(listed, 0, length)
         try:
             self._objects.compose(self._abs(dst), pieces)
         except FileExistsError:
-            if self._objects.made_from(self._abs(dst), pieces):
-                self.delete(src)
-            raise
-        self.delete(src)
+            if not self._objects.made_from(self._abs(dst), pieces):
+                raise
+        self._delete_listed(src, [p.blob.path for p in listed])
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
         """Create appendable ``dst`` (must not exist) holding the first ``length`` bytes of
@@ -301,7 +312,12 @@ class ObjectStorage:
         1 LIST and 1 DeleteObjects, +1 for a segmented file: its first segment goes first,
         so a delete cut short leaves no file (only remains that cleanup lists and removes).
         """
-        segments = [blob.path for _, blob in self._segments(path)]
+        self._delete_listed(path, [blob.path for _, blob in self._segments(path)])
+
+    def _delete_listed(self, path: str, objects: builtins.list[str]) -> None:
+        """Delete ``path``'s ``objects`` as listed (its segments in offset order, or its
+        plain object), the first segment alone first."""
+        segments = [o for o in objects if o != self._abs(path)]
         if len(segments) > 1:
             self._objects.delete(segments[:1])
             segments = segments[1:]

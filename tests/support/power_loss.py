@@ -74,9 +74,9 @@ class PowerLossStorage(LocalStorage):
             raise PowerCut(self.operations, f"{name}{args!r}")
         self.log.append(f"{name}{args!r}")
 
-    def open_append(self, path: str, *, new: bool = False) -> BinaryIO:
+    def open_append(self, path: str, *, at: int | None = None) -> BinaryIO:
         self._operation("open_append", path)
-        return super().open_append(path, new=new)
+        return super().open_append(path, at=at)
 
     def write_exclusive(self, path: str, chunks: Iterable[bytes]) -> None:
         self._operation("write_exclusive", path)
@@ -90,9 +90,9 @@ class PowerLossStorage(LocalStorage):
         self._operation("link", src, dst)
         super().link(src, dst)
 
-    def publish(self, src: str, dst: str) -> None:
+    def publish(self, src: str, dst: str, *, length: int | None = None) -> None:
         self._operation("publish", src, dst)
-        super().publish(src, dst)
+        super().publish(src, dst, length=length)
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
         self._operation("copy_prefix", src, dst, length)

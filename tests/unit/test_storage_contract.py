@@ -23,9 +23,10 @@ import pytest
 
 from commit_protocol.committer import Committer
 from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import SegmentError, UnsafeStorageError
+from commit_protocol.errors import SegmentError, TruncatedFileError, UnsafeStorageError
 from commit_protocol.naming import INPROGRESS_DIR
 from commit_protocol.plan import WritePlan
+from commit_protocol.publishing import publish_file
 from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.storage.clients import S3Objects, already_exists
@@ -237,15 +238,17 @@ def test_appends_across_sessions(storage):
 
 def test_a_new_file_is_appended_from_offset_0_and_never_over_an_existing_one(storage):
     small_segments(storage)
-    with storage.open_append("t/fresh", new=True) as handle:
+    with storage.open_append("t/fresh", at=0) as handle:
         handle.write(b"first ")
         handle.write(b"bytes")
     append(storage, "t/fresh", b" more")  # and continues like any appended file
     assert storage.read("t/fresh") == b"first bytes more"
     with pytest.raises(FileExistsError):  # at open (local) or at its first segment (S3)
-        with storage.open_append("t/fresh", new=True) as handle:
+        with storage.open_append("t/fresh", at=0) as handle:
             handle.write(b"other")
-    assert storage.read("t/fresh") == b"first bytes more"
+    with storage.open_append("t/fresh", at=16) as handle:  # its length, just checked
+        handle.write(b"!")
+    assert storage.read("t/fresh") == b"first bytes more!"
 
 
 def test_open_read_reads_plain_and_segmented_files_whole(storage):
@@ -357,22 +360,41 @@ def test_publish_never_overwrites_a_foreign_dst(storage):
 
 
 def test_publish_retried_after_a_crash_between_link_and_delete(storage):
-    """The committer's retry of a publish cut short after ``dst`` appeared: it must find
-    ``dst`` complete and ``src`` gone (``Committer._publish_file`` accepts exactly that)."""
+    """The retry of a publish cut short after ``dst`` appeared recognises its own ``dst``,
+    finishes the delete of ``src`` and returns."""
     small_segments(storage)
     append(storage, "_rotsink/inprogress/.p.tmp", b"committed ", b"bytes")
     storage.link("_rotsink/inprogress/.p.tmp", "part-0")  # the crash: src not yet deleted
-    with pytest.raises(FileExistsError):
-        storage.publish("_rotsink/inprogress/.p.tmp", "part-0")
+    storage.publish("_rotsink/inprogress/.p.tmp", "part-0")
     assert storage.read("part-0") == b"committed bytes"
     assert not storage.exists("_rotsink/inprogress/.p.tmp")
-    # and through the committer, from the same crash point
+    # and through the committer, from the same crash point, and once more after it
     append(storage, "_rotsink/inprogress/.q.tmp", b"other ", b"file")
     storage.link("_rotsink/inprogress/.q.tmp", "part-1")
-    committer = Committer(storage, SinkConfig(path="unused"), "{}")
-    committer._publish_file("_rotsink/inprogress/.q.tmp", "part-1", 10)
+    for _ in range(2):
+        publish_file(storage, "_rotsink/inprogress/.q.tmp", "part-1", 10)
     assert storage.read("part-1") == b"other file"
     assert not storage.exists("_rotsink/inprogress/.q.tmp")
+
+
+@pytest.mark.parametrize("crash", [None, "after-publish"], ids=["once", "retried"])
+def test_publish_of_a_prefix_leaves_out_the_bytes_past_it(storage, crash):
+    """A zombie appended past the committed end: only the committed bytes are published,
+    and a retry of the whole publish recognises what the first one did."""
+    small_segments(storage)
+    append(storage, "_rotsink/inprogress/.z.tmp", b"committed ", b"bytes")
+    append(storage, "_rotsink/inprogress/.z.tmp", b" and a zombie's")
+    storage.publish("_rotsink/inprogress/.z.tmp", "part-0", length=15)
+    if crash:
+        publish_file(storage, "_rotsink/inprogress/.z.tmp", "part-0", 15)
+    assert storage.read("part-0") == b"committed bytes"
+    assert storage.list("_rotsink/inprogress") == []
+    append(storage, "_rotsink/inprogress/.s.tmp", b"short")
+    with pytest.raises(EOFError):
+        storage.publish("_rotsink/inprogress/.s.tmp", "part-1", length=15)
+    with pytest.raises(TruncatedFileError, match="holds fewer than the 15 committed bytes"):
+        publish_file(storage, "_rotsink/inprogress/.s.tmp", "part-1", 15)
+    assert not storage.exists("part-1") and storage.read("_rotsink/inprogress/.s.tmp") == b"short"
 
 
 @pytest.mark.parametrize("length", [0, 3, 4, 6, 13], ids=lambda n: f"{n}-bytes")

@@ -50,9 +50,9 @@ class PausingStorage:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def open_append(self, path: str, *, new: bool = False):
+    def open_append(self, path: str, *, at: int | None = None):
         meanwhile, self.meanwhile = self.meanwhile, None
-        return _PausingHandle(self.inner.open_append(path, new=new), meanwhile)
+        return _PausingHandle(self.inner.open_append(path, at=at), meanwhile)
 
 
 def test_zombie_holding_its_file_open_cannot_change_a_file_the_driver_rolls(tmp_path):
