@@ -44,6 +44,17 @@ logger = logging.getLogger("rotsink.task")  # Spark's executor log (the worker's
 ROW_CHUNK_BYTES = 4 << 20
 
 
+# Staged files up to this size are encoded at once when a task rolls several (on object
+# stores): a small file's roll is three requests in a row, a large one's is its encoding.
+CONCURRENT_ROLL_BYTES = 8 << 20
+
+
+def _roll(f: PartFile) -> None:
+    failpoints.hit("task.before_roll")
+    f.roll()
+    failpoints.hit("task.after_roll")
+
+
 class TaskWriter:
     """Writes one task's share of micro-batch ``batch_id`` (runs on an executor)."""
 
@@ -75,7 +86,7 @@ class TaskWriter:
                     self._write_rows(directory, rows)
         # Closing a file on an object store writes its last segment: one request each,
         # sent together (storage.concurrent)
-        each(self.storage, PartFile.release, list(self.open.values()))
+        each(self.storage, lambda f: f.release(), list(self.open.values()))
         if self.config.is_bulk:
             now_ms = int(time.time() * 1000)
             self._roll_due_staged_files(now_ms)
@@ -101,7 +112,10 @@ class TaskWriter:
 
         Judged on this executor's clock against the committed open and append times; the
         commit still checks every slot, and rolls (on the driver) what is due by its clock.
+        Small files are encoded together (``storage.concurrent``): their time is requests;
+        large ones one after another, each holding a row group in memory.
         """
+        due: list[StagedPartFile] = []
         for f in self.touched:
             if f.closed or not isinstance(f, StagedPartFile):
                 continue
@@ -114,10 +128,13 @@ class TaskWriter:
                             batches=committed.batches + 1, last_append_ms=now_ms)
             reason = roll_reason(probe, self.config.rotation, now_ms)
             if reason:
-                failpoints.hit("task.before_roll")
                 f.reason = reason
-                f.roll()
-                failpoints.hit("task.after_roll")
+                due.append(f)
+        small = [f for f in due if f.end <= CONCURRENT_ROLL_BYTES]
+        each(self.storage, _roll, small)
+        for f in due:
+            if f not in small:
+                _roll(f)
 
     def _roll_idle_staged_files(self, now_ms: int) -> None:
         """Encode this task partition's staged files that got no rows in this batch but are
