@@ -58,7 +58,7 @@ from common import (  # noqa: E402
 )
 
 from tests.support.jvm import spark_packages  # noqa: E402
-from tests.support.s3faults import FailingProxy, Sent  # noqa: E402
+from tests.support.s3faults import FailingProxy, Sent, sequential  # noqa: E402
 from tests.support.s3server import (  # noqa: E402
     DUMMY_CREDENTIALS,
     LocalS3,
@@ -82,22 +82,6 @@ class Batch:
     @property
     def sequential(self) -> int:
         return sequential(self.requests)
-
-
-def sequential(requests: list[Sent]) -> int:
-    """The longest chain of ``requests`` that ran one after another (each starting after the
-    one before it ended): how many round trips their caller waited for, whatever ran in
-    parallel beside them. Greedy by end time, which finds the longest such chain.
-
-    >>> a, b, c = Sent("GET", "a", 0, 1), Sent("GET", "b", 0.5, 1.5), Sent("PUT", "c", 2, 3)
-    >>> sequential([a, b, c]), sequential([a, b])
-    (2, 1)
-    """
-    chain, free_at = 0, float("-inf")
-    for request in sorted(requests, key=lambda r: r.ended):
-        if request.started >= free_at:
-            chain, free_at = chain + 1, request.ended
-    return chain
 
 
 def make_source(directory: Path, batches: int, rows: int) -> int:

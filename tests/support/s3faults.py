@@ -62,6 +62,22 @@ def operation(method: str, path: str, headers) -> str:
     return method  # HEAD, DELETE
 
 
+def sequential(requests: list[Sent]) -> int:
+    """The longest chain of ``requests`` that ran one after another (each starting after the
+    one before it ended): how many round trips their caller waited for, whatever ran in
+    parallel beside them. Greedy by end time, which finds the longest such chain.
+
+    >>> a, b, c = Sent("GET", "a", 0, 1), Sent("GET", "b", 0.5, 1.5), Sent("PUT", "c", 2, 3)
+    >>> sequential([a, b, c]), sequential([a, b])
+    (2, 1)
+    """
+    chain, free_at = 0, float("-inf")
+    for request in sorted(requests, key=lambda r: r.ended):
+        if request.started >= free_at:
+            chain, free_at = chain + 1, request.ended
+    return chain
+
+
 class FailingProxy:
     """Forwards every request to ``target`` after ``latency_s``, unless an armed rule
     matches it."""
