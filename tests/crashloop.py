@@ -511,9 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-kills", type=int, default=200)
     parser.add_argument("--workdir", help="default: a new temp directory")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--s3", action="store_true",
-                        help="write zstd, encrypted output to a local S3 server (SeaweedFS on "
-                             "127.0.0.1)")
+    parser.add_argument("--s3", nargs="?", const="seaweedfs", choices=("seaweedfs", "moto"),
+                        help="write zstd, encrypted output to a local S3 server on 127.0.0.1: "
+                             "SeaweedFS (the default), or moto")
     parser.add_argument("--bulk", choices=sorted(SPARK_READERS),
                         help="write staged Parquet or ORC (encoded at every roll) instead of "
                              "JSON lines")
@@ -527,11 +527,16 @@ def main(argv: list[str] | None = None) -> int:
     stop_server = None
     loop = CrashLoop(workdir, seed=args.seed, schema_change=True)
     if args.s3:
-        from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_server
+        from tests.support.s3server import (
+            DUMMY_CREDENTIALS,
+            start_moto_server,
+            start_seaweedfs_server,
+        )
 
         # Dummy credentials for the loopback server only; inherited by every child driver.
         os.environ.update(DUMMY_CREDENTIALS)
-        endpoint, stop_server = start_seaweedfs_server()
+        start = start_moto_server if args.s3 == "moto" else start_seaweedfs_server
+        endpoint, stop_server = start()
         url, options = encrypted_s3_output(workdir, endpoint)
         loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
     if args.bulk:
