@@ -37,11 +37,13 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
     if source.startswith(KAFKA):
         from tests.support.jvm import spark_packages
 
-        spark = local_session(app_name="rotsink-crash-loop", extra_jars=spark_packages().jars)
+        jars = spark_packages().jars
+        spark = local_session(app_name="rotsink-crash-loop", extra_jars=jars,
+                              conf=quick_driver(jars))
         spark.sparkContext.setLogLevel("ERROR")
         df = kafka_rows(spark, source)
     else:
-        spark = local_session(app_name="rotsink-crash-loop")
+        spark = local_session(app_name="rotsink-crash-loop", conf=quick_driver())
         spark.sparkContext.setLogLevel("ERROR")
         schema = SCHEMA_V2 if json.loads(options_json).get(INPUT_SCHEMA) == "v2" else SCHEMA
         df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
@@ -58,6 +60,13 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
     print("DONE", flush=True)
     spark.stop()
     return 0
+
+
+def quick_driver(extra_jars=()) -> dict[str, str]:
+    """A life's driver JVM starts from a class-data archive (tests.support.class_archive)."""
+    from tests.support.class_archive import driver_java_options
+
+    return {"spark.driver.extraJavaOptions": driver_java_options(extra_jars)}
 
 
 def kafka_rows(spark, source: str):
@@ -93,7 +102,7 @@ def follow(mode: str, upstream: str, out: str, checkpoint: str, options_json: st
         if time.monotonic() > deadline:
             return 2
         time.sleep(0.2)
-    spark = local_session(app_name="rotsink-crash-loop-follower")
+    spark = local_session(app_name="rotsink-crash-loop-follower", conf=quick_driver())
     spark.sparkContext.setLogLevel("ERROR")
     feed = spark.readStream.format("rotsink").options(**json.loads(options_json)).load(upstream)
     writer = feed.writeStream.format("rotsink").option("checkpointLocation", checkpoint)

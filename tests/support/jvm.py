@@ -8,8 +8,9 @@ dependencies into a folder of its own (they must not share a classpath):
   PySpark's versions;
 - ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`.
 
-``python -m tests.support.jvm`` fetches both (``.ci/run`` does, before the tests); the session
-fixtures call :func:`spark_packages` and :func:`kafka_broker_classpath`, which fetch what is
+``python -m tests.support.jvm`` fetches both (``.ci/run`` does, before the tests) and builds
+the class-data archives of the crash loops' drivers (:mod:`tests.support.class_archive`); the
+session fixtures call :func:`spark_packages` and :func:`kafka_broker_classpath`, which fetch what is
 missing. Without ``mvn`` or Java they fail with what to install: never a silent skip.
 """
 
@@ -128,6 +129,10 @@ def main() -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker")
+    from tests.support.class_archive import class_archive
+
+    built = [class_archive(jars) for jars in ((), packages.jars)]  # the crash loops' drivers
+    print(f"class-data archives of the test drivers: {sum(a is not None for a in built)} of 2")
     return 0
 
 
