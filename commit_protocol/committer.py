@@ -2,24 +2,25 @@
 
 Commit of batch N, in order (each step safe to repeat after a crash):
 
-1. finish a commit that an earlier driver decided but did not publish (its intent exists);
-2. if ``_spark_metadata/N`` exists, stop: the batch is committed (idempotent replay);
+1. finish a commit that an earlier driver decided but did not publish (its intent exists):
+   the planning of the batch does it, and hands the state it then read to the tasks, whose
+   reports carry it back (:class:`~commit_protocol.messages.PlanBasis`);
+2. if the planning found ``_spark_metadata/N``, stop: the batch is committed (idempotent
+   replay; the tasks wrote nothing);
 3. check every task report against the committed state and storage, and fence the
-   in-progress files no committed attempt touched from late zombies (claims, below);
-4. stage the intent: the exact log file, listing the renames (and partition markers) it implies;
+   in-progress files no committed attempt touched from late zombies (claims,
+   :mod:`commit_protocol.claims`);
+4. if it renames files or marks partitions, stage the intent: the exact log file, listing the
+   renames and markers it implies (an intent that exists already is this batch committed,
+   or another writer's);
 5. rename finished temp files to their final names (never replacing), then create the
    ``_SUCCESS`` markers of partitions it completes (``partition.commitDelay``);
 6. publish the log file with an exclusive create: the commit point.
 
-A crash after 4 is finished by step 1 of the next plan or commit (roll forward), so the
-renames of step 5 are never visible for longer than one restart.
-
-Zombies: only the holder of a (batch, task partition) claim appends in place to that
-partition's committed in-progress files. A task attempt that arrives after its batch was
-committed (a zombie of a stopped run, a straggler) would win a claim nobody took, so the
-commit takes the claim of every partition with in-progress files its committed attempt did
-not claim; if some other attempt holds it, those files are copied to fresh temp names
-(Apex's fence) and the other attempt's appends land in orphans.
+A crash after 4 is finished by step 1 of the next planning (roll forward), so the renames of
+step 5 are never visible for longer than one restart. Reports without a basis (made by
+hand) make the commit do steps 1 and 2 itself. On object stores the independent requests of
+a step go out together (:mod:`commit_protocol.storage.concurrent`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
+from commit_protocol.claims import fence_unclaimed
 from commit_protocol.config import SinkConfig
 from commit_protocol.driver_rolls import convert_rolled, seal_rolled
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
@@ -44,15 +46,13 @@ from commit_protocol.messages import PlanBasis, TaskReport
 from commit_protocol.naming import (
     INPROGRESS_DIR,
     INTENT_DIR,
-    partition_claim,
-    temp_name,
     to_uri,
 )
 from commit_protocol.partition_markers import complete_partitions
 from commit_protocol.plan import WritePlan
 from commit_protocol.publishing import publish_all
 from commit_protocol.schema_evolution import evolved, retires_in_progress, schema_change
-from commit_protocol.state import InProgressFile, Publish, SinkState, Slot
+from commit_protocol.state import Publish, SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 
@@ -126,11 +126,16 @@ class Committer:
         self._adopt_interval(state.compact_interval)
         change = schema_change(state, self.schema_json, self.config)
         reports = [m for m in messages if m is not None and not m.skipped]
-        slots = self._fence_unclaimed(state.slots(), reports, batch_id)
-        merged = merge_reports(slots, reports, self.storage, self.config.rotation,
-                               is_bulk=self.config.is_bulk, now_ms=now_ms,
-                               retire=retires_in_progress(state, self.schema_json,
-                                                          self.config))
+        slots = fence_unclaimed(self.storage, state.slots(), reports, batch_id)
+        try:
+            merged = merge_reports(slots, reports, self.storage, self.config.rotation,
+                                   is_bulk=self.config.is_bulk, now_ms=now_ms,
+                                   retire=retires_in_progress(state, self.schema_json,
+                                                              self.config))
+        except CommitError:  # reported files gone: published by this very batch's commit?
+            if self._committed_by(replace(state, batch_id=batch_id)):
+                return CommitResult(batch_id, committed=False)
+            raise
         if self.config.is_bulk:
             merged = replace(merged, finalized=[
                 convert_rolled(self.storage, self.config, f) for f in merged.finalized])
@@ -170,9 +175,7 @@ class Committer:
     def _staged_elsewhere(self, state: SinkState) -> None:
         """The intent of ``state.batch_id`` exists: return if this query committed the batch
         already (a commit repeated from stale reports changes nothing), else refuse."""
-        if self.storage.exists(self.log.path_of(state.batch_id)):
-            if self.log.read_head(state.batch_id).state.query_id != state.query_id:
-                raise self._lost_race(state)
+        if self._committed_by(state):
             return
         path = self.log.intent_path(state.batch_id)
         owner = self.log.read_intent_state(state.batch_id).query_id
@@ -181,6 +184,16 @@ class Committer:
             f"{owner} ({path} exists) while query {state.query_id} commits it: rotsink allows "
             "one query per output path; restart the original query from its checkpoint, or "
             "write to a new path")
+
+    def _committed_by(self, state: SinkState) -> bool:
+        """Whether ``state``'s batch is committed already, by its query (another query's
+        commit of it is a lost race, raised)."""
+        if not self.storage.exists(self.log.path_of(state.batch_id)):
+            return False
+        owner = self.log.read_head(state.batch_id).state.query_id
+        if owner and state.query_id and owner != state.query_id:
+            raise self._lost_race(state, owner)
+        return True
 
     def _check_replay_owner(self, batch_id: int, latest: int,
                             messages: list[TaskReport | None]) -> None:
@@ -192,30 +205,6 @@ class Committer:
             plan = WritePlan(latest_batch_id=latest, query_id=owner,
                              root_uri=self.storage.root_uri)
             raise ConcurrentWriterError(plan.owner_message(sorted(query_ids - {owner})[0]))
-
-    def _fence_unclaimed(self, slots: dict[Slot, InProgressFile], reports: list[TaskReport],
-                         batch_id: int) -> dict[Slot, InProgressFile]:
-        """Take the claim of each partition with in-progress files that its committed attempt
-        did not claim; where another attempt holds it, continue those files from copies."""
-        touched = {f.slot for r in reports for f in r.files}
-        claimed = {r.partition for r in reports if r.claimed}
-        idle = {slot for slot in slots if slot not in touched and slot[0] not in claimed}
-        partitions = sorted({slot[0] for slot in idle})
-        won = each(self.storage, lambda p: self.storage.create_marker(
-            partition_claim(batch_id, p)), partitions)
-        lost = {p for p, claimed in zip(partitions, won, strict=True) if not claimed}
-        if lost:
-            logger.warning("batch %d: another attempt holds the claim of task partition(s) %s "
-                         "(a zombie or a straggler): their in-progress files continue from "
-                         "fresh copies", batch_id, sorted(lost))
-        def copy(f: InProgressFile) -> InProgressFile:
-            fresh = temp_name(f.name)
-            self.storage.copy_prefix(f.temp, fresh, f.size)
-            return replace(f, temp=fresh)
-
-        moved = sorted(s for s in idle if s[0] in lost)
-        return {**slots, **dict(zip(moved, each(self.storage, copy, [slots[s] for s in moved]),
-                                    strict=True))}
 
     def _adopt_interval(self, interval: int) -> None:
         """Name log files with the path's compaction interval, whatever the query's option
@@ -298,10 +287,11 @@ class Committer:
             self.storage.sync(files)
             self.storage.sync_directories(directories)
 
-    def _lost_race(self, state: SinkState) -> ConcurrentWriterError:
+    def _lost_race(self, state: SinkState, owner: str | None = None) -> ConcurrentWriterError:
         """Another query published batch ``state.batch_id`` while this driver committed it
         (the same query's log file means an earlier attempt or a recovery finished ours)."""
-        owner = self.log.read_head(state.batch_id).state.query_id
+        if owner is None:
+            owner = self.log.read_head(state.batch_id).state.query_id
         return ConcurrentWriterError(
             f"{self.log.path_of(state.batch_id)} was committed by query {owner} while query "
             f"{state.query_id} committed it: rotsink allows one query per output path; "

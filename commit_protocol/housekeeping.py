@@ -14,6 +14,7 @@ from commit_protocol.log_files import is_compaction_batch
 from commit_protocol.naming import CLAIMS_DIR, INPROGRESS_DIR
 from commit_protocol.state import SinkState
 from commit_protocol.storage import FileInfo, Storage
+from commit_protocol.storage.concurrent import each
 
 
 def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig, *,
@@ -31,11 +32,9 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     deleted += delete_orphans(storage, state, expired_before=expired_before)
     deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
     failpoints.hit("cleanup.after_orphan_delete")
-    for claim in storage.list(CLAIMS_DIR):
-        if claim.mtime_ms < expired_before:
-            storage.delete(claim.path)
-            deleted.append(claim.path)
-    return deleted
+    claims = [c.path for c in storage.list(CLAIMS_DIR) if c.mtime_ms < expired_before]
+    each(storage, storage.delete, claims)
+    return deleted + claims
 
 
 def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
@@ -47,6 +46,5 @@ def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
 def delete_orphans(storage: Storage, state: SinkState, *, expired_before: int) -> list[str]:
     """Delete orphans last written before ``expired_before`` (a zombie may own younger ones)."""
     expired = [i.path for i in orphans(storage, state) if i.mtime_ms < expired_before]
-    for path in expired:
-        storage.delete(path)
+    each(storage, storage.delete, expired)
     return expired

@@ -26,11 +26,13 @@ import copy
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from commit_protocol import failpoints
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.log_files import (
+    COMPACT_SUFFIX,
     VERSION_LINE,
     batch_files,
     entries,
@@ -54,6 +56,7 @@ from commit_protocol.log_lines import (
 from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR, to_uri
 from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import Storage
+from commit_protocol.storage.concurrent import each
 
 
 def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:
@@ -71,6 +74,11 @@ def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | Non
     head = read_head(storage, f"{LOG_DIR}/{names[latest]}", latest)
     log = MetadataLog(storage, compact_interval=head.state.compact_interval, names=names)
     return log, latest, log.state_of(head)
+
+
+# A log file up to this size is kept in memory for its publish (an object store takes it in
+# one PUT instead of reading the intent back); a larger compaction streams to its intent.
+KEPT_BYTES = 8 << 20
 
 
 class _StateCache:
@@ -237,22 +245,29 @@ class MetadataLog:
               previous: SinkState | None, now_ms: int, retention_ms: int | None,
               intent: bool = True) -> bytes | None:
         """The log file of ``state.batch_id``: written as its intent (``intent``), and
-        returned when it is small enough to keep for :meth:`publish` (a delta); None for a
-        compaction, which only the intent holds.
+        returned for :meth:`publish`, unless it is a compaction larger than ``KEPT_BYTES``,
+        which only its intent holds (None).
 
         Its head holds what changed since ``previous`` (the committed state of the batch
         before; None for batch 0); a compaction batch adds the snapshot, and streams the
         previous compaction and the deltas since then into the new file, dropping entries
         older than ``retention_ms``: memory stays flat in the number of entries. A batch
         that renames nothing needs no intent (nothing happens between its decision and its
-        log file), except a compaction, which is streamed to its intent and published from it.
+        log file), except a compaction too large to keep, published from its intent.
         """
         batch_id = state.batch_id
         chunks = self._file_chunks(state, previous, new_entries, now_ms, retention_ms)
-        data = None if is_compaction_batch(batch_id, self.interval) else b"".join(chunks)
-        if intent or data is None:
-            self.storage.write_exclusive(self.intent_path(batch_id),
-                                         chunks if data is None else [data])
+        kept: list[bytes] = []
+        for chunk in chunks:  # a compaction beyond KEPT_BYTES is streamed, not kept
+            kept.append(chunk)
+            if len(kept) > 1 and is_compaction_batch(batch_id, self.interval) and \
+                    sum(map(len, kept)) > KEPT_BYTES:
+                self.storage.write_exclusive(self.intent_path(batch_id), chain(kept, chunks))
+                STATES.put(self.storage.root_uri, state)
+                return None
+        data = b"".join(kept)
+        if intent:
+            self.storage.write_exclusive(self.intent_path(batch_id), [data])
         STATES.put(self.storage.root_uri, state)
         return data
 
@@ -282,8 +297,14 @@ class MetadataLog:
         from every later listing.
         """
         self.batch_ids()
-        for path in self.listing_files(batch_id):
-            for offset, block in raw_blocks(self.storage, path):
+        paths = self.listing_files(batch_id)
+        # The deltas are small: on an object store they are fetched together, not one
+        # request after another (a local disk streams each in turn)
+        deltas = [p for p in paths if not p.endswith(COMPACT_SUFFIX)]
+        fetched = dict(zip(deltas, each(self.storage, self.storage.open_read, deltas),
+                           strict=True)) if self.storage.concurrency > 1 else {}
+        for path in paths:
+            for offset, block in raw_blocks(self.storage, path, fetched.pop(path, None)):
                 if is_state_line(block):
                     continue
                 if oldest is None and OWN_BLOCK.fullmatch(block):
@@ -336,12 +357,10 @@ class MetadataLog:
         if newest is None or newest < self.interval:
             return []
         keep_from = newest - self.interval
-        deleted = []
-        for batch_id, infos in batch_files(self.storage, LOG_DIR).items():
-            for info in infos:
-                if batch_id < keep_from and info.mtime_ms < now_ms - delay_ms:
-                    self.storage.delete(info.path)
-                    deleted.append(info.path)
+        deleted = [info.path for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
+                   for info in infos
+                   if batch_id < keep_from and info.mtime_ms < now_ms - delay_ms]
+        each(self.storage, self.storage.delete, deleted)
         return deleted
 
     def delete_old_intents(self, *, latest: int) -> list[str]:
@@ -349,10 +368,7 @@ class MetadataLog:
         before ``latest``: the newer ones stay, so that a commit repeated from stale reports
         (a driver that hung past its batch) fails to stage its intent again and changes
         nothing, while the intent directory, which every planning lists, stays short."""
-        deleted = []
-        for batch_id, infos in batch_files(self.storage, INTENT_DIR).items():
-            if batch_id <= latest - self.interval:
-                for info in infos:
-                    self.storage.delete(info.path)
-                    deleted.append(info.path)
+        deleted = [info.path for batch_id, infos in batch_files(self.storage, INTENT_DIR).items()
+                   for info in infos if batch_id <= latest - self.interval]
+        each(self.storage, self.storage.delete, deleted)
         return deleted

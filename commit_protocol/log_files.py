@@ -21,7 +21,7 @@ from commit_protocol.storage import FileInfo, Storage
 T = TypeVar("T")
 
 VERSION_LINE = "v1"
-_COMPACT = ".compact"
+COMPACT_SUFFIX = ".compact"
 _MAX_VERSION_LINE = 4096  # a garbage file without newlines is not read whole to say so
 
 
@@ -36,7 +36,8 @@ def is_compaction_batch(batch_id: int, interval: int) -> bool:
 
 def log_file_name(batch_id: int, interval: int) -> str:
     """``"9.compact"`` for a compaction batch, ``"12"`` otherwise (interval 10)."""
-    return f"{batch_id}{_COMPACT}" if is_compaction_batch(batch_id, interval) else str(batch_id)
+    compaction = is_compaction_batch(batch_id, interval)
+    return f"{batch_id}{COMPACT_SUFFIX}" if compaction else str(batch_id)
 
 
 def last_compaction_at_or_before(batch_id: int, interval: int) -> int | None:
@@ -57,7 +58,7 @@ def batch_id_of(name: str) -> int | None:
     >>> batch_id_of("19.compact"), batch_id_of("7"), batch_id_of(".7.tmp")
     (19, 7, None)
     """
-    stem = name[: -len(_COMPACT)] if name.endswith(_COMPACT) else name
+    stem = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
     return int(stem) if stem.isdigit() else None
 
 
@@ -105,10 +106,11 @@ def entries(storage: Storage, path: str) -> Iterator[tuple[int, dict[str, Any]]]
     for number, raw in raw_lines(storage, path):
         yield number, parse_line(path, number, raw)
 
-def open_checked(storage: Storage, path: str) -> BinaryIO:
-    """``path`` opened for reading after its version line, which is checked."""
+def open_checked(storage: Storage, path: str, opened: BinaryIO | None = None) -> BinaryIO:
+    """``path`` opened for reading (or ``opened``, its handle opened ahead) after its version
+    line, which is checked."""
     try:
-        handle = storage.open_read(path)
+        handle = storage.open_read(path) if opened is None else opened
     except FileNotFoundError as e:
         raise CorruptLogError(f"metadata log file {path} is missing (deleted while it was "
                               "read, or by hand)") from e
@@ -131,11 +133,12 @@ def raw_lines(storage: Storage, path: str) -> Iterator[tuple[int, bytes]]:
     with open_checked(storage, path) as handle:
         yield from enumerate(handle, start=2)
 
-def raw_blocks(storage: Storage, path: str) -> Iterator[tuple[int, bytes]]:
-    """``(offset, block)``: the entry lines of one log file in blocks of whole lines of
-    about ``CHUNK`` bytes (lines 2 and 3, the state entry and a compaction's snapshot, alone:
-    see :func:`is_state_line`), version line checked."""
-    with open_checked(storage, path) as handle:
+def raw_blocks(storage: Storage, path: str,
+               opened: BinaryIO | None = None) -> Iterator[tuple[int, bytes]]:
+    """``(offset, block)``: the entry lines of one log file (``opened`` ahead, or opened now)
+    in blocks of whole lines of about ``CHUNK`` bytes (lines 2 and 3, the state entry and a
+    compaction's snapshot, alone: see :func:`is_state_line`), version line checked."""
+    with open_checked(storage, path, opened) as handle:
         offset = handle.tell()
         for _ in range(2):
             if line := handle.readline():

@@ -180,11 +180,13 @@ def test_large_compaction_is_written_in_chunks_with_retention(log, tmp_path, mon
 
     monkeypatch.setattr(log.storage, "write_exclusive",
                         lambda path, chunks: original(path, counted(chunks)))
+    monkeypatch.setattr("commit_protocol.log.KEPT_BYTES", 100_000)  # no larger one is kept
     commit(log, 0, [f"old{i:05d}" for i in range(3000)], now_ms=1_000)
     commit(log, 1, [f"new{i:05d}" for i in range(3000)], now_ms=9_000)
     writes.clear()
-    log.stage(state(2), [file_entry(f"{log.storage.root_uri}/cur", 10, 10_000)],
-              previous=log.read_state(1), now_ms=10_000, retention_ms=5_000)
+    kept = log.stage(state(2), [file_entry(f"{log.storage.root_uri}/cur", 10, 10_000)],
+                     previous=log.read_state(1), now_ms=10_000, retention_ms=5_000)
+    assert kept is None  # streamed to the intent, published from it
     assert log.publish(2)
     assert 2 < len(writes) < 10  # about 1 MB each, not one write per line
     assert listed(log, 2) == sorted(["cur"] + [f"new{i:05d}" for i in range(3000)])
