@@ -151,6 +151,13 @@ class FailingProxy:
                 upstream.request(self.command, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
                 data = response.read()
+                upstream.close()
+                # Recorded before the client has its answer, so that a caller counting
+                # after its call returned finds it
+                sent = Sent(operation(self.command, self.path, self.headers.keys()),
+                            self.path, started, time.time())
+                with proxy.lock:
+                    proxy.requests.append(sent)
                 self.send_response(response.status)
                 # A HEAD has no body but reports the object's length: keep upstream's.
                 dropped = ("transfer-encoding", "connection") + (
@@ -163,11 +170,6 @@ class FailingProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                upstream.close()
-                sent = Sent(operation(self.command, self.path, self.headers.keys()),
-                            self.path, started, time.time())
-                with proxy.lock:
-                    proxy.requests.append(sent)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
