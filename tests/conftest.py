@@ -114,3 +114,39 @@ def seaweedfs_bucket(seaweedfs_endpoint) -> str:
     from tests.support.s3server import create_bucket
 
     return create_bucket(seaweedfs_endpoint, "rotsink-contract")
+
+
+class Shown:
+    """A test's figures (a crash loop's summary, files written): printed as they come when
+    output is not captured, and again at the end of the run from every test process (xdist's
+    workers' output is not shown)."""
+
+    def __init__(self, capsys, record_property) -> None:
+        self.capsys, self.record_property = capsys, record_property
+
+    def __call__(self, text: str) -> None:
+        with self.capsys.disabled():
+            print(text)
+        self.record_property("figures", text)
+
+    def live(self):
+        """Output shown as it comes, in this process (a crash loop's lives)."""
+        return self.capsys.disabled()
+
+
+@pytest.fixture
+def shown(capsys, record_property) -> Shown:
+    return Shown(capsys, record_property)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The figures the tests recorded (``shown``), after the run."""
+    recorded = [(report.nodeid, text) for key in ("passed", "failed")
+                for report in terminalreporter.stats.get(key, [])
+                if getattr(report, "when", "call") == "call"
+                for name, text in getattr(report, "user_properties", []) if name == "figures"]
+    if recorded:
+        terminalreporter.section("figures")
+        for nodeid, text in recorded:
+            terminalreporter.write_line(f"{nodeid}:\n{text.strip()}")
+

@@ -50,7 +50,7 @@ def writing(request, spark, tmp_path):
 
 
 def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing, pushdown,
-                                                                 capsys):
+                                                                 shown):
     import pyspark_rotsink
 
     out, query, fmt = writing
@@ -71,11 +71,10 @@ def test_reads_beside_rolls_compactions_and_clean_ups_never_fail(spark, writing,
     batches = query.lastProgress["batchId"] - first_batch
     log = {p.name for p in (out / "_spark_metadata").iterdir()
            if not p.name.startswith(".")}  # a log file being written: hidden until linked
-    with capsys.disabled():
-        print(f"\n{fmt}: {READS} reads per reader beside {batches} commits: 0 failed; last "
-              f"read {len(seen['rotsink'])} rows (rotsink), {len(seen['fast path'])} (fast "
-              f"path), {len(seen['pruned'])} (pruned), {len(seen['spark'])} finalized rows "
-              f"(Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
+    shown(f"\n{fmt}: {READS} reads per reader beside {batches} commits: 0 failed; last "
+          f"read {len(seen['rotsink'])} rows (rotsink), {len(seen['fast path'])} (fast "
+          f"path), {len(seen['pruned'])} (pruned), {len(seen['spark'])} finalized rows "
+          f"(Spark); log now {sorted(log, key=lambda n: int(n.split('.')[0]))}")
     # The reads overlapped with the protocol's moves: rolls, compactions and clean-ups.
     assert batches >= 6 and any(n.endswith(".compact") for n in log) and "0" not in log
     # Spark's last read came after rotsink's: finalized rows are among the committed ones

@@ -35,15 +35,14 @@ SEED = int(os.environ.get("ROTSINK_CRASH_SEED", "7"))
 S3_POINTS = ("task.mid_append", "driver.after_rename", "log.during_compaction")
 
 
-def run_loop(spark, loop: CrashLoop, capsys, *, random_kills: int, points) -> Outcome:
+def run_loop(spark, loop: CrashLoop, shown, *, random_kills: int, points) -> Outcome:
     started = time.monotonic()
-    with capsys.disabled():
+    with shown.live():
         print()
         loop.run(random_kills=random_kills, points=points)
     outcome = check_output(spark, loop)
     report = summary(loop, outcome, wall_s=time.monotonic() - started)
-    with capsys.disabled():
-        print(report)
+    shown(report)
     assert loop.tally.problems == [], report
     assert loop.tally.random_kills >= random_kills, report
     assert set(points) <= set(loop.tally.killed_at), report
@@ -58,10 +57,10 @@ def run_loop(spark, loop: CrashLoop, capsys, *, random_kills: int, points) -> Ou
 
 
 @pytest.mark.slow
-def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
+def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, shown):
     loop = CrashLoop(tmp_path, seed=SEED, schema_change=True)
     row_points = tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)  # Parquet's: below
-    outcome = run_loop(spark, loop, capsys, random_kills=KILLS, points=row_points)
+    outcome = run_loop(spark, loop, shown, random_kills=KILLS, points=row_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
 
@@ -70,7 +69,7 @@ def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, capsys):
     ("parquet", ("driver.after_rename", "task.after_append", "driver.schema_change")),
     ("orc", ()),  # the steps ORC shares with Parquet are killed in the Parquet loop
 ])
-def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
+def test_crash_loop_in_bulk_formats(spark, tmp_path, shown, fmt, extra_points):
     """Staged rows encoded at the roll: kills at every conversion step, in a task and on
     the driver, beside random kills. In Parquet the reader beside the lives reads through
     the fast path (``pyspark_rotsink.read`` on this session: Spark's Parquet reader for the
@@ -78,24 +77,24 @@ def test_crash_loop_in_bulk_formats(spark, tmp_path, capsys, fmt, extra_points):
     loop = bulk_loop(tmp_path, fmt, seed=SEED, schema_change=True)
     if fmt == "parquet":
         loop.fast_path_spark = spark
-    outcome = run_loop(spark, loop, capsys, random_kills=max(1, KILLS // (3 if extra_points
+    outcome = run_loop(spark, loop, shown, random_kills=max(1, KILLS // (3 if extra_points
                                                                            else 6)),
                        points=CONVERT_POINTS + extra_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
 
 @pytest.mark.slow
-def test_crash_loop_on_s3_with_encryption(spark, tmp_path, capsys, seaweedfs_endpoint):
+def test_crash_loop_on_s3_with_encryption(spark, tmp_path, shown, seaweedfs_endpoint):
     """On SeaweedFS, not moto: its requests run concurrently, as S3's do (moto's pass through
     one lock), so the tasks, the reader beside the lives and ``verify --repair`` really race
     on the store."""
     url, options = encrypted_s3_output(tmp_path, seaweedfs_endpoint)
     loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
-    run_loop(spark, loop, capsys, random_kills=max(1, KILLS // 10), points=S3_POINTS)
+    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10), points=S3_POINTS)
 
 
 @pytest.mark.slow
-def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, capsys):
+def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, shown):
     """A downstream query follows the output through the change feed and is killed with
     every life of the upstream driver (random and failpoint kills, including mid-commit):
     at the end it holds every upstream row exactly once."""
@@ -106,14 +105,13 @@ def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, capsys):
     # quick clean-up would (rightly) fail it, naming log.cleanupDelay
     loop = CrashLoop(tmp_path, seed=SEED, options={**SINK_OPTIONS, "log.cleanupDelay": "10m"})
     loop.follower = Follower(tmp_path, loop.out_url)
-    run_loop(spark, loop, capsys, random_kills=max(1, KILLS // 6),
+    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 6),
              points=("driver.after_stage", "driver.after_rename", "task.after_append"))
     assert loop.follower.finish() == 0
     seen = loop.follower.ids(spark)
     duplicated = sum(n - 1 for n in seen.values() if n > 1)
     lost = set(range(loop.rows_in)) - set(seen)
-    with capsys.disabled():
-        print(f"follower: killed {loop.follower.kills} times, {sum(seen.values())} rows, "
-              f"lost {len(lost)}, duplicated {duplicated}")
+    shown(f"follower: killed {loop.follower.kills} times, {sum(seen.values())} rows, "
+          f"lost {len(lost)}, duplicated {duplicated}")
     assert (len(lost), duplicated) == (0, 0)
     assert set(seen) == set(range(loop.rows_in))

@@ -37,17 +37,17 @@ KAFKA_FORMATS = ["parquet", "avro"] + (["jsonl"] if KILLS > 6 else [])
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", KAFKA_FORMATS)
-def test_kafka_to_rotsink_exactly_once_through_driver_kills(spark, tmp_path, capsys,
+def test_kafka_to_rotsink_exactly_once_through_driver_kills(spark, tmp_path, shown,
                                                             kafka_broker, fmt):
     points = CI_POINTS[fmt] if KILLS <= 6 else POINTS[fmt]
     topic = f"events-{fmt}"
     loop = kafka_loop(tmp_path, fmt, bootstrap=kafka_broker.bootstrap, seed=SEED,
                       produce=spark_producer(spark, kafka_broker.bootstrap, topic))
-    with capsys.disabled():
+    with shown.live():
         print()
         outcome, kafka, report = run(spark, loop, random_kills=max(1, KILLS // 6),
                                      points=points)
-        print(report)
+    shown(report)
     assert loop.tally.problems == [] and loop.reads.reads > 0, report
     assert loop.tally.random_kills >= 1 and loop.tally.driver_kills == len(points), report
     assert kafka.records == loop.produced and kafka.partitions == 3, report

@@ -78,7 +78,7 @@ def test_every_row_exactly_once_on_s3(spark, tmp_path, s3, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_files_span_micro_batches_on_s3(spark, tmp_path, s3, capsys, fmt):
+def test_files_span_micro_batches_on_s3(spark, tmp_path, s3, shown, fmt):
     """Row files append segments; staged Parquet rows too, encoded into one object at the
     roll."""
     fs, out, options = s3
@@ -86,9 +86,8 @@ def test_files_span_micro_batches_on_s3(spark, tmp_path, s3, capsys, fmt):
     run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", format=fmt,
                       **{"rotation.maxBatches": "5", "compression": "zstd", **options})
     finalized = [o for o in objects(fs, out) if o.startswith("part-")]
-    with capsys.disabled():
-        print(f"\n12 micro-batches on S3 ({fmt}): {len(finalized)} finalized objects; "
-              f"{len(objects(fs, out))} objects in all")
+    shown(f"\n12 micro-batches on S3 ({fmt}): {len(finalized)} finalized objects; "
+          f"{len(objects(fs, out))} objects in all")
     assert len(finalized) == 2  # rolled after batches 4 and 9; batches 10-11 in progress
     assert rotsink_ids(spark, out, **options) == list(range(60))
 

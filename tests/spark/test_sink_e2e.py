@@ -81,7 +81,7 @@ def test_max_batches_one_behaves_like_spark_file_sink(spark, tmp_path, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "avro", "parquet", "orc"])
-def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, capsys, fmt):
+def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, shown, fmt):
     batches = 50
     write_numbered_source(tmp_path / "in", files=batches, rows_per_file=4)
     out = tmp_path / "out"
@@ -89,9 +89,8 @@ def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, capsy
                               **{"rotation.maxBatches": "25"})
     assert query.lastProgress["batchId"] == batches - 1
     per_slot = Counter(p.name.split("-")[1] for p in finalized(out))
-    with capsys.disabled():
-        print(f"\n{fmt}: {batches} micro-batches: rotsink finalized {len(finalized(out))} "
-              f"files ({dict(per_slot)} per slot); Spark's file sink would write >= {batches}")
+    shown(f"\n{fmt}: {batches} micro-batches: rotsink finalized {len(finalized(out))} "
+          f"files ({dict(per_slot)} per slot); Spark's file sink would write >= {batches}")
     assert per_slot and max(per_slot.values()) <= 2
     assert rotsink_ids(spark, out) == list(range(batches * 4))
     finished = rotsink_ids(spark, out, includeInProgress="false")
