@@ -538,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         start = start_moto_server if args.s3 == "moto" else start_seaweedfs_server
         endpoint, stop_server = start()
         url, options = encrypted_s3_output(workdir, endpoint)
-        loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options)
+        loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options,
+                         schema_change=True)
     if args.bulk:
         loop = bulk_loop(workdir, args.bulk, seed=args.seed, schema_change=True)
     points = ALL_POINTS if args.bulk else tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)
