@@ -32,6 +32,29 @@ from commit_protocol.storage import Storage
 # that a file's fixed costs (schema, footer) do not dominate, a few ms of work.
 RATIO_SAMPLE_ROWS = 100_000
 
+# Arrow bytes of rows a task holds for its fresh staged files (with their staged bytes, not
+# yet written: about as many again), so that a file it also rolls is encoded from memory.
+KEPT_ROWS_BYTES = 16 << 20
+
+
+@dataclass
+class HeldRows:
+    """The rows a task's fresh staged files hold, against one budget for the task.
+
+    A file staged and rolled by one task (``rotation.maxBatches=1``, a record or size limit
+    reached within the batch) never needs its staged bytes: its rows are encoded from memory
+    and the staged file is never written, which on an object store saves its upload, and the
+    listing and download that read it back. A file whose rows outgrow the budget writes its
+    staged bytes and is read back at the roll, a batch at a time, as any staged file."""
+
+    used: int = 0
+
+    def take(self, nbytes: int) -> bool:
+        if self.used + nbytes > KEPT_ROWS_BYTES:
+            return False
+        self.used += nbytes
+        return True
+
 
 @dataclass
 class FinishedRatio:
@@ -66,13 +89,19 @@ class StagedPartFile(RowPartFile):
     """
 
     def __init__(self, storage: Storage, config: SinkConfig, *, estimate: RowSize,
-                 ratio: FinishedRatio, **kwargs: Any) -> None:
+                 ratio: FinishedRatio, held: HeldRows | None = None, **kwargs: Any) -> None:
         super().__init__(storage, config, estimate=estimate, **kwargs)
         self.config = config
         self.ratio = ratio
         self.final_temp: str | None = None
         self.final_size = 0
         self.check_rows = FORMATS[config.format].implementation().check_rows
+        # Every row of a file this task created, and its staged bytes not yet written, while
+        # ``held`` allows; None once it does not, or when the file has rows staged before
+        self.held = held
+        self.kept: list[pa.RecordBatch] | None = [] if held and self.start == 0 else None
+        self.kept_bytes = 0
+        self.pending: list[bytes] = []
 
     def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
         staging = FORMATS[config.format].staging
@@ -83,7 +112,40 @@ class StagedPartFile(RowPartFile):
         self.check_rows(rows)  # a staged, committed row must be encodable at the roll
         if not self.ratio.value and rows.num_rows:  # the limit needs it before the first add
             self.ratio.measure(rows.slice(0, RATIO_SAMPLE_ROWS), self.config)
-        return super().add(rows)
+        taken = super().add(rows)
+        if self.kept is not None and taken:
+            kept = rows.slice(0, taken)
+            if self.held is not None and self.held.take(kept.nbytes):
+                self.kept.append(kept)
+                self.kept_bytes += kept.nbytes
+            else:
+                self._let_go()
+                self._flush_pending()  # from now on, staged as it comes
+        return taken
+
+    def _write(self, data: bytes) -> None:
+        if self.kept is not None:
+            self.pending.append(data)  # written at release, or never if the task rolls it
+            return
+        self._flush_pending()
+        super()._write(data)
+
+    def _flush_pending(self) -> None:
+        data, self.pending = b"".join(self.pending), []
+        if data:
+            super()._write(data)
+
+    def _let_go(self) -> list[pa.RecordBatch] | None:
+        """Stop holding the file's rows; return them (None if they were not held)."""
+        kept, self.kept = self.kept, None
+        if self.held is not None:
+            self.held.used -= self.kept_bytes
+        self.kept_bytes = 0
+        return kept
+
+    def release(self) -> None:
+        self._flush_pending()  # the file stays in progress: its staged bytes are committed
+        super().release()
 
     def byte_limit(self) -> int:
         """``maxBytes`` of finished file as staged bytes (none until the ratio is known)."""
@@ -96,12 +158,17 @@ class StagedPartFile(RowPartFile):
 
     def roll(self) -> None:
         """Close the staged file and write its finished file (no FINAL record: the staged
-        bytes are never published)."""
+        bytes are never published). Rows the task holds are encoded from memory, and their
+        staged bytes never written."""
+        kept = self._let_go()
+        if kept is not None:
+            self.pending = []
         self.release()
         self.closed = True
         failpoints.hit("task.before_convert")
         self.final_temp, self.final_size = convert_staged(self.storage, self.temp, self.end,
-                                                          self.config, name=self.name)
+                                                          self.config, name=self.name,
+                                                          rows=kept)
         if self.end:
             self.ratio.value = max(self.final_size / self.end, 1e-3)
         failpoints.hit("task.after_convert")

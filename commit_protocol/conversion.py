@@ -15,7 +15,7 @@ choice and Parquet Modular Encryption of every Parquet file rotsink writes, or O
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -42,15 +42,19 @@ def staged_batches(storage: Storage, staged: str, length: int,
 
 
 def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfig, *,
-                   name: str) -> tuple[str, int]:
+                   name: str, rows: Iterable[pa.RecordBatch] | None = None) -> tuple[str, int]:
     """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
-    a fresh temp name; return that temp and its size."""
+    a fresh temp name; return that temp and its size.
+
+    ``rows``: the staged file's rows, when the caller still holds all of them (a file
+    staged and rolled by one task), so they are not read back (on an object store, a
+    listing and a download per file)."""
     temp = temp_name(name)
     # The slot's partition and directory only label a task's report, which this file never
     # makes: the caller reports the staged file it rolled.
     finished = FinishedPartFile(storage, config, partition=0, directory="", name=name,
                                 temp=temp, start=0, records=0, length_known=True)
-    for batch in staged_batches(storage, staged, length, config):
+    for batch in rows if rows is not None else staged_batches(storage, staged, length, config):
         finished.add(batch)
     finished.roll()
     return temp, finished.end

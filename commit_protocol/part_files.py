@@ -116,6 +116,7 @@ class RowPartFile(PartFile):
         self.estimate = estimate
         self._sealer: Sealer | None = None
         self._handle: BinaryIO | None = None
+        self.written = self.start  # bytes on storage: ``end``, unless a subclass holds some
 
     def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
         """The row format and codec of the file's bytes."""
@@ -173,16 +174,21 @@ class RowPartFile(PartFile):
         return self._sealer
 
     def append(self, data: bytes, rows: int) -> None:
+        self._write(data)
+        self.end += len(data)
+        self.records += rows
+        self.new_records += rows
+
+    def _write(self, data: bytes) -> None:
+        """Write ``data`` at the end of the bytes on storage (``written``)."""
         if self._handle is None:
             self._handle = self.storage.open_append(
-                self.temp, at=self.end if self.length_known else None)
+                self.temp, at=self.written if self.length_known else None)
         if failpoints.active():
             self._torn_write(data)
         else:
             self._handle.write(data)
-        self.end += len(data)
-        self.records += rows
-        self.new_records += rows
+        self.written += len(data)
 
     def _torn_write(self, data: bytes) -> None:
         """Tests only: write in two halves, so a failpoint can die between them as a crash

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from commit_protocol import failpoints
-from commit_protocol.bulk_files import FinishedRatio, StagedPartFile
+from commit_protocol.bulk_files import FinishedRatio, HeldRows, StagedPartFile
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.formats.arrow import coalesce
@@ -73,6 +73,7 @@ class TaskWriter:
         self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
         self.row_size = RowSize()
         self.ratio = FinishedRatio()
+        self.held = HeldRows()
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -84,12 +85,13 @@ class TaskWriter:
             for directory, rows in split_by_partition(batch, self.config.partition_by):
                 if rows.num_rows:
                     self._write_rows(directory, rows)
+        now_ms = int(time.time() * 1000)
+        if self.config.is_bulk:  # before the release, which writes what a roll need not
+            self._roll_due_staged_files(now_ms)
         # Closing a file on an object store writes its last segment: one request each,
         # sent together (storage.concurrent)
-        each(self.storage, lambda f: f.release(), list(self.open.values()))
+        each(self.storage, lambda f: f.release(), [f for f in self.open.values() if not f.closed])
         if self.config.is_bulk:
-            now_ms = int(time.time() * 1000)
-            self._roll_due_staged_files(now_ms)
             self._roll_idle_staged_files(now_ms)
         report = self._report(skipped=False)
         failpoints.hit("task.before_sync")
@@ -289,6 +291,7 @@ class TaskWriter:
         """A row file, or for a bulk format its staged file."""
         if self.config.is_bulk:
             return StagedPartFile(self.storage, self.config, estimate=self.row_size,
-                                  ratio=self.ratio, partition=self.partition, **kwargs)
+                                  ratio=self.ratio, held=self.held, partition=self.partition,
+                                  **kwargs)
         return RowPartFile(self.storage, self.config, estimate=self.row_size,
                            partition=self.partition, **kwargs)

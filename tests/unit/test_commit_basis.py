@@ -48,6 +48,10 @@ class Watched:
         self.opened.append(path)
         return self.inner.open_read(path)
 
+    def open_input(self, path, length):
+        self.opened.append(path)
+        return self.inner.open_input(path, length)
+
     def committer(self, cfg) -> Committer:
         return Committer(cast(Storage, self), cfg, SCHEMA_JSON)
 

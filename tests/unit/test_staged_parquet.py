@@ -119,3 +119,80 @@ def test_a_finished_file_has_full_row_groups_and_one_remainder(tmp_path):
     groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
     assert sum(groups) == 300_000 and len(groups) >= 3
     assert len(set(groups[:-1])) == 1 and groups[-1] <= groups[0], groups
+
+
+def roll_in_one_task(tmp_path, cfg, batch_id, batches) -> tuple[list[str], pa.Table]:
+    """Run a task on a storage that records the files it opens to read; commit its report;
+    return those files and the rows of the one file it finished."""
+    from typing import cast
+
+    from commit_protocol.storage import Storage
+    from commit_protocol.task_writer import TaskWriter
+    from tests.unit.test_commit_basis import Watched
+    from tests.unit.test_task_writer import plan_for, storage_of
+
+    watched = Watched(storage_of(cfg))
+    writer = TaskWriter(cast(Storage, watched), cfg, plan_for(tmp_path, cfg), batch_id=batch_id,
+                        partition=0, attempt=0, query_id="q")
+    report = writer.write(batches)
+    commit(tmp_path, cfg, batch_id, report)
+    (finished,) = [f for f in report.files if f.closed]
+    return watched.opened, read_finished(tmp_path / finished.name, cfg.format)
+
+
+@BULK
+def test_a_file_staged_and_rolled_in_one_task_is_encoded_from_its_rows(tmp_path, fmt):
+    """maxBatches=1: the task still holds every row it staged, so the roll does not read
+    the staged file back (a listing and a download per file on an object store)."""
+    cfg = bulk(tmp_path, fmt, max_batches=1)
+    opened, finished = roll_in_one_task(tmp_path, cfg, 0, [rows(0, 500), rows(500, 500)])
+    assert opened == []
+    assert not list((tmp_path / "_rotsink" / "inprogress").glob(".*inprogress"))  # never written
+    assert finished.column("id").to_pylist() == list(range(1000))
+    assert committed_ids(tmp_path, cfg) == list(range(1000))
+
+
+@BULK
+def test_a_file_staged_by_an_earlier_batch_is_read_back_at_its_roll(tmp_path, fmt):
+    cfg = bulk(tmp_path, fmt, max_batches=2)
+    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 300)]))
+    opened, finished = roll_in_one_task(tmp_path, cfg, 1, [rows(300, 200)])
+    assert any(path.endswith(".inprogress") for path in opened), opened
+    assert finished.column("id").to_pylist() == list(range(500))
+
+
+def test_rows_past_the_held_bound_are_read_back_at_the_roll(tmp_path, monkeypatch):
+    """The rows a task holds for its roll are bounded: past KEPT_ROWS_BYTES, the roll reads
+    the staged file back a batch at a time, and encodes the same rows."""
+    from commit_protocol import bulk_files
+
+    monkeypatch.setattr(bulk_files, "KEPT_ROWS_BYTES", 4_000)
+    cfg = parquet(tmp_path, max_batches=1)
+    opened, finished = roll_in_one_task(tmp_path, cfg, 0, [rows(i * 400, 400) for i in range(5)])
+    assert any(path.endswith(".inprogress") for path in opened), opened
+    assert finished.column("id").to_pylist() == list(range(2000))
+
+
+def test_a_file_given_back_under_max_open_files_writes_its_staged_rows(tmp_path):
+    """maxOpenFiles=1 and rows for two directories in turn: each file is given back and
+    taken again, its staged bytes written at each release; a file that stays in progress is
+    committed from its staged bytes, the rolled ones encode exactly their rows."""
+    import dataclasses
+
+    from commit_protocol.conversion import staged_batches
+    from tests.unit.test_task_writer import storage_of
+
+    cfg = dataclasses.replace(config(tmp_path, format="parquet", compression="zstd",
+                                     file_suffix=".parquet", partition_by=("g",),
+                                     rotation={"max_records": 250}), max_open_files=1)
+    batches = [rows(i * 100, 100, g=pa.array(["a" if i % 2 else "b"] * 100)) for i in range(8)]
+    report = run_task(tmp_path, cfg, 0, batches)
+    result = commit(tmp_path, cfg, 0, report)
+    finished = [read_finished(tmp_path / f.name, "parquet") for f in result.finalized]
+    open_files = [f for f in report.files if not f.closed]
+    assert len(finished) == 2 and len(open_files) == 2
+    assert all((tmp_path / f.temp).stat().st_size == f.end for f in open_files)
+    staged = [b for f in open_files
+              for b in staged_batches(storage_of(cfg), f.temp, f.end, cfg)]
+    ids = [i for t in finished + staged for i in t.column("id").to_pylist()]
+    assert sorted(ids) == list(range(800))
