@@ -14,7 +14,8 @@ are staged) and ``iter_file``/``read_file`` (:mod:`commit_protocol.reading`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -48,12 +49,19 @@ class HeldRows:
     staged bytes and is read back at the roll, a batch at a time, as any staged file."""
 
     used: int = 0
+    # a task's small rolls run together (storage.concurrent), each giving its rows back
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take(self, nbytes: int) -> bool:
-        if self.used + nbytes > KEPT_ROWS_BYTES:
-            return False
-        self.used += nbytes
-        return True
+        with self.lock:
+            if self.used + nbytes > KEPT_ROWS_BYTES:
+                return False
+            self.used += nbytes
+            return True
+
+    def give_back(self, nbytes: int) -> None:
+        with self.lock:
+            self.used -= nbytes
 
 
 @dataclass
@@ -139,7 +147,7 @@ class StagedPartFile(RowPartFile):
         """Stop holding the file's rows; return them (None if they were not held)."""
         kept, self.kept = self.kept, None
         if self.held is not None:
-            self.held.used -= self.kept_bytes
+            self.held.give_back(self.kept_bytes)
         self.kept_bytes = 0
         return kept
 

@@ -135,6 +135,7 @@ def roll_in_one_task(tmp_path, cfg, batch_id, batches) -> tuple[list[str], pa.Ta
     writer = TaskWriter(cast(Storage, watched), cfg, plan_for(tmp_path, cfg), batch_id=batch_id,
                         partition=0, attempt=0, query_id="q")
     report = writer.write(batches)
+    assert writer.held.used == 0  # every file rolled: the rows it held are given back
     commit(tmp_path, cfg, batch_id, report)
     (finished,) = [f for f in report.files if f.closed]
     return watched.opened, read_finished(tmp_path / finished.name, cfg.format)
