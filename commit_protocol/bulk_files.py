@@ -97,7 +97,7 @@ class StagedPartFile(RowPartFile):
     """
 
     def __init__(self, storage: Storage, config: SinkConfig, *, estimate: RowSize,
-                 ratio: FinishedRatio, held: HeldRows | None = None, **kwargs: Any) -> None:
+                 ratio: FinishedRatio, held: HeldRows, **kwargs: Any) -> None:
         super().__init__(storage, config, estimate=estimate, **kwargs)
         self.config = config
         self.ratio = ratio
@@ -107,7 +107,7 @@ class StagedPartFile(RowPartFile):
         # Every row of a file this task created, and its staged bytes not yet written, while
         # ``held`` allows; None once it does not, or when the file has rows staged before
         self.held = held
-        self.kept: list[pa.RecordBatch] | None = [] if held and self.start == 0 else None
+        self.kept: list[pa.RecordBatch] | None = [] if self.start == 0 else None
         self.kept_bytes = 0
         self.pending: list[bytes] = []
 
@@ -123,7 +123,7 @@ class StagedPartFile(RowPartFile):
         taken = super().add(rows)
         if self.kept is not None and taken:
             kept = rows.slice(0, taken)
-            if self.held is not None and self.held.take(kept.nbytes):
+            if self.held.take(kept.nbytes):
                 self.kept.append(kept)
                 self.kept_bytes += kept.nbytes
             else:
@@ -146,8 +146,7 @@ class StagedPartFile(RowPartFile):
     def _let_go(self) -> list[pa.RecordBatch] | None:
         """Stop holding the file's rows; return them (None if they were not held)."""
         kept, self.kept = self.kept, None
-        if self.held is not None:
-            self.held.give_back(self.kept_bytes)
+        self.held.give_back(self.kept_bytes)
         self.kept_bytes = 0
         return kept
 

@@ -258,10 +258,12 @@ class MetadataLog:
         batch_id = state.batch_id
         chunks = self._file_chunks(state, previous, new_entries, now_ms, retention_ms)
         kept: list[bytes] = []
+        size = 0
+        compaction = is_compaction_batch(batch_id, self.interval)
         for chunk in chunks:  # a compaction beyond KEPT_BYTES is streamed, not kept
             kept.append(chunk)
-            if len(kept) > 1 and is_compaction_batch(batch_id, self.interval) and \
-                    sum(map(len, kept)) > KEPT_BYTES:
+            size += len(chunk)
+            if compaction and len(kept) > 1 and size > KEPT_BYTES:
                 self.storage.write_exclusive(self.intent_path(batch_id), chain(kept, chunks))
                 STATES.put(self.storage.root_uri, state)
                 return None
