@@ -43,11 +43,7 @@ from commit_protocol.log_files import batch_names, is_compaction_batch
 from commit_protocol.log_lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import PlanBasis, TaskReport
-from commit_protocol.naming import (
-    INPROGRESS_DIR,
-    INTENT_DIR,
-    to_uri,
-)
+from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR
 from commit_protocol.partition_markers import complete_partitions
 from commit_protocol.plan import WritePlan
 from commit_protocol.publishing import publish_all
@@ -55,6 +51,7 @@ from commit_protocol.schema_evolution import evolved, retires_in_progress, schem
 from commit_protocol.state import Publish, SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
+from commit_protocol.uris import to_uri
 
 # Operators' view: one INFO line per committed batch, WARNING when the protocol repairs or
 # defends something (a commit finished by a later driver, a zombie fenced). Never key bytes:

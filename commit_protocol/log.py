@@ -51,12 +51,12 @@ from commit_protocol.log_lines import (
     dumps,
     joined,
     kept_lines,
-    with_s3a_paths,
 )
-from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR, to_uri
+from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR
 from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
+from commit_protocol.uris import EntryPaths, to_uri
 
 
 def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:
@@ -300,6 +300,7 @@ class MetadataLog:
         """
         self.batch_ids()
         paths = self.listing_files(batch_id)
+        entry_paths = EntryPaths(self.storage.root_uri)
         # The deltas are small: on an object store they are fetched together, not one
         # request after another (a local disk streams each in turn)
         deltas = [p for p in paths if not p.endswith(COMPACT_SUFFIX)]
@@ -310,13 +311,13 @@ class MetadataLog:
                 if is_state_line(block):
                     continue
                 if oldest is None and OWN_BLOCK.fullmatch(block):
-                    yield with_s3a_paths(block)
+                    yield entry_paths.canonical_lines(block)
                     continue
                 try:
-                    yield from kept_lines(path, 0, block, oldest)
+                    yield from kept_lines(path, 0, block, oldest, entry_paths)
                 except CorruptLogError:  # name its line: count the lines before the block
                     first = self.storage.read(path, 0, offset).count(b"\n") + 1
-                    for _ in kept_lines(path, first, block, oldest):
+                    for _ in kept_lines(path, first, block, oldest, entry_paths):
                         pass
                     raise
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from commit_protocol.errors import CorruptLogError
-from commit_protocol.naming import log_root
+from commit_protocol.uris import EntryPaths
 
 BLOCK_SIZE = 33554432  # what Hadoop's local filesystem reports; Spark ignores it for reading
 CHUNK = 1 << 20  # log bytes handed to storage per write: flat memory, few calls
@@ -39,22 +39,6 @@ def _entry_pattern(group: bytes) -> bytes:
 OWN_ENTRY = re.compile(_entry_pattern(b"("))
 OWN_BLOCK = re.compile(b"(?:" + _entry_pattern(b"(?:") + b")*")  # checked in one match
 
-# What earlier versions wrote for the files of an S3 output: Spark's readers open no s3:// URI
-# (naming.log_root), so a compaction renames them s3a:// as it copies them.
-_S3_ENTRY, _S3A_ENTRY = b'{"path":"s3://', b'{"path":"s3a://'
-
-
-def with_s3a_paths(lines: bytes) -> bytes:
-    """The sink's own entry lines with ``s3://`` paths renamed ``s3a://``. Exact: an own line
-    starts with ``{"path":"`` and a path holds no unescaped quote, so the pattern occurs
-    nowhere else.
-
-    >>> with_s3a_paths(b'{"path":"s3://b/out/part-0","size":1}\\n')
-    b'{"path":"s3a://b/out/part-0","size":1}\\n'
-    """
-    return lines.replace(_S3_ENTRY, _S3A_ENTRY) if _S3_ENTRY in lines else lines
-
-
 def file_entry(uri: str, size: int, mtime_ms: int) -> dict[str, Any]:
     """A finalized file as Spark's ``SinkFileStatus`` (all seven fields, ``action: add``)."""
     return {"path": uri, "size": size, "isDir": False, "modificationTime": mtime_ms,
@@ -79,22 +63,24 @@ def joined(lines: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(chunk)
 
 
-def kept_lines(path: str, first: int, block: bytes, oldest: int | None) -> Iterator[bytes]:
+def kept_lines(path: str, first: int, block: bytes, oldest: int | None,
+               paths: EntryPaths) -> Iterator[bytes]:
     """The finalized entries of ``block`` modified at ``oldest`` or later, as compaction
-    writes them: own lines as they are (but S3 paths as ``s3a://``), others parsed and
-    rewritten. Errors name line ``first`` + i for the block's i-th line."""
+    writes them: own lines as they are (but an earlier version's paths as this one writes
+    them, :meth:`EntryPaths.canonical_lines`), others parsed and rewritten. Errors name line
+    ``first`` + i for the block's i-th line."""
     lines = [line + b"\n" for line in block.split(b"\n")]
     lines[-1] = lines[-1][:-1]  # what followed the last newline: b"", or a cut last line
     for number, raw in enumerate(filter(None, lines), start=first):
         own = OWN_ENTRY.fullmatch(raw)
         if own is not None:
             if oldest is None or int(own[3]) >= oldest:
-                yield with_s3a_paths(raw)
+                yield paths.canonical_lines(raw)
             continue
         entry = parse_entry(path, number, raw)
         if not entry.get("isDir") and (
                 oldest is None or entry.get("modificationTime", oldest) >= oldest):
-            yield dumps({**entry, "path": log_root(entry["path"])})
+            yield dumps({**entry, "path": paths.canonical(entry["path"])})
 
 
 def parse_line(path: str, number: int, raw: bytes) -> dict[str, Any]:

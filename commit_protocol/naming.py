@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 STATE_DIR = "_rotsink"
@@ -115,51 +115,3 @@ def success_marker(directory: str) -> str:
     ('day=2024-01-01/_SUCCESS', '_SUCCESS')
     """
     return f"{directory}/{SUCCESS}" if directory else SUCCESS
-
-
-# Hadoop, and so Spark's readers, know S3 only as s3a:// (open-source Hadoop has no s3://
-# filesystem; Spark's MetadataLogFileIndex opens each log entry's URI as written). The log
-# therefore names the files of an S3 output s3a:// whichever of the two schemes the output was
-# given with; rotsink's readers accept both (earlier versions of rotsink wrote s3:// entries).
-_S3_SCHEMES = ("s3", "s3a")
-
-
-def log_root(root_uri: str) -> str:
-    """The output's root URI as the log names it: ``s3a://`` for S3 (``s3://`` or
-    ``s3a://``), any other URI as it is.
-
-    >>> log_root("s3://bucket/out"), log_root("S3A://bucket/out"), log_root("file:///out")
-    ('s3a://bucket/out', 's3a://bucket/out', 'file:///out')
-    """
-    scheme, separator, rest = root_uri.partition("://")
-    if separator and scheme.lower() in _S3_SCHEMES:
-        return f"s3a://{rest}"
-    return root_uri
-
-
-def to_uri(root_uri: str, relative: str) -> str:
-    """URI of ``relative`` under ``root_uri`` as Spark's log stores it (percent-encoded, S3 as
-    ``s3a://``: see :func:`log_root`).
-
-    >>> to_uri("file:///out", "k=a%2Fb/part-0.jsonl")
-    'file:///out/k=a%252Fb/part-0.jsonl'
-    >>> to_uri("s3://bucket/out", "part-0.jsonl")
-    's3a://bucket/out/part-0.jsonl'
-    """
-    return f"{log_root(root_uri).rstrip('/')}/{quote(relative, safe='/=:@!$&()*+,;-._~')}"
-
-
-def from_uri(root_uri: str, uri: str) -> str:
-    """Relative path of a log entry's URI under ``root_uri`` (inverse of :func:`to_uri`); an
-    S3 entry may name the output ``s3://`` or ``s3a://``, whichever ``root_uri`` uses.
-
-    >>> from_uri("s3://bucket/out", "s3a://bucket/out/part-0.jsonl")
-    'part-0.jsonl'
-    >>> from_uri("s3a://bucket/out", "s3://bucket/out/k=a%252Fb/part-0.jsonl")
-    'k=a%2Fb/part-0.jsonl'
-    """
-    prefix = log_root(root_uri).rstrip("/") + "/"
-    entry = log_root(uri)
-    if not entry.startswith(prefix):
-        raise ValueError(f"log entry {uri!r} is not under the output path {root_uri!r}")
-    return unquote(entry[len(prefix):])

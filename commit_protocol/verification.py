@@ -36,7 +36,6 @@ from commit_protocol.naming import (
     INPROGRESS_DIR,
     INTENT_DIR,
     LOG_DIR,
-    from_uri,
     success_marker,
 )
 from commit_protocol.reading import (
@@ -44,6 +43,7 @@ from commit_protocol.reading import (
 )
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
+from commit_protocol.uris import from_uri
 
 
 @dataclass(frozen=True)

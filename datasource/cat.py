@@ -19,10 +19,11 @@ import pyarrow as pa
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
-from commit_protocol.naming import LOG_DIR, from_uri
+from commit_protocol.naming import LOG_DIR
 from commit_protocol.reading import CommittedFile, open_committed, open_plaintext
 from commit_protocol.reading.bulk import finished_batches, staged_stream
 from commit_protocol.storage import LocalStorage
+from commit_protocol.uris import from_uri
 
 CHUNK_BYTES = 1 << 20
 

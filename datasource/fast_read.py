@@ -29,12 +29,12 @@ from typing import Any
 from commit_protocol.errors import OptionError, RotsinkError
 from commit_protocol.log import MetadataLog, open_committed
 from commit_protocol.log_files import log_file_names
-from commit_protocol.naming import log_root
 from commit_protocol.reading import committed_files, in_progress_files
 from commit_protocol.reading.splits import OPEN_COST_BYTES
 from commit_protocol.schema_evolution import recorded, same_columns
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
+from commit_protocol.uris import log_root
 from datasource.options import (
     AS_OF_BATCH,
     FEED_OPTIONS,

@@ -25,7 +25,6 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import CorruptLogError, EncryptionKeyError, OptionError, RotsinkError
 from commit_protocol.formats.arrow import coalesce
 from commit_protocol.log import MetadataLog
-from commit_protocol.naming import from_uri
 from commit_protocol.reading import (
     NO_FILTERS,
     FileSplit,
@@ -43,6 +42,7 @@ from commit_protocol.reading.predicates import passes
 from commit_protocol.reading.splits import MAX_PARTITION_BYTES, MIN_PARTITIONS, OPEN_COST_BYTES
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
+from commit_protocol.uris import from_uri
 from datasource.options import (
     AS_OF_BATCH,
     FEED_OPTIONS,

@@ -9,8 +9,8 @@ from typing import Protocol
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
-from commit_protocol.naming import from_uri
 from commit_protocol.state import SinkState
+from commit_protocol.uris import from_uri
 
 
 class Layout(Protocol):

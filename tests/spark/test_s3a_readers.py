@@ -79,22 +79,27 @@ def as_written_before_s3a(fs, url: str) -> int:
 
 
 @BOTH
-@pytest.mark.parametrize("scheme, fmt, partition_by", [
-    ("s3", "jsonl", "grp"),   # JSON lines in grp=... directories, the output given as s3://
-    ("s3a", "parquet", ""),   # Parquet (encoded at each roll), the output given as s3a://
+@pytest.mark.parametrize("scheme, fmt, partition_by, name", [
+    ("s3", "jsonl", "grp", "out"),  # JSON lines in grp=... directories, given as s3://
+    ("s3a", "parquet", "", "out"),  # Parquet (encoded at each roll), given as s3a://
+    # a space, a literal %20, '#' and non-ASCII: the log quotes them as Spark's sink does
+    ("s3", "parquet", "grp", "a b %20 #1 é"),
 ])
 def test_spark_reads_exactly_the_finalized_rows(spark, tmp_path, s3_server, scheme, fmt,
-                                                partition_by):
+                                                partition_by, name):
+    from commit_protocol.uris import uri_path
+
     bucket = new_bucket(spark, s3_server)
     write_numbered_source(tmp_path / "in", files=3, rows_per_file=50)  # 3 micro-batches
-    written = f"{scheme}://{bucket}/out"
+    written = f"{scheme}://{bucket}/{name}"
     partitions = {"partitionBy": partition_by} if partition_by else {}
     run_to_completion(spark, tmp_path / "in", cast(Path, written),  # a URL does as well
                       tmp_path / "ck", format=fmt,
                       **{"rotation.maxRecords": "40", **partitions, **s3_server.options})
-    assert all(p.startswith(f"s3a://{bucket}/out/") for p in logged_paths(written, s3_server))
+    assert all(p.startswith(f"s3a://{bucket}{uri_path('/' + name)}/")
+               for p in logged_paths(written, s3_server))
     read = getattr(spark.read, "parquet" if fmt == "parquet" else "json")
-    by_spark = read(f"s3a://{bucket}/out")
+    by_spark = read(f"s3a://{bucket}/{name}")
     spark_rows = Counter((r.id, r.grp) for r in by_spark.select("id", "grp").collect())
     finalized = rotsink_rows(spark, written, s3_server, includeInProgress="false")
     everything = rotsink_rows(spark, written, s3_server)
@@ -145,12 +150,14 @@ def test_compaction_renames_s3_entries_however_they_are_spelled():
     """The sink's own lines are renamed as bytes, other lines (a hand edit's spacing) after
     parsing; other schemes stay as they are."""
     from commit_protocol.log_lines import kept_lines
+    from commit_protocol.uris import EntryPaths
 
     block = (b'{"path":"s3://b/out/a","size":1,"isDir":false,"modificationTime":5,'
              b'"blockReplication":1,"blockSize":33554432,"action":"add"}\n'
              b'{"path": "s3://b/out/b", "size": 2, "isDir": false, "action": "add"}\n'
              b'{"path":"s3a://b/out/c","size":3,"isDir":false,"action":"add"}\n'
              b'{"path":"file:///s3://d","size":4,"isDir":false,"action":"add"}\n')
-    lines = b"".join(kept_lines("_spark_metadata/4", 1, block, None)).splitlines()
+    lines = b"".join(kept_lines("_spark_metadata/4", 1, block, None,
+                                   EntryPaths("s3://b/out"))).splitlines()
     assert [json.loads(line)["path"] for line in lines] == [
         "s3a://b/out/a", "s3a://b/out/b", "s3a://b/out/c", "file:///s3://d"]
