@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
@@ -80,12 +80,16 @@ class Committer:
         self.log = MetadataLog(storage, compact_interval=config.compact_interval)
 
     # -- recovery ------------------------------------------------------------------------
-    def recover(self) -> int | None:
-        """Finish any decided-but-unpublished commit; return the latest committed batch id."""
+    def recover(self, *, only: Collection[int] | None = None) -> int | None:
+        """Finish any decided-but-unpublished commit (``only`` these batches': ``rotsink
+        verify --repair`` finishes those whose driver is gone); return the latest committed
+        batch id."""
         ids, intents = each(self.storage, lambda list_names: list_names(), [
             self.log.batch_ids, lambda: sorted(batch_names(self.storage, INTENT_DIR))])
         latest = ids[-1] if ids else None
         for batch_id in intents:
+            if only is not None and batch_id not in only:
+                continue
             if latest is None or batch_id == latest + 1:  # older ones were published
                 logger.warning("batch %d: finishing the commit an earlier driver decided but did "
                              "not publish (roll forward from its intent)", batch_id)

@@ -4,13 +4,15 @@ Runs anywhere, without Spark (the CLI, a test, a crash harness): it reads the lo
 output tree and, when asked, decodes the committed bytes of every file. Each problem is one
 line that names the file or batch and says what was expected and what was found. With
 ``repair=True`` it first rolls forward the commits a driver decided (staged as intents) but
-did not publish, exactly as the next plan or commit of the query would.
+did not publish, exactly as the next plan or commit of the query would; a commit still in
+flight (a live driver's) is waited for, never reported or rolled forward
+(:mod:`commit_protocol.in_flight`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from commit_protocol.committer import Committer
@@ -24,23 +26,11 @@ from commit_protocol.file_checks import (
     unlisted_visible,
 )
 from commit_protocol.housekeeping import orphans
+from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent, pending_intents, settle
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import (
-    batch_id_of,
-    batch_names,
-    last_compaction_at_or_before,
-    log_file_name,
-    log_file_names,
-)
-from commit_protocol.naming import (
-    INPROGRESS_DIR,
-    INTENT_DIR,
-    LOG_DIR,
-    success_marker,
-)
-from commit_protocol.reading import (
-    open_committed,
-)
+from commit_protocol.log_files import batch_names, last_compaction_at_or_before, log_file_name
+from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR, LOG_DIR, success_marker
+from commit_protocol.reading import open_committed
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.uris import from_uri
@@ -70,7 +60,9 @@ class Verification:
 
 
 def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
-                  deep: bool = False, repair: bool = False) -> Verification:
+                  deep: bool = False, repair: bool = False,
+                  commit_timeout_s: float = COMMIT_TIMEOUT_S,
+                  on_wait: Callable[[PendingIntent], None] | None = None) -> Verification:
     """Check an output path against its metadata log.
 
     Parameters
@@ -82,7 +74,12 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     deep
         Read and decode every committed byte (decompress; decrypt, which needs ``ring``).
     repair
-        First roll forward decided-but-unpublished commits.
+        First roll forward decided-but-unpublished commits whose driver is gone.
+    commit_timeout_s
+        How long a commit may stay decided but unpublished before its driver counts as
+        dead (:mod:`commit_protocol.in_flight`); 0 when the caller knows it is.
+    on_wait
+        Told about each commit in flight that the check waits for.
 
     Returns
     -------
@@ -93,26 +90,39 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     running query, or a killed driver's commit worker that outlives it for a moment) can move
     a file the check then misses. Problems count only if the names in the log, intent and
     in-progress directories did not change during the check; otherwise the check runs again
-    on the newer state (up to ``_ATTEMPTS`` times).
+    on the newer state (up to ``_ATTEMPTS`` times). A check that finds a commit in flight
+    waits until it is published or stalls, then looks again.
     """
     problems: list[str] = []
-    repaired = _repair(storage, problems) if repair else []
-    for attempt in range(_ATTEMPTS):
+    repaired = _repair(storage, problems, commit_timeout_s, on_wait) if repair else []
+    changed = 0
+    for _ in range(_LOOKS):
         before = _commit_traces(storage)
-        found = _check(storage, ring=ring, deep=deep, repaired=repaired)
+        found, in_flight = _check(storage, ring=ring, deep=deep, repaired=repaired,
+                                  timeout_s=commit_timeout_s)
+        if in_flight:  # a live commit, or a driver dead a moment ago: the second look says
+            settle(storage, timeout_s=commit_timeout_s, on_wait=on_wait)
+            continue
         if found.ok or _commit_traces(storage) == before:
             break
-        time.sleep(_BACKOFF_S * (attempt + 1))
-    else:
+        changed += 1
+        if changed == _ATTEMPTS:
+            found = replace(found, problems=[*found.problems, (
+                f"{storage.root_uri}: the log or the in-progress files changed during each of "
+                f"{_ATTEMPTS} checks (a query is writing): problems above may be moves by its "
+                "commits; verify again")])
+            break
+        time.sleep(_BACKOFF_S * changed)
+    else:  # every look found another commit in flight
         found = replace(found, problems=[*found.problems, (
-            f"{storage.root_uri}: the log or the in-progress files changed during each of "
-            f"{_ATTEMPTS} checks (a query is writing): problems above may be moves by its "
-            "commits; verify again")])
+            f"{storage.root_uri}: each of {_LOOKS} checks found a commit in flight (a query "
+            "is writing): verify again")])
     return replace(found, problems=problems + found.problems)
 
 
 _ATTEMPTS = 5
 _BACKOFF_S = 0.2
+_LOOKS = 50  # checks in all, the second looks after commits in flight included
 
 
 def _commit_traces(storage: Storage) -> frozenset[str]:
@@ -124,22 +134,23 @@ def _commit_traces(storage: Storage) -> frozenset[str]:
 
 
 def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
-           repaired: list[int]) -> Verification:
-    """One check of storage against the latest committed state."""
+           repaired: list[int], timeout_s: float) -> tuple[Verification, list[int]]:
+    """One check of storage against the latest committed state; and the batches found in
+    flight (their renames explained, not problems)."""
     problems: list[str] = []
     names = _log_names(storage)
     problems += _duplicate_log_files(names)
     latest = max(names, default=None)
-    pending, explained, moved = _pending(storage, latest, problems)
+    pending, in_flight, explained, moved = _pending(storage, latest, problems, timeout_s)
     if latest is None:
-        if not pending:
+        if not pending and not in_flight:
             problems.append(f"{storage.root_uri}: no committed batch in {LOG_DIR}")
-        return Verification(None, problems, 0, 0, [], [], pending, repaired, 0)
+        return Verification(None, problems, 0, 0, [], [], pending, repaired, 0), in_flight
     try:
         state = _committed_state(storage)
     except CorruptLogError as e:
         problems.append(str(e))  # without the latest state nothing else can be checked
-        return Verification(latest, problems, 0, 0, [], [], pending, repaired, 0)
+        return Verification(latest, problems, 0, 0, [], [], pending, repaired, 0), in_flight
     listed = _listed_files(storage, state, latest, names, problems)
     finalized = check_finalized(storage, listed, problems)
     in_progress, prefixes = check_in_progress(storage, state, problems, moved=moved)
@@ -152,7 +163,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
         authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)
     return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
                         [i.path for i in orphans(storage, state)], pending, repaired,
-                        authenticated)
+                        authenticated), in_flight
 
 
 # -- the log ---------------------------------------------------------------------------------
@@ -211,32 +222,31 @@ def _listed_files(storage: Storage, state: SinkState, latest: int,
     return listed
 
 
-def _pending(storage: Storage, latest: int | None,
-             problems: list[str]) -> tuple[list[int], set[str], frozenset[str]]:
-    """Batch ids staged as intents past ``latest``, the final names their commits publish
-    and the temp files those are renamed from.
+def _pending(storage: Storage, latest: int | None, problems: list[str], timeout_s: float
+             ) -> tuple[list[int], list[int], set[str], frozenset[str]]:
+    """Batch ids staged as intents past ``latest``: stalled (each a problem) and in flight;
+    the final names their commits publish and the temp files those are renamed from.
 
     Intents at or below ``latest`` belong to finished commits: kept for a while (clean-up
     deletes them), harmless.
     """
-    pending, explained, moved = [], set(), set()
-    for info in sorted(storage.list(INTENT_DIR), key=lambda i: i.path):
-        name = info.path.rsplit("/", 1)[-1]
-        batch_id = batch_id_of(name)
-        if batch_id is None or (latest is not None and batch_id <= latest):
-            continue
-        pending.append(batch_id)
-        problems.append(f"{info.path}: batch {batch_id} was decided but not published (the "
-                        "driver died during its commit): restart the query or run "
-                        "`rotsink verify --repair`")
+    stalled, in_flight, explained, moved = [], [], set(), set()
+    for intent in pending_intents(storage, latest):
+        if intent.in_flight(timeout_s):
+            in_flight.append(intent.batch_id)
+        else:
+            stalled.append(intent.batch_id)
+            problems.append(intent.stalled_problem())
         try:
-            state = _intent_state(storage, name, batch_id)
+            state = _intent_state(storage, intent.name, intent.batch_id)
         except CorruptLogError as e:
             problems.append(str(e))
             continue
+        except FileNotFoundError:  # published and cleaned up since it was listed
+            continue
         explained |= {publish.name for publish in state.publish}
         moved |= {publish.temp for publish in state.publish}
-    return sorted(pending), explained, frozenset(moved)
+    return stalled, in_flight, explained, frozenset(moved)
 
 
 def _intent_state(storage: Storage, name: str, batch_id: int) -> SinkState:
@@ -254,20 +264,20 @@ def _naming_interval(name: str, batch_id: int) -> int:
     return batch_id + 1 if name.endswith(".compact") else batch_id + 2
 
 
-def _repair(storage: Storage, problems: list[str]) -> list[int]:
-    """Roll pending intents forward as the query's next commit would; the ids it published."""
-    intents = {batch_id: name for info in storage.list(INTENT_DIR)
-               if (batch_id := batch_id_of(name := info.path.rsplit("/", 1)[-1])) is not None}
-    if not intents:
+def _repair(storage: Storage, problems: list[str], timeout_s: float,
+            on_wait: Callable[[PendingIntent], None] | None) -> list[int]:
+    """Roll stalled intents forward as the query's next commit would; the ids it published.
+    Commits in flight are waited for, never finished here: their driver is alive. Should it
+    wake after all, both finish the same intent, which every step allows."""
+    stalled = settle(storage, timeout_s=timeout_s, on_wait=on_wait)
+    if not stalled:
         return []
-    before = max(log_file_names(storage), default=None)
-    pending = sorted(b for b in intents if before is None or b > before)
     try:
-        state = (_intent_state(storage, intents[pending[0]], pending[0]) if pending
-                 else _committed_state(storage))
+        state = _intent_state(storage, stalled[0].name, stalled[0].batch_id)
         config = SinkConfig(path=storage.root_uri, compact_interval=state.compact_interval)
-        after = Committer(storage, config, state.schema_json).recover()
+        after = Committer(storage, config, state.schema_json).recover(
+            only={intent.batch_id for intent in stalled})
     except (RotsinkError, OSError) as e:  # e.g. a renamed file is gone: report, never guess
         problems.append(f"{storage.root_uri}: cannot repair ({type(e).__name__}: {e})")
         return []
-    return [b for b in pending if after is not None and b <= after]
+    return [i.batch_id for i in stalled if after is not None and i.batch_id <= after]

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from commit_protocol.errors import RotsinkError
+from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--repair", action="store_true",
                         help="first roll forward commits a dead driver decided but did not "
                              "publish, as a restart of the query would")
+    verify.add_argument("--commit-timeout", type=float, default=COMMIT_TIMEOUT_S,
+                        metavar="SECONDS",
+                        help="how long a commit may stay decided but unpublished before its "
+                             "driver counts as dead; a younger one is in flight and waited "
+                             f"for (default {COMMIT_TIMEOUT_S:.0f}; 0 when the query is "
+                             "known to be stopped)")
     cat = commands.add_parser("cat", help="print one part file's committed content, "
                                           "decrypted and decompressed")
     cat.add_argument("file")
@@ -51,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "cat":
             return _cat(args.file, args.key)
         return _verify(args.path, _fs_options(args.fs), keys=args.key, deep=args.deep,
-                       repair=args.repair)
+                       repair=args.repair, commit_timeout_s=args.commit_timeout)
     except RotsinkError as e:
         print(f"rotsink: {e}", file=sys.stderr)
         return 2
@@ -75,9 +82,13 @@ def _fs_options(items: list[str]) -> dict[str, str]:
 def _inspect(path: str, fs_options: dict[str, str]) -> int:
     from datasource.inspect import batch_summaries, partitions, schema_lines
 
+    summaries = batch_summaries(path, fs_options)
+    if not summaries:
+        print(f"rotsink: {path}: {_NOTHING_COMMITTED}", file=sys.stderr)
+        return 1
     for line in schema_lines(path, fs_options):
         print(line)
-    for s in batch_summaries(path, fs_options):
+    for s in summaries:
         kind = "compact" if s.compacted else "delta"
         tasks, rows, size = s.appended
         print(f"batch {s.batch_id:>5} ({kind}): finalized {len(s.finalized)} file(s), "
@@ -105,11 +116,22 @@ def _cat(file: str, keys: list[str]) -> int:
     return 0
 
 
+_NOTHING_COMMITTED = ("no rotsink output: no committed batch in its _spark_metadata (a "
+                      "wrong path, or a query that has not committed yet)")
+
+
 def _verify(path: str, fs_options: dict[str, str], *, keys: list[str], deep: bool,
-            repair: bool) -> int:
+            repair: bool, commit_timeout_s: float) -> int:
     from datasource.inspect import verification_lines, verify
 
-    result = verify(path, fs_options, key_refs=keys, deep=deep, repair=repair)
+    def waiting(intent: PendingIntent) -> None:
+        print(f"rotsink: batch {intent.batch_id} is being committed (decided "
+              f"{intent.age_s:.1f} s ago): waiting for its log file; a commit unpublished "
+              f"after {commit_timeout_s:.0f} s is reported as its driver's death",
+              file=sys.stderr)
+
+    result = verify(path, fs_options, key_refs=keys, deep=deep, repair=repair,
+                    commit_timeout_s=commit_timeout_s, on_wait=waiting)
     for line in verification_lines(result):
         print(line)
     return 0 if result.ok else 1

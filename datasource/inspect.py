@@ -3,11 +3,12 @@ it (``rotsink verify``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import CorruptLogError, RotsinkError
+from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
 from commit_protocol.reading import open_committed
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.verification import Verification, verify_output
@@ -95,8 +96,11 @@ def partitions(path: str, fs_options: dict[str, str] | None = None) -> Partition
 
 
 def verify(path: str, fs_options: dict[str, str] | None = None, *,
-           key_refs: Sequence[str] = (), deep: bool = False, repair: bool = False) -> Verification:
-    """``rotsink verify``: check ``path`` against its log (see :func:`verify_output`).
+           key_refs: Sequence[str] = (), deep: bool = False, repair: bool = False,
+           commit_timeout_s: float = COMMIT_TIMEOUT_S,
+           on_wait: Callable[[PendingIntent], None] | None = None) -> Verification:
+    """``rotsink verify``: check ``path`` against its log (see :func:`verify_output`, which
+    takes ``commit_timeout_s`` and ``on_wait``).
 
     ``key_refs`` (``env:VAR``, ``file:/path``) authenticate every committed byte. An encrypted
     path needs them: without keys its files could be replaced by anything of the right size.
@@ -110,7 +114,8 @@ def verify(path: str, fs_options: dict[str, str] | None = None, *,
     ring = KeyRefs(read_refs=tuple(key_refs)).ring() if key_refs else None
     if ring is None and _encrypted(storage):
         raise RotsinkError(f"{path} is encrypted: pass --key REF to authenticate its files")
-    return verify_output(storage, ring=ring, deep=deep, repair=repair)
+    return verify_output(storage, ring=ring, deep=deep, repair=repair,
+                         commit_timeout_s=commit_timeout_s, on_wait=on_wait)
 
 
 def _encrypted(storage: Storage) -> bool:

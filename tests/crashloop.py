@@ -377,7 +377,10 @@ class CrashLoop:
         from commit_protocol.verification import verify_output
 
         keys = KeyRefs.from_options(self.options)
-        result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True)
+        # the driver was killed: no commit is in flight (timeout 0), though its commit worker
+        # may outlive it for a moment and race the repair, which both must survive
+        result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
+                               commit_timeout_s=0)
         if result.latest is None and not result.pending and not result.repaired:
             return  # killed before the first commit: nothing to verify yet
         self.tally.repaired += len(result.repaired)

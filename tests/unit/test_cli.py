@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from datasource.cli import main
 from tests.unit.test_committer import make, report, task_file
 
@@ -30,9 +32,18 @@ def test_verify_passes_then_names_a_damaged_file(tmp_path, capsys):
         capsys.readouterr().out
 
 
-def test_verify_on_a_path_without_output_fails(tmp_path, capsys):
-    assert main(["verify", str(tmp_path)]) == 1
-    assert "no committed batch" in capsys.readouterr().out
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+@pytest.mark.parametrize("where", ["empty-dir", "no-such-path"])
+def test_a_path_without_output_fails_saying_so(tmp_path, capsys, command, where):
+    path = tmp_path if where == "empty-dir" else tmp_path / "no" / "such"
+    assert main([command, str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "no committed batch" in captured.out + captured.err
+
+
+def test_cat_outside_any_output_fails_saying_so(tmp_path, capsys):
+    assert main(["cat", str(tmp_path / "part-0.jsonl")]) == 2
+    assert "no rotsink output around it" in capsys.readouterr().err
 
 
 def test_cat_prints_committed_content_decrypted_and_decompressed(tmp_path, capsysbinary,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,8 +159,7 @@ def test_a_commit_publishing_during_the_check_is_waited_for(tmp_path, monkeypatc
         Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover()
 
     monkeypatch.delenv(failpoints.ENV_VAR)
-    monkeypatch.setattr("commit_protocol.verification.time.sleep",
-                        write_the_log_while_verify_waits)
+    monkeypatch.setattr("commit_protocol.in_flight.time.sleep", write_the_log_while_verify_waits)
     result = verify_output(CommitsDuringCheck(tmp_path, publish_without_the_log))
     assert result.ok, result.problems
     assert (result.latest, result.pending) == (1, [])
@@ -291,8 +291,10 @@ def test_nothing_committed_is_a_problem(tmp_path):
     assert result.problems == [f"file://{tmp_path}: no committed batch in _spark_metadata"]
 
 
-def interrupted_commit(tmp_path: Path, monkeypatch, batch_id: int) -> None:
-    """Commit batches up to ``batch_id``; the driver dies after the last one's renames."""
+def interrupted_commit(tmp_path: Path, monkeypatch, batch_id: int, *,
+                       died_s_ago: float = 120) -> None:
+    """Commit batches up to ``batch_id``; the driver dies after the last one's renames,
+    ``died_s_ago`` seconds ago (its intent that old)."""
     c = make(tmp_path, max_batches=1)
     for b in range(batch_id + 1):
         f = task_file(tmp_path, f"_rotsink/inprogress/.t{b}", b"1\n",
@@ -304,6 +306,8 @@ def interrupted_commit(tmp_path: Path, monkeypatch, batch_id: int) -> None:
             monkeypatch.delenv(failpoints.ENV_VAR)
         else:
             c.commit(b, [report(b, f)], now_ms=b)
+    then = time.time() - died_s_ago
+    os.utime(tmp_path / f"_rotsink/intent/{batch_id}", (then, then))
 
 
 @pytest.mark.parametrize("batch_id", [0, 1], ids=["first-batch", "after-a-committed-batch"])
@@ -314,13 +318,51 @@ def test_pending_intent_is_reported_then_rolled_forward(tmp_path, monkeypatch, b
     result = verify(tmp_path)
     assert result.pending == [batch_id]
     assert result.problems == [
-        f"_rotsink/intent/{batch_id}: batch {batch_id} was decided but not published (the "
-        "driver died during its commit): restart the query or run `rotsink verify --repair`"]
+        f"_rotsink/intent/{batch_id}: batch {batch_id} was decided 120 s ago but not published "
+        "(its driver died during the commit): restart the query or run `rotsink verify "
+        "--repair`"]
     repaired = verify(tmp_path, repair=True)
     assert repaired.ok, repaired.problems
     assert (repaired.repaired, repaired.latest, repaired.pending) == ([batch_id], batch_id, [])
     assert name in finalized_paths(tmp_path)
     assert verify(tmp_path, repair=True).repaired == []  # idempotent
+
+
+def test_a_young_intent_is_waited_for_then_reported_once_it_stalls(tmp_path, monkeypatch):
+    """A driver dead a moment ago: its intent is a commit in flight until the timeout, so
+    verify waits (saying so), then reports it; ``--repair`` waits too, then finishes it."""
+    interrupted_commit(tmp_path, monkeypatch, 1, died_s_ago=0)
+    waited: list[int] = []
+    started = time.monotonic()
+    result = verify(tmp_path, commit_timeout_s=0.5, on_wait=lambda i: waited.append(i.batch_id))
+    assert time.monotonic() - started >= 0.4
+    assert (waited, result.pending) == ([1], [1])
+    assert result.problems[0].startswith("_rotsink/intent/1: batch 1 was decided ")
+    assert "s ago but not published (its driver died during the commit)" in result.problems[0]
+    repaired = verify(tmp_path, commit_timeout_s=0.5, repair=True)
+    assert repaired.ok and repaired.repaired == [1]
+
+
+def test_a_live_commit_is_waited_for_never_reported_or_repaired(tmp_path, monkeypatch):
+    """A driver between its intent and its log file (a live one: it publishes while verify
+    waits) is no problem, and ``--repair`` leaves its commit to it."""
+    interrupted_commit(tmp_path, monkeypatch, 1, died_s_ago=0)
+    cfg = config(tmp_path)
+    finished: list[int | None] = []
+
+    def the_driver_publishes(_seconds: float) -> None:
+        if not finished:
+            finished.append(Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover())
+
+    monkeypatch.setattr("commit_protocol.in_flight.time.sleep", the_driver_publishes)
+    for repair in (False, True):
+        finished.clear()
+        if repair:
+            interrupted_commit(tmp_path / "again", monkeypatch, 1, died_s_ago=0)
+            cfg = config(tmp_path / "again")
+        result = verify(tmp_path / "again" if repair else tmp_path, repair=repair)
+        assert result.ok, result.problems
+        assert (finished, result.repaired, result.latest) == ([1], [], 1)
 
 
 def test_intents_of_published_batches_are_no_problem_and_stay(tmp_path):
@@ -433,7 +475,7 @@ def test_cli_repair_rolls_forward_and_exit_codes_follow(tmp_path, monkeypatch, c
     assert main(["verify", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("nothing committed: 0 finalized file(s) (0 bytes)")
-    assert "PROBLEM _rotsink/intent/0: batch 0 was decided but not published" in out
+    assert "PROBLEM _rotsink/intent/0: batch 0 was decided 120 s ago but not published" in out
     assert main(["verify", str(tmp_path), "--repair"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
