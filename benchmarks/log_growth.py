@@ -56,7 +56,7 @@ from typing import TypeVar
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import is_compaction_batch, log_file_name
+from commit_protocol.log.files import is_compaction_batch, log_file_name
 from commit_protocol.messages import FileReport, TaskReport
 from commit_protocol.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
 from commit_protocol.reading import CommittedFile, committed_files, open_committed

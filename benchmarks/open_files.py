@@ -45,7 +45,7 @@ def drive(root: Path, files: int, batches: int) -> dict[str, Any]:
     import commit_protocol.log as log_module
     from commit_protocol.committer import Committer
     from commit_protocol.config import RotationPolicy, SinkConfig
-    from commit_protocol.log_files import is_compaction_batch, log_file_name
+    from commit_protocol.log.files import is_compaction_batch, log_file_name
     from commit_protocol.messages import TaskReport
     from commit_protocol.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
     from commit_protocol.storage import LocalStorage

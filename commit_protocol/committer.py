@@ -39,8 +39,8 @@ from commit_protocol.driver_rolls import convert_rolled, seal_rolled
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
 from commit_protocol.housekeeping import clean_up
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import batch_names, is_compaction_batch
-from commit_protocol.log_lines import file_entry
+from commit_protocol.log.files import batch_names, is_compaction_batch
+from commit_protocol.log.lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import PlanBasis, TaskReport
 from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR

@@ -10,7 +10,7 @@ from __future__ import annotations
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import is_compaction_batch
+from commit_protocol.log.files import is_compaction_batch
 from commit_protocol.naming import CLAIMS_DIR, INPROGRESS_DIR
 from commit_protocol.state import SinkState
 from commit_protocol.storage import FileInfo, Storage

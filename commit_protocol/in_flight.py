@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from commit_protocol.log_files import batch_id_of, log_file_names
+from commit_protocol.log.files import batch_id_of, log_file_names
 from commit_protocol.naming import INTENT_DIR
 from commit_protocol.storage import Storage
 

@@ -178,7 +178,7 @@ class TaskWriter:
             return True
         if self.batch_id != latest + 1:
             # Spark runs batch N only after its checkpoint committed N - 1: the log lost files
-            from commit_protocol.log_files import log_file_name
+            from commit_protocol.log.files import log_file_name
             from commit_protocol.naming import LOG_DIR
 
             names = [f"{LOG_DIR}/{log_file_name(b, self.config.compact_interval)}"

@@ -28,7 +28,7 @@ from commit_protocol.file_checks import (
 from commit_protocol.housekeeping import orphans
 from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent, pending_intents, settle
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import batch_names, last_compaction_at_or_before, log_file_name
+from commit_protocol.log.files import batch_names, last_compaction_at_or_before, log_file_name
 from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR, LOG_DIR, success_marker
 from commit_protocol.reading import open_committed
 from commit_protocol.state import SinkState

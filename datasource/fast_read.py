@@ -28,7 +28,7 @@ from typing import Any
 
 from commit_protocol.errors import OptionError, RotsinkError
 from commit_protocol.log import MetadataLog, open_committed
-from commit_protocol.log_files import log_file_names
+from commit_protocol.log.files import log_file_names
 from commit_protocol.reading import committed_files, in_progress_files
 from commit_protocol.reading.splits import OPEN_COST_BYTES
 from commit_protocol.schema_evolution import recorded, same_columns

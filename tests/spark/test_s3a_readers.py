@@ -149,7 +149,7 @@ def test_logs_an_earlier_version_wrote_with_s3_entries_keep_working(spark, s3_se
 def test_compaction_renames_s3_entries_however_they_are_spelled():
     """The sink's own lines are renamed as bytes, other lines (a hand edit's spacing) after
     parsing; other schemes stay as they are."""
-    from commit_protocol.log_lines import kept_lines
+    from commit_protocol.log.lines import kept_lines
     from commit_protocol.uris import EntryPaths
 
     block = (b'{"path":"s3://b/out/a","size":1,"isDir":false,"modificationTime":5,'

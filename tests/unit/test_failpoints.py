@@ -19,7 +19,7 @@ GROWN_SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"extra","type":"string"
 
 
 def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
-    hits = {name for path in SOURCES.glob("*.py")
+    hits = {name for path in SOURCES.rglob("*.py")
             for name in re.findall(r'failpoints\.hit\("([^"]+)"\)', path.read_text())}
     assert hits == set(failpoints.ALL_POINTS)
 

@@ -9,8 +9,8 @@ import pytest
 
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import MetadataLog
-from commit_protocol.log_files import log_file_name
-from commit_protocol.log_lines import OWN_ENTRY, dumps, file_entry
+from commit_protocol.log.files import log_file_name
+from commit_protocol.log.lines import OWN_ENTRY, dumps, file_entry
 from commit_protocol.state import SinkState
 from commit_protocol.storage import LocalStorage
 
@@ -180,7 +180,8 @@ def test_large_compaction_is_written_in_chunks_with_retention(log, tmp_path, mon
 
     monkeypatch.setattr(log.storage, "write_exclusive",
                         lambda path, chunks: original(path, counted(chunks)))
-    monkeypatch.setattr("commit_protocol.log.KEPT_BYTES", 100_000)  # no larger one is kept
+    # no larger log file is kept
+    monkeypatch.setattr("commit_protocol.log.metadata_log.KEPT_BYTES", 100_000)
     commit(log, 0, [f"old{i:05d}" for i in range(3000)], now_ms=1_000)
     commit(log, 1, [f"new{i:05d}" for i in range(3000)], now_ms=9_000)
     writes.clear()

@@ -1,62 +1,30 @@
-"""The metadata log, in the on-disk format of Spark's ``FileStreamSinkLog`` (version 1).
-
-``_spark_metadata/<batch>`` lists the files finalized by a batch; every ``compact_interval``
-batches ``<batch>.compact`` lists all files so far. Spark's readers honour it, so they see
-exactly the committed, finalized output. Each file also carries rotsink's state as its first
-entry (``isDir: true``, skipped by Spark), so one atomic file commits a batch.
-
-The state grows with the files in progress (a cluster can hold 20,000), so a log file
-carries only what its batch changed (the *head*: every small field, and the in-progress
-files and open partitions that changed); a compaction file also carries them whole (the
-*snapshot*, its third line). The whole state of a batch is the newest snapshot at or before
-it with the heads after it applied, or the state of the batch before (kept in this process
-after it was read or committed, and checked by the id each head names) with one head
-applied: a planning or a commit reads what changed, not the whole state.
-
-A commit that renames files is first staged as an *intent* file under ``_rotsink/intent/``
-holding the exact bytes of its log file, which is then created exclusively in
-``_spark_metadata``: the batch is committed exactly when the log file exists, and an intent
-whose log file is missing is a commit that was decided but cut short. Intents stay for
-``compact_interval`` batches after their commit (clean-up deletes them).
-"""
+"""The metadata log of one output path: :class:`MetadataLog` reads states and listings, and
+stages, publishes and cleans up log files (what a log file holds is composed by
+:mod:`commit_protocol.log.writing`)."""
 
 from __future__ import annotations
 
-import copy
-from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import replace
 from itertools import chain
 from typing import Any
 
-from commit_protocol import failpoints
 from commit_protocol.errors import CorruptLogError
-from commit_protocol.log_files import (
-    COMPACT_SUFFIX,
-    VERSION_LINE,
+from commit_protocol.log.cache import STATES
+from commit_protocol.log.files import (
     batch_files,
     entries,
     is_compaction_batch,
-    is_state_line,
     last_compaction_at_or_before,
     log_file_name,
     log_file_names,
-    raw_blocks,
     read_head,
     read_snapshot,
 )
-from commit_protocol.log_lines import (
-    BLOCK_SIZE,
-    OWN_BLOCK,
-    dumps,
-    joined,
-    kept_lines,
-)
-from commit_protocol.naming import INTENT_DIR, LOG_DIR, STATE_DIR
+from commit_protocol.log.writing import KEPT_BYTES, file_chunks
+from commit_protocol.naming import INTENT_DIR, LOG_DIR
 from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
-from commit_protocol.uris import EntryPaths, to_uri
 
 
 def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:
@@ -74,45 +42,6 @@ def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | Non
     head = read_head(storage, f"{LOG_DIR}/{names[latest]}", latest)
     log = MetadataLog(storage, compact_interval=head.state.compact_interval, names=names)
     return log, latest, log.state_of(head)
-
-
-# A log file up to this size is kept in memory for its publish (an object store takes it in
-# one PUT instead of reading the intent back); a larger compaction streams to its intent.
-KEPT_BYTES = 8 << 20
-
-
-class _StateCache:
-    """Whole states of recent batches, by (output path, batch id), in this process.
-
-    Spark runs a query's planning and its commits in two long-lived Python workers on the
-    driver: each finds there the state it read or committed for the batch before. An entry
-    is used only when a head names its id, so a path rewritten meanwhile is read again.
-    """
-
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
-        self._states: OrderedDict[tuple[str, int], SinkState] = OrderedDict()
-
-    def get(self, root_uri: str, batch_id: int, state_id: str) -> SinkState | None:
-        state = self._states.get((root_uri, batch_id))
-        if state is None or not state.state_id or state.state_id != state_id:
-            return None
-        self._states.move_to_end((root_uri, batch_id))
-        return replace(state, extra=copy.deepcopy(state.extra))  # callers own what they get
-
-    def put(self, root_uri: str, state: SinkState) -> None:
-        if not state.state_id:
-            return
-        self._states[(root_uri, state.batch_id)] = state
-        self._states.move_to_end((root_uri, state.batch_id))
-        while len(self._states) > self.size:
-            self._states.popitem(last=False)
-
-    def clear(self) -> None:
-        self._states.clear()
-
-
-STATES = _StateCache()
 
 
 class MetadataLog:
@@ -256,7 +185,7 @@ class MetadataLog:
         log file), except a compaction too large to keep, published from its intent.
         """
         batch_id = state.batch_id
-        chunks = self._file_chunks(state, previous, new_entries, now_ms, retention_ms)
+        chunks = file_chunks(self, state, previous, new_entries, now_ms, retention_ms)
         kept: list[bytes] = []
         size = 0
         compaction = is_compaction_batch(batch_id, self.interval)
@@ -272,60 +201,6 @@ class MetadataLog:
             self.storage.write_exclusive(self.intent_path(batch_id), [data])
         STATES.put(self.storage.root_uri, state)
         return data
-
-    def _file_chunks(self, state: SinkState, previous: SinkState | None,
-                     new_entries: list[dict[str, Any]], now_ms: int,
-                     retention_ms: int | None) -> Iterator[bytes]:
-        head = state.head_json(previous)
-        compaction = is_compaction_batch(state.batch_id, self.interval)
-        head["snapshot"] = compaction
-        yield (VERSION_LINE + "\n").encode() + dumps(self._state_entry("rotsink", head, now_ms))
-        if compaction:
-            yield dumps(self._state_entry("rotsink_snapshot", state.snapshot_json(), now_ms))
-        if compaction and state.batch_id > 0:
-            oldest = None if retention_ms is None else now_ms - retention_ms
-            yield from joined(self._compacted_lines(state.batch_id - 1, oldest))
-            failpoints.hit("log.during_compaction")
-        yield from joined(dumps(e) for e in new_entries)
-
-    def _compacted_lines(self, batch_id: int, oldest: int | None) -> Iterator[bytes]:
-        """The finalized entries listed as of ``batch_id``, as the next compaction writes them.
-
-        The sink's own lines are checked a block at a time and copied byte for byte (no JSON
-        parsing or dumping: compaction is linear in the log, so its constant matters), but
-        for the ``s3://`` paths earlier versions wrote, renamed ``s3a://`` for Spark; any
-        other line is parsed, checked and rewritten. Entries modified before ``oldest`` are
-        dropped. A missing log file fails the compaction: skipping it would drop its files
-        from every later listing.
-        """
-        self.batch_ids()
-        paths = self.listing_files(batch_id)
-        entry_paths = EntryPaths(self.storage.root_uri)
-        # The deltas are small: on an object store they are fetched together, not one
-        # request after another (a local disk streams each in turn)
-        deltas = [p for p in paths if not p.endswith(COMPACT_SUFFIX)]
-        fetched = dict(zip(deltas, each(self.storage, self.storage.open_read, deltas),
-                           strict=True)) if self.storage.concurrency > 1 else {}
-        for path in paths:
-            for offset, block in raw_blocks(self.storage, path, fetched.pop(path, None)):
-                if is_state_line(block):
-                    continue
-                if oldest is None and OWN_BLOCK.fullmatch(block):
-                    yield entry_paths.canonical_lines(block)
-                    continue
-                try:
-                    yield from kept_lines(path, 0, block, oldest, entry_paths)
-                except CorruptLogError:  # name its line: count the lines before the block
-                    first = self.storage.read(path, 0, offset).count(b"\n") + 1
-                    for _ in kept_lines(path, first, block, oldest, entry_paths):
-                        pass
-                    raise
-
-    def _state_entry(self, key: str, body: dict[str, Any], now_ms: int) -> dict[str, Any]:
-        """An entry Spark's readers skip (``isDir``), holding rotsink's ``body``."""
-        return {"path": to_uri(self.storage.root_uri, STATE_DIR), "size": 0,
-                "isDir": True, "modificationTime": now_ms, "blockReplication": 1,
-                "blockSize": BLOCK_SIZE, "action": "add", key: body}
 
     def publish(self, batch_id: int, data: bytes | None = None, *, sync: bool = False) -> bool:
         """Create the log file of ``batch_id`` exclusively: the commit point. ``data`` is its

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
 from commit_protocol.errors import CorruptLogError
-from commit_protocol.log_lines import CHUNK, parse_line
+from commit_protocol.log.lines import CHUNK, parse_line
 from commit_protocol.naming import LOG_DIR
 from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import FileInfo, Storage
