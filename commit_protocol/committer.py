@@ -51,7 +51,11 @@ from commit_protocol.schema_evolution import evolved, retires_in_progress, schem
 from commit_protocol.state import Publish, SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
+from commit_protocol.tables.follow import follower
 from commit_protocol.uris import to_uri
+
+# The state's record of the table that follows the log (``table.format``), for ``verify``
+TABLE_KEY = "table"
 
 # Operators' view: one INFO line per committed batch, WARNING when the protocol repairs or
 # defends something (a commit finished by a later driver, a zombie fenced). Never key bytes:
@@ -78,6 +82,7 @@ class Committer:
         self.config = config
         self.schema_json = schema_json
         self.log = MetadataLog(storage, compact_interval=config.compact_interval)
+        self.table = follower(storage, config, self.log)  # None without table.format
 
     # -- recovery ------------------------------------------------------------------------
     def recover(self, *, only: Collection[int] | None = None) -> int | None:
@@ -101,6 +106,16 @@ class Committer:
     def latest_state(self) -> SinkState | None:
         latest = self.recover()
         return None if latest is None else self.log.read_state(latest)
+
+    def start_table(self, state: SinkState | None, *, now_ms: int | None = None) -> None:
+        """When a query starts (its first planning in a process): refuse a table the output
+        cannot follow, then catch the table up with the log (a driver killed between the
+        two commit points left it behind)."""
+        if self.table is None:
+            return
+        self.table.check(state, self.schema_json)
+        if state is not None:
+            self.table.catch_up(state.batch_id, now_ms=now_ms or int(time.time() * 1000))
 
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,
@@ -168,6 +183,8 @@ class Committer:
         failpoints.hit("driver.after_stage")
         if not self._finish(new_state, data):
             return CommitResult(batch_id, committed=False)
+        if self.table is not None:  # the table follows the log (commit_protocol.tables)
+            self.table.follow(new_state, now_ms=now_ms)
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
         _log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
@@ -254,8 +271,10 @@ class Committer:
         files = [f for r in reports for f in r.files]
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
+        extra = state.extra if self.config.table_format is None else \
+            {**state.extra, TABLE_KEY: self.config.table_format}
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
-                       markers=(), appended=appended, state_id=uuid.uuid4().hex)
+                       markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra)
 
     def _finish(self, state: SinkState, data: bytes | None = None) -> bool:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file

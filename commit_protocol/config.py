@@ -56,6 +56,10 @@ class SinkConfig:
     # commit.fsync: make a batch's bytes and names durable (fsync) before its commit point,
     # on storages with a page cache (local disks); object stores need nothing
     fsync: bool = True
+    # table.format: a table (delta, iceberg) that follows the log (commit_protocol.tables);
+    # table.* options (catalog settings...) without the prefix
+    table_format: str | None = None
+    table_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def encrypted(self) -> bool:

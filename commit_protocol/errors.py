@@ -86,3 +86,9 @@ class JavaMissingError(RotsinkError):
 
 class KmsJarBuildError(RotsinkError, RuntimeError):
     """The JVM KMS client could not be compiled or packaged."""
+
+
+class TableError(RotsinkError):
+    """The table at an output path (``table.format``) cannot follow the log: it has another
+    schema, other partition columns or another writer, or its commit failed; the message
+    names what differs ("expected X, found Y")."""

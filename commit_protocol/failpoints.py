@@ -67,7 +67,12 @@ LOG_POINTS = (
     "cleanup.after_intent_delete",  # driver: old intents deleted, orphans not yet
     "cleanup.after_orphan_delete",  # driver: orphans deleted, claims not yet
 )
-ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS
+TABLE_POINTS = (
+    "table.before_commit",      # driver: the batch's log file published, the table not yet
+    "table.after_schema",       # driver: the table's added columns committed, its files not
+    "table.after_commit",       # driver: the table commit made, housekeeping not yet run
+)
+ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS + TABLE_POINTS
 
 _hits: dict[str, int] = {}
 

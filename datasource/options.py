@@ -36,6 +36,8 @@ FSYNC = "commit.fsync"
 ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
+TABLE_FORMAT = "table.format"
+TABLE_PREFIXES = ("table.storage.",)  # table.storage.<KEY>: given to the table library as is
 
 # Encrypted row files get their own suffix: no Spark reader can decode them, and the name
 # should say so rather than let a ".gz" reader fail on it.
@@ -55,7 +57,8 @@ SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_REC
                 MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
                 RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, FSYNC,
-                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION)
+                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION,
+                TABLE_FORMAT)
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, INCLUDE_FINALIZED, AS_OF_BATCH, NUM_PARTITIONS,
@@ -134,7 +137,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         raise OptionError(f"option {ENCRYPTION_KEY} with format orc: pyarrow has no ORC "
                           "encryption, so rotsink cannot encrypt ORC files; use format parquet "
                           "(Parquet Modular Encryption) or a row format")
-    return SinkConfig(
+    config = SinkConfig(
         path=path, format=fmt, compression=compression, compression_level=level, keys=keys,
         rotation=RotationPolicy(
             max_bytes=parse_size(MAX_BYTES, get(MAX_BYTES, "134217728")),
@@ -159,7 +162,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         fs_options=fs_options(options),
         schema_evolution=_schema_evolution(get(SCHEMA_EVOLUTION, "none")),
         fsync=parse_bool(FSYNC, get(FSYNC, "true")),
+        table_format=_table_format(given(TABLE_FORMAT)),
+        table_options={k[len("table."):]: v for k, v in options.items()
+                       if k.lower().startswith(TABLE_PREFIXES)},
     )
+    _check_table_options(config)
+    return config
 
 
 def fs_options(options: Mapping[str, str]) -> dict[str, str]:
@@ -198,7 +206,8 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
     names = {name.lower(): name for name in own}
     for key, value in options.items():
         lowered = key.lower()
-        if lowered in names or lowered.startswith(FS_PREFIX):
+        if lowered in names or lowered.startswith(FS_PREFIX) or (
+                not reading and lowered.startswith(TABLE_PREFIXES)):
             continue
         side = {name.lower() for name in other}
         if lowered in side:
@@ -256,6 +265,43 @@ def _schema_evolution(text: str) -> str:
         raise OptionError(f"option {SCHEMA_EVOLUTION}={text!r}: expected one of "
                           f"{', '.join(MODES)}")
     return modes[text.strip().lower()]
+
+
+def _table_format(text: str | None) -> str | None:
+    from commit_protocol.tables import table_format_named
+
+    if text is None or text.strip().lower() in ("", "none"):
+        return None
+    return table_format_named(text.strip().lower()).name
+
+
+def _check_table_options(config: SinkConfig) -> None:
+    """What a table cannot follow, refused naming both options: formats its readers do not
+    take, files its readers cannot decrypt, and rotsink features that would make the table
+    and the log list different files or put rotsink's files where table maintenance looks."""
+    from commit_protocol.tables import TABLE_FORMATS
+
+    if config.table_format is None:
+        return
+    given = f"option {TABLE_FORMAT}={config.table_format!r}"
+    entry = TABLE_FORMATS[config.table_format]
+    if config.format not in entry.formats:
+        raise OptionError(f"{given} with option {FORMAT}={config.format!r}: a "
+                          f"{config.table_format} table takes format "
+                          f"{' or '.join(entry.formats)}")
+    if config.keys is not None:
+        raise OptionError(f"{given} with option {ENCRYPTION_KEY}: {config.table_format} "
+                          "readers cannot decrypt rotsink's Parquet files; encrypt at rest in "
+                          "the store instead (e.g. S3 server-side encryption)")
+    if config.retention_ms is not None:
+        raise OptionError(f"{given} with option {RETENTION}: retention drops files from "
+                          "rotsink's log but not from the table, and the two must list the same "
+                          "files; delete old data through the table instead")
+    if config.partition_commit_delay_ms is not None:
+        raise OptionError(f"{given} with option {PARTITION_COMMIT_DELAY}: the _SUCCESS "
+                          "markers it writes into partition directories are deleted by the "
+                          "table's VACUUM; table readers see a batch's files when the table "
+                          "commit lists them")
 
 
 def _partition_by(text: str) -> tuple[str, ...]:

@@ -82,6 +82,43 @@ array<string>: CSV has no nested types (array, struct, map); use format jsonl or
                           "select one string column (e.g. to_json(struct(*))) or use jsonl")
 
 
+def check_table_schema(table_format: str | None, partition_by: tuple[str, ...],
+                       schema: StructType) -> None:
+    """Fail unless a ``table_format`` table can list files of ``schema`` (``table.format``).
+
+    Raises
+    ------
+    OptionError
+        For a void column (no table format has a null type) or a timestamp partition
+        column (its directory names the value in the session's time zone, which neither the
+        name nor the table records; partition by a date, or the hour as a string).
+    """
+    if table_format is None:
+        return
+    for f in schema.fields:
+        if f.name in partition_by and isinstance(f.dataType, TimestampType):
+            raise OptionError(f"option table.format={table_format!r} with partitionBy column "
+                              f"{f.name!r} of type timestamp: its directories name values in the "
+                              "session's time zone, which the table cannot record; partition by "
+                              "a date (to_date) or a formatted string (date_format) instead")
+        if _has_void(f.dataType):
+            raise OptionError(f"option table.format={table_format!r}: column {f.name!r} of type "
+                              f"{f.dataType.simpleString()} holds void, which {table_format} "
+                              "tables have no type for; cast it (e.g. cast(null as string))")
+
+
+def _has_void(t: DataType) -> bool:
+    if isinstance(t, NullType):
+        return True
+    if isinstance(t, StructType):
+        return any(_has_void(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has_void(t.elementType)
+    if isinstance(t, MapType):
+        return _has_void(t.keyType) or _has_void(t.valueType)
+    return False
+
+
 def _check_type(fmt: str, column: str, t: DataType) -> None:
     if isinstance(t, UserDefinedType):  # travels as its SQL type
         t = t.sqlType()

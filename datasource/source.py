@@ -34,7 +34,7 @@ class RotSinkDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Runs on the driver before each micro-batch (and again for its commit)."""
         from datasource.options import parse_sink_options
-        from datasource.schema_check import check_schema
+        from datasource.schema_check import check_schema, check_table_schema
         from datasource.writer import RotSinkStreamWriter
 
         if overwrite:
@@ -43,6 +43,7 @@ class RotSinkDataSource(DataSource):
                 "use outputMode('append')")
         config = parse_sink_options(dict(self.options))
         check_schema(config.format, config.partition_by, schema)
+        check_table_schema(config.table_format, config.partition_by, schema)
         return RotSinkStreamWriter(config, schema.json())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from commit_protocol.committer import Committer
+from commit_protocol.committer import TABLE_KEY, Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import (
     CommitError,
@@ -61,7 +62,11 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
         """The committed state as of planning, read when first needed (runs on the driver,
         in Spark's planning worker, when the writer is pickled to the tasks)."""
         if self._plan is None:
-            state = self._committer().latest_state()
+            committer = self._committer()
+            state = committer.latest_state()
+            if (committer.storage.root_uri, self.config.table_format) not in _TABLES_STARTED:
+                committer.start_table(state)  # refuse a foreign table, catch ours up
+                _TABLES_STARTED.add((committer.storage.root_uri, self.config.table_format))
             retire = False
             if state is not None:
                 check_compatible(self.config, self.schema_json, state)
@@ -119,6 +124,9 @@ class RotSinkStreamWriter(DataSourceStreamArrowWriter):
 
 
 _frozen = False
+# Outputs whose table this planning process checked and caught up (once per query start: the
+# commits keep it up to date from then on)
+_TABLES_STARTED: set[tuple[str, str | None]] = set()
 
 
 def freeze_task_modules(fmt: str) -> None:
@@ -131,13 +139,20 @@ def freeze_task_modules(fmt: str) -> None:
     lines task costs rotsink). Frozen objects are skipped by every later collection. Modules
     live as long as the process; the price is that cyclic garbage of the task running now
     (alive at the freeze) is never collected: once per worker, a few objects.
+
+    The format's preloads are loaded where installed, never required: pandas, which pyarrow's
+    Parquet and ORC writers import on first use if they find it, is not on every cluster node
+    (PySpark's Arrow path to Python data sources needs only pyarrow; ``docs/cluster.md``).
     """
     global _frozen
     if _frozen:
         return
     entry = FORMATS[fmt]
-    for module in ("commit_protocol.task_writer", entry.module, *entry.preload):
+    for module in ("commit_protocol.task_writer", entry.module):
         importlib.import_module(module)
+    for module in entry.preload:
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
     gc.freeze()
     _frozen = True
 
@@ -180,6 +195,11 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
             f"option log.compactInterval={config.compact_interval}: {config.path} was written "
             f"with {state.compact_interval}; readers derive it from the log, so it is fixed for "
             "the life of a path")
+    table = state.extra.get(TABLE_KEY)
+    if table is not None and table != config.table_format:
+        raise OptionError(f"option table.format={config.table_format or 'none'!r}: a {table} "
+                          f"table follows {config.path}'s log; keep table.format={table} (without "
+                          "it, the table would stop listing new files)")
     if tuple(state.partition_by) != config.partition_by:
         raise OptionError(f"option partitionBy={','.join(config.partition_by)!r}: {config.path} "
                           f"is partitioned by {','.join(state.partition_by)!r}")

@@ -14,6 +14,10 @@ from commit_protocol.naming import partition_claim
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
 
 SOURCES = Path(__file__).parents[2] / "commit_protocol"
+TABLE_SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,'
+                     '"metadata":{}}]}')
+GROWN_TABLE_SCHEMA_JSON = TABLE_SCHEMA_JSON[:-2] + (',{"name":"extra","type":"string",'
+                                                   '"nullable":true,"metadata":{}}]}')
 GROWN_SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"extra","type":"string",'
                      '"nullable":true,"metadata":{}}]}')
 
@@ -44,6 +48,15 @@ def protocol_run(tmp_path: Path) -> None:
     # A restart that adds a column (schema.evolution): the commit records the change.
     grown = dataclasses.replace(bulk, schema_evolution="addColumns")
     Committer(storage_of(grown), grown, GROWN_SCHEMA_JSON).commit(2, [], now_ms=2)
+    # A Delta table following a Parquet output: created by batch 0, which rolls a file; a
+    # column added by batch 1 (its own table commit first), whose inactivity roll follows.
+    table = dataclasses.replace(bulk, path=str(tmp_path / "table"), table_format="delta",
+                                partition_commit_delay_ms=None)
+    Committer(storage_of(table), table, TABLE_SCHEMA_JSON).commit(
+        0, [run_task(tmp_path, table, 0, [rows(0, 4)])], now_ms=0)
+    grown_table = dataclasses.replace(table, schema_evolution="addColumns")
+    Committer(storage_of(grown_table), grown_table, GROWN_TABLE_SCHEMA_JSON).commit(
+        1, [], now_ms=1)
 
 
 def test_the_protocol_run_passes_without_failpoints(tmp_path):

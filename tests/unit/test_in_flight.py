@@ -155,7 +155,8 @@ def test_verify_beside_a_committing_driver_reports_no_false_problem(tmp_path, sh
     assert problems == []
     assert waited, "no verification met a commit in flight: the test did not test it"
 
-    dead = start_driver(out, 1, ROTSINK_FAILPOINTS="driver.after_stage=kill")
+    # two batches: one of them rolls files, so its commit stages an intent, then dies
+    dead = start_driver(out, 2, ROTSINK_FAILPOINTS="driver.before_rename=kill")
     assert dead.wait(60) == 137
     found = verify_output(LocalStorage(str(out)), commit_timeout_s=1)
     assert len(found.pending) == 1 and "was decided 1 s ago but not published" in \

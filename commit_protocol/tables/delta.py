@@ -1,0 +1,255 @@
+"""``table.format=delta``: the output's root is also a Delta Lake table, committed with delta-rs.
+
+The table lives where Delta readers look for it, at the output's root (``_delta_log/`` beside
+``_spark_metadata/``), and lists the finalized Parquet files where they are: a Delta table
+may name any file below its root, so nothing is copied. Each table commit is one delta-rs
+transaction of ``add`` actions (the file's path as it is on storage, its size, its partition
+values as Spark spells them in the directory name, statistics from its footer:
+:mod:`commit_protocol.tables.delta_stats`) with a ``txn`` action: application id
+``rotsink-<query id>``, version the batch id, as Delta's own streaming sink records its
+batches. A table without this writer's ``txn`` is another writer's, refused at start; each
+commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBatch``).
+
+delta-rs accepts a repeated or lower ``txn`` version, and retries a commit that lost a race
+on top of the winner: so every commit here is made with no retry (``max_commit_retries=0``:
+at exactly the version read, +1) after reading the table's ``txn`` afresh, and a lost race
+reads again -- a batch the table holds is never committed twice, by a zombie driver either.
+Two concurrent creations would both succeed the same way; with no retry, one fails.
+
+Added columns (``schema.evolution=addColumns``) take a commit of their own just before the
+batch's files: delta-rs commits a wider schema only in an overwrite, which could drop files.
+The table is then one metadata commit ahead of its files, which readers see as columns of
+nulls; a crash in between is caught up like any other.
+
+On S3 delta-rs makes each commit one ``PUT`` with ``If-None-Match: *`` (no locking provider
+needed: its DynamoDB provider is gone since 1.x); the store must honour it, as S3, MinIO and
+SeaweedFS do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from commit_protocol import failpoints
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import TableError
+from commit_protocol.naming import parse_partition_dir
+from commit_protocol.storage import Storage
+from commit_protocol.tables import TableCommit, TableFile, option_values
+from commit_protocol.tables.delta_stats import delta_stats
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+STORAGE_PREFIX = "storage."  # table.storage.<KEY>: passed to delta-rs as it is
+_ATTEMPTS = 5  # reads and commits when other writers' commits (an OPTIMIZE) land between
+
+# One table object per (location, options) in this process, brought up to date before each
+# use: a commit worker then reads only the commits since its last one.
+_OPEN: dict[tuple[str, tuple[tuple[str, str], ...]], DeltaTable] = {}
+
+
+def open_table(storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
+    uri, options = delta_location(storage.root_uri, config)
+    return DeltaFollowedTable(uri, options)
+
+
+def delta_location(root_uri: str, config: SinkConfig) -> tuple[str, dict[str, str]]:
+    """The table's URI for delta-rs and its storage options, from the output's URL and its
+    ``fs.*`` options (``table.storage.*`` added as they are).
+
+    >>> delta_location("s3://b/out", SinkConfig(path="s3://b/out",
+    ...                fs_options={"endpoint_url": "http://127.0.0.1:9000"}))
+    ('s3://b/out', {'AWS_ENDPOINT_URL': 'http://127.0.0.1:9000', 'AWS_ALLOW_HTTP': 'true', \
+'AWS_REGION': 'us-east-1'})
+    """
+    scheme, _, rest = root_uri.partition("://")
+    options = option_values(config.table_options, STORAGE_PREFIX)
+    if scheme == "file":
+        return rest, options
+    if scheme.lower() not in ("s3", "s3a"):
+        raise TableError(f"option table.format=delta: delta-rs cannot write a table at "
+                         f"{root_uri}; use a local path or s3://")
+    fs = config.fs_options
+    mapped = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
+              "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}
+    found = {mapped[k]: v for k, v in fs.items() if k in mapped}
+    if found.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+        found["AWS_ALLOW_HTTP"] = "true"
+    if "AWS_ENDPOINT_URL" in found:
+        found.setdefault("AWS_REGION", fs.get("client_kwargs.region_name", "us-east-1"))
+    return f"s3://{rest}", {**found, **options}
+
+
+class DeltaFollowedTable:
+    """The Delta table of one output path (see the module's docstring)."""
+
+    def __init__(self, uri: str, options: dict[str, str]) -> None:
+        self.uri = uri
+        self.options = options
+
+    # -- reading -------------------------------------------------------------------------
+    def loaded(self) -> DeltaTable | None:
+        """The table at its newest version; None when there is none yet."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        key = (self.uri, tuple(sorted(self.options.items())))
+        table = _OPEN.get(key)
+        if table is not None:
+            table.update_incremental()
+            return table
+        try:
+            table = DeltaTable(self.uri, storage_options=self.options or None)
+        except TableNotFoundError:
+            return None
+        _OPEN[key] = table
+        return table
+
+    def committed_batch(self, owner: str) -> int | None:
+        table = self.loaded()
+        return None if table is None else table.transaction_version(owner)
+
+    def files(self) -> dict[str, int]:
+        table = self.loaded()
+        if table is None:
+            return {}
+        actions = table.get_add_actions(flatten=True)
+        return dict(zip(actions.column("path").to_pylist(),
+                        actions.column("size_bytes").to_pylist(), strict=True))
+
+    def check(self, *, owner: str | None, schema_json: str,
+              partition_by: tuple[str, ...]) -> None:
+        table = self.loaded()
+        if table is None:
+            return
+        metadata = table.metadata()
+        if owner is None or table.transaction_version(owner) is None:
+            raise TableError(
+                f"{self.uri} holds a Delta table (version {table.version()}, last written by "
+                f"{_writer(table)}) without a transaction of "
+                f"{owner or 'this output (which has no committed batch yet)'}: rotsink creates "
+                "and alone writes the table at its output path; write to a new path")
+        if list(metadata.partition_columns) != list(partition_by):
+            raise TableError(f"{self.uri}: the Delta table is partitioned by "
+                             f"{list(metadata.partition_columns)}, the output by "
+                             f"{list(partition_by)}")
+        _check_columns(self.uri, json.loads(table.schema().to_json()), json.loads(schema_json))
+
+    # -- committing ----------------------------------------------------------------------
+    def commit(self, commit: TableCommit) -> bool:
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        for _ in range(_ATTEMPTS):
+            table = self.loaded()
+            held = None if table is None else table.transaction_version(commit.owner)
+            if held is not None and held >= commit.batch_id:
+                return False
+            try:
+                if table is None:
+                    self._create(commit)
+                else:
+                    self._append(table, commit)
+                return True
+            except CommitFailedError:
+                continue  # another commit landed first: read the table again
+            except DeltaError as e:
+                if table is None and "exist" in str(e).lower():
+                    continue  # created meanwhile by another driver
+                raise TableError(f"{self.uri}: the Delta commit of batch {commit.batch_id} "
+                                 f"failed: {e}") from e
+        raise TableError(f"{self.uri}: the Delta commit of batch {commit.batch_id} lost "
+                         f"{_ATTEMPTS} races with other writers in a row; is another query "
+                         "or a maintenance job committing to the table?")
+
+    def _create(self, commit: TableCommit) -> None:
+        from deltalake import Schema
+        from deltalake.transaction import create_table_with_add_actions
+
+        create_table_with_add_actions(
+            self.uri, Schema.from_json(nullable(commit.schema_json)), _adds(commit),
+            mode="error", partition_by=list(commit.partition_by),
+            storage_options=self.options or None, commit_properties=_properties(commit))
+
+    def _append(self, table: DeltaTable, commit: TableCommit) -> None:
+        added = _new_columns(json.loads(table.schema().to_json()),
+                             json.loads(nullable(commit.schema_json)))
+        if added:
+            from deltalake import Field
+            from deltalake.transaction import CommitProperties
+
+            table.alter.add_columns([Field.from_json(json.dumps(f)) for f in added],
+                                    commit_properties=CommitProperties(max_commit_retries=0))
+            failpoints.hit("table.after_schema")
+            table.update_incremental()
+        table.create_write_transaction(_adds(commit), mode="append", schema=table.schema(),
+                                       partition_by=list(commit.partition_by),
+                                       commit_properties=_properties(commit))
+
+
+def _writer(table: DeltaTable) -> str:
+    """Who made the table's newest commit, as its commit info says."""
+    info = (table.history(1) or [{}])[0]
+    owner = info.get("rotsinkOwner") or info.get("engineInfo") or "an unknown writer"
+    return f"{owner} ({info.get('operation', 'an unknown operation')})"
+
+
+def _properties(commit: TableCommit) -> Any:
+    from deltalake.transaction import CommitProperties, Transaction
+
+    return CommitProperties(
+        max_commit_retries=0, app_transactions=[Transaction(commit.owner, commit.batch_id)],
+        custom_metadata={"rotsinkBatch": commit.batch_id, "rotsinkOwner": commit.owner})
+
+
+def _adds(commit: TableCommit) -> list[Any]:
+    from deltalake.transaction import AddAction
+
+    return [AddAction(path=f.path, size=f.size, partition_values=_partition_values(f),
+                      modification_time=f.mtime_ms, data_change=True,
+                      stats=delta_stats(f.footer)) for f in commit.files]
+
+
+def _partition_values(f: TableFile) -> dict[str, str | None]:
+    """Delta spells a partition value as Spark's cast to string, which is how Spark (and so
+    rotsink) names the directory; null (and Spark's empty string) as JSON null."""
+    return parse_partition_dir(f.directory)
+
+
+def nullable(schema_json: str) -> str:
+    """The schema with every field, element and value nullable, as Delta's own writers
+    store a stream's schema (``asNullable``): a restarted query may relax nullability.
+
+    >>> json.loads(nullable('{"type":"struct","fields":[{"name":"a","type":"long",'
+    ...                     '"nullable":false,"metadata":{}}]}'))["fields"][0]["nullable"]
+    True
+    """
+    def relaxed(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: True if k in ("nullable", "containsNull", "valueContainsNull")
+                    else relaxed(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [relaxed(v) for v in node]
+        return node
+    return json.dumps(relaxed(json.loads(schema_json)))
+
+
+def _new_columns(table: dict[str, Any], output: dict[str, Any]) -> list[dict[str, Any]]:
+    """Top-level fields of the output's schema that the table lacks."""
+    have = {f["name"] for f in table["fields"]}
+    return [f for f in output["fields"] if f["name"] not in have]
+
+
+def _check_columns(uri: str, table: dict[str, Any], output: dict[str, Any]) -> None:
+    """The table's columns must be the output's (same types; the output may have more,
+    which its next commit adds)."""
+    ours = {f["name"]: json.dumps(f["type"], sort_keys=True) for f in
+            json.loads(nullable(json.dumps(output)))["fields"]}
+    for f in json.loads(nullable(json.dumps(table)))["fields"]:
+        if f["name"] not in ours:
+            raise TableError(f"{uri}: the Delta table has a column {f['name']!r} the output "
+                             f"does not (output columns: {sorted(ours)})")
+        if json.dumps(f["type"], sort_keys=True) != ours[f["name"]]:
+            raise TableError(f"{uri}: column {f['name']!r} is {json.dumps(f['type'])} in the "
+                             f"Delta table, {ours[f['name']]} in the output")

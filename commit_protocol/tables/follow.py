@@ -1,0 +1,175 @@
+"""The table step of a commit: a table follows rotsink's log, one table commit per batch that
+finalizes files, each step safe to repeat.
+
+After the log file of batch N is published (the commit point), in order:
+
+1. read the table's high-water mark: the newest batch it holds, fresh (a zombie or a second
+   driver may have moved it);
+2. catch up: every batch between the mark and N, from rotsink's own log (each batch's log
+   file names the files it finalized), one table commit each -- a driver killed between the
+   two commit points left the table behind;
+3. commit batch N (a batch that finalizes nothing and changes no column needs no table
+   commit, except batch 0, which creates the table).
+
+Each table commit carries its batch id, and the table refuses none of them by itself: the
+table module reads the mark again just before committing and skips a batch the table holds,
+so a repeated step, a replay or a racing driver never lists a file twice. Where the log
+files of the batches to catch up are gone (cleaned up: a table added to an older output, or
+one far behind), the table is *reconciled* instead: one commit of every finalized file the
+log lists and the table lacks, carrying the latest batch.
+
+The catch-up also runs when a query starts (the first planning in a process) and in
+``rotsink verify --repair``; a process remembers how far it brought the table, so steady
+commits read only the mark and commit their own batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from commit_protocol import failpoints
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import CorruptLogError
+from commit_protocol.log import MetadataLog
+from commit_protocol.schema_evolution import recorded
+from commit_protocol.state import SinkState
+from commit_protocol.storage import Storage
+from commit_protocol.storage.concurrent import each
+from commit_protocol.tables import Table, TableCommit, TableFile, open_table, owner_of
+from commit_protocol.uris import from_uri
+
+logger = logging.getLogger("rotsink.table")
+
+# How far this process brought each output's table: root URI -> (owner, batch). Batches up
+# to it need no table commit beyond those the table's mark shows.
+_FOLLOWED: dict[str, tuple[str, int]] = {}
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What one batch means for the table: the files it finalized (relative path, size),
+    whether it changed the columns, and the schema as of it."""
+
+    batch_id: int
+    files: tuple[tuple[str, int], ...]
+    schema_json: str
+    changes_columns: bool
+
+    @property
+    def needs_commit(self) -> bool:
+        return self.batch_id == 0 or bool(self.files) or self.changes_columns
+
+    @classmethod
+    def of(cls, state: SinkState) -> _Batch:
+        changed = any(batch == state.batch_id for batch, _ in recorded(state.extra))
+        return cls(state.batch_id, tuple((p.name, p.size) for p in state.publish),
+                   state.schema_json, changed)
+
+
+class TableFollower:
+    """The table of one output path, kept one step behind its log (runs on the driver)."""
+
+    def __init__(self, storage: Storage, config: SinkConfig, log: MetadataLog) -> None:
+        self.storage = storage
+        self.config = config
+        self.log = log
+        self._table: Table | None = None
+
+    @property
+    def table(self) -> Table:
+        if self._table is None:
+            self._table = open_table(self.storage, self.config)
+        return self._table
+
+    def follow(self, state: SinkState, *, now_ms: int) -> list[int]:
+        """After the log file of ``state.batch_id``: catch up, then commit this batch.
+        Returns the batches committed to the table."""
+        failpoints.hit("table.before_commit")
+        done = self._bring_up(state.batch_id, state, now_ms=now_ms)
+        failpoints.hit("table.after_commit")
+        return done
+
+    def catch_up(self, latest: int, *, now_ms: int) -> list[int]:
+        """Bring the table up to committed batch ``latest`` from the log (a query's start,
+        ``verify --repair``). Returns the batches committed to the table."""
+        return self._bring_up(latest, None, now_ms=now_ms)
+
+    def check(self, state: SinkState | None, schema_json: str) -> None:
+        """Refuse a table this output cannot follow (see :meth:`Table.check`): against the
+        committed state, or the query's schema (``schema_json``) before the first commit."""
+        owner = None if state is None else owner_of(state.query_id)
+        schema = schema_json if state is None else state.schema_json
+        self.table.check(owner=owner, schema_json=schema, partition_by=self.config.partition_by)
+
+    # -- the steps -----------------------------------------------------------------------
+    def _bring_up(self, latest: int, current: SinkState | None, *, now_ms: int) -> list[int]:
+        query_id = current.query_id if current is not None else \
+            self.log.read_head(latest).state.query_id
+        owner = owner_of(query_id)
+        mark = self.table.committed_batch(owner)
+        first = 0 if mark is None else mark + 1
+        followed = _FOLLOWED.get(self.storage.root_uri)
+        if followed is not None and followed[0] == owner:  # batches after the mark, seen
+            first = max(first, followed[1] + 1)
+        done: list[int] = []
+        for batch_id in range(first, latest + 1):
+            batch = _Batch.of(current) if current is not None and batch_id == latest else \
+                self._logged_batch(batch_id)
+            if batch is None:  # its log file is gone: reconcile with the whole listing
+                done += self._reconcile(latest, owner, now_ms=now_ms)
+                break
+            if batch.needs_commit and self._commit(batch, owner, now_ms=now_ms):
+                done.append(batch_id)
+        _FOLLOWED[self.storage.root_uri] = (owner, latest)
+        if done and (current is None or done != [latest]):
+            logger.warning("table %s: committed batch(es) %s that a driver killed between its "
+                           "two commit points had left out", self.config.table_format, done)
+        return done
+
+    def _logged_batch(self, batch_id: int) -> _Batch | None:
+        try:
+            return _Batch.of(self.log.read_head(batch_id).state)
+        except (FileNotFoundError, CorruptLogError):
+            if self.storage.exists(self.log.path_of(batch_id)):
+                raise  # damaged, not cleaned up: never guess
+            return None
+
+    def _commit(self, batch: _Batch, owner: str, *, now_ms: int) -> bool:
+        files = self._files(batch.files, now_ms)
+        return self.table.commit(TableCommit(batch.batch_id, owner, batch.schema_json,
+                                             self.config.partition_by, tuple(files)))
+
+    def _reconcile(self, latest: int, owner: str, *, now_ms: int) -> list[int]:
+        """One commit of every finalized file as of ``latest`` that the table lacks."""
+        listed = {from_uri(self.storage.root_uri, e["path"]): int(e["size"])
+                  for e in self.log.finalized_entries(latest)}
+        missing = sorted(set(listed) - set(self.table.files()))
+        state = self.log.read_head(latest).state
+        batch = _Batch(latest, tuple((path, listed[path]) for path in missing),
+                       state.schema_json, changes_columns=True)
+        logger.warning("table %s: log files of earlier batches are gone; reconciling: %d "
+                       "finalized file(s) the table lacks, committed as batch %d",
+                       self.config.table_format, len(missing), latest)
+        return [latest] if self._commit(batch, owner, now_ms=now_ms) else []
+
+    def _files(self, files: tuple[tuple[str, int], ...], now_ms: int) -> list[TableFile]:
+        """The files with their Parquet footers, read together where storage gains."""
+        import pyarrow.parquet as pq
+
+        def footer(item: tuple[str, int]) -> TableFile:
+            path, size = item
+            with self.storage.open_input(path, size) as source:
+                return TableFile(path, size, now_ms, pq.read_metadata(source))
+
+        return each(self.storage, footer, list(files))
+
+
+def follower(storage: Storage, config: SinkConfig, log: MetadataLog) -> TableFollower | None:
+    """The table follower of an output path; None without ``table.format``."""
+    return None if config.table_format is None else TableFollower(storage, config, log)
+
+
+def forget() -> None:
+    """Drop what this process remembers (tests that rewrite an output)."""
+    _FOLLOWED.clear()
