@@ -51,11 +51,9 @@ from commit_protocol.schema_evolution import evolved, retires_in_progress, schem
 from commit_protocol.state import Publish, SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
+from commit_protocol.tables import TABLE_KEY
 from commit_protocol.tables.follow import follower
 from commit_protocol.uris import to_uri
-
-# The state's record of the table that follows the log (``table.format``), for ``verify``
-TABLE_KEY = "table"
 
 # Operators' view: one INFO line per committed batch, WARNING when the protocol repairs or
 # defends something (a commit finished by a later driver, a zombie fenced). Never key bytes:

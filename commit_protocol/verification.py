@@ -26,13 +26,20 @@ from commit_protocol.file_checks import (
     unlisted_visible,
 )
 from commit_protocol.housekeeping import orphans
-from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent, pending_intents, settle
+from commit_protocol.in_flight import (
+    COMMIT_TIMEOUT_S,
+    POLL_S,
+    PendingIntent,
+    pending_intents,
+    settle,
+)
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_names, last_compaction_at_or_before, log_file_name
 from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR, LOG_DIR, success_marker
 from commit_protocol.reading import open_committed
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
+from commit_protocol.tables.checks import check_table, table_config
 from commit_protocol.uris import from_uri
 
 
@@ -62,7 +69,8 @@ class Verification:
 def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
                   deep: bool = False, repair: bool = False,
                   commit_timeout_s: float = COMMIT_TIMEOUT_S,
-                  on_wait: Callable[[PendingIntent], None] | None = None) -> Verification:
+                  on_wait: Callable[[PendingIntent], None] | None = None,
+                  fs_options: dict[str, str] | None = None) -> Verification:
     """Check an output path against its metadata log.
 
     Parameters
@@ -80,6 +88,9 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
         dead (:mod:`commit_protocol.in_flight`); 0 when the caller knows it is.
     on_wait
         Told about each commit in flight that the check waits for.
+    fs_options
+        The filesystem's options (``fs.*``), for a table that follows the log
+        (``table.format``): its files are checked too, and ``repair`` catches it up.
 
     Returns
     -------
@@ -94,14 +105,16 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     waits until it is published or stalls, then looks again.
     """
     problems: list[str] = []
-    repaired = _repair(storage, problems, commit_timeout_s, on_wait) if repair else []
+    repaired = _repair(storage, problems, commit_timeout_s, on_wait, fs_options) \
+        if repair else []
     changed = 0
-    for _ in range(_LOOKS):
+    for _ in range(_LOOKS + int(commit_timeout_s / POLL_S)):
         before = _commit_traces(storage)
         found, in_flight = _check(storage, ring=ring, deep=deep, repaired=repaired,
-                                  timeout_s=commit_timeout_s)
+                                  timeout_s=commit_timeout_s, fs_options=fs_options)
         if in_flight:  # a live commit, or a driver dead a moment ago: the second look says
             settle(storage, timeout_s=commit_timeout_s, on_wait=on_wait)
+            time.sleep(POLL_S)
             continue
         if found.ok or _commit_traces(storage) == before:
             break
@@ -134,7 +147,8 @@ def _commit_traces(storage: Storage) -> frozenset[str]:
 
 
 def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
-           repaired: list[int], timeout_s: float) -> tuple[Verification, list[int]]:
+           repaired: list[int], timeout_s: float,
+           fs_options: dict[str, str] | None) -> tuple[Verification, list[int]]:
     """One check of storage against the latest committed state; and the batches found in
     flight (their renames explained, not problems)."""
     problems: list[str] = []
@@ -158,6 +172,12 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     problems += [f"{success_marker(d)}: the log's batch {latest} completed partition "
                  f"{d or '(root)'} but its marker is missing" for d in state.markers
                  if not storage.exists(success_marker(d))]
+    table = table_config(storage, state, fs_options)
+    if table is not None:  # table.format: the table must list exactly the finalized files
+        checked = check_table(storage, f"{LOG_DIR}/{names[latest][0]}", state, table, listed,
+                              timeout_s=timeout_s)
+        problems += checked.problems
+        in_flight = [*in_flight, latest] if checked.in_flight else in_flight
     authenticated = 0
     if deep or ring is not None:
         authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)
@@ -265,19 +285,34 @@ def _naming_interval(name: str, batch_id: int) -> int:
 
 
 def _repair(storage: Storage, problems: list[str], timeout_s: float,
-            on_wait: Callable[[PendingIntent], None] | None) -> list[int]:
-    """Roll stalled intents forward as the query's next commit would; the ids it published.
-    Commits in flight are waited for, never finished here: their driver is alive. Should it
-    wake after all, both finish the same intent, which every step allows."""
+            on_wait: Callable[[PendingIntent], None] | None,
+            fs_options: dict[str, str] | None) -> list[int]:
+    """Roll stalled intents forward as the query's next commit would, then catch up a table
+    that follows the log; the ids published. Commits in flight are waited for, never
+    finished here: their driver is alive. Should it wake after all, both finish the same
+    intent (or table commit), which every step allows."""
     stalled = settle(storage, timeout_s=timeout_s, on_wait=on_wait)
-    if not stalled:
-        return []
+    after = None
     try:
-        state = _intent_state(storage, stalled[0].name, stalled[0].batch_id)
-        config = SinkConfig(path=storage.root_uri, compact_interval=state.compact_interval)
-        after = Committer(storage, config, state.schema_json).recover(
-            only={intent.batch_id for intent in stalled})
+        if stalled:
+            state = _intent_state(storage, stalled[0].name, stalled[0].batch_id)
+            config = SinkConfig(path=storage.root_uri, compact_interval=state.compact_interval)
+            after = Committer(storage, config, state.schema_json).recover(
+                only={intent.batch_id for intent in stalled})
+        _catch_up_table(storage, fs_options)
     except (RotsinkError, OSError) as e:  # e.g. a renamed file is gone: report, never guess
         problems.append(f"{storage.root_uri}: cannot repair ({type(e).__name__}: {e})")
         return []
     return [i.batch_id for i in stalled if after is not None and i.batch_id <= after]
+
+
+def _catch_up_table(storage: Storage, fs_options: dict[str, str] | None) -> None:
+    """Bring a table that follows the log up to the latest batch (a driver killed between
+    the log file and the table commit left it behind)."""
+    committed = open_committed(storage)
+    if committed is None:
+        return
+    log, latest, state = committed
+    config = table_config(storage, state, fs_options)
+    if config is not None:
+        Committer(storage, config, state.schema_json).start_table(state)

@@ -115,7 +115,8 @@ def verify(path: str, fs_options: dict[str, str] | None = None, *,
     if ring is None and _encrypted(storage):
         raise RotsinkError(f"{path} is encrypted: pass --key REF to authenticate its files")
     return verify_output(storage, ring=ring, deep=deep, repair=repair,
-                         commit_timeout_s=commit_timeout_s, on_wait=on_wait)
+                         commit_timeout_s=commit_timeout_s, on_wait=on_wait,
+                         fs_options=fs_options)
 
 
 def _encrypted(storage: Storage) -> bool:

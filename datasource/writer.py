@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import importlib.util
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from commit_protocol.committer import TABLE_KEY, Committer
+from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import (
     CommitError,
@@ -31,6 +30,7 @@ from commit_protocol.schema_evolution import (
 )
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
+from commit_protocol.tables import TABLE_KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,9 +140,9 @@ def freeze_task_modules(fmt: str) -> None:
     live as long as the process; the price is that cyclic garbage of the task running now
     (alive at the freeze) is never collected: once per worker, a few objects.
 
-    The format's preloads are loaded where installed, never required: pandas, which pyarrow's
-    Parquet and ORC writers import on first use if they find it, is not on every cluster node
-    (PySpark's Arrow path to Python data sources needs only pyarrow; ``docs/cluster.md``).
+    A preload that is not installed is passed over: pandas, which pyarrow's Parquet and ORC
+    writers import on first use only if they find it, is not on every cluster node (PySpark's
+    Arrow path to Python data sources needs only pyarrow; ``docs/cluster.md``).
     """
     global _frozen
     if _frozen:
@@ -151,8 +151,11 @@ def freeze_task_modules(fmt: str) -> None:
     for module in ("commit_protocol.task_writer", entry.module):
         importlib.import_module(module)
     for module in entry.preload:
-        if importlib.util.find_spec(module) is not None:
+        try:
             importlib.import_module(module)
+        except ModuleNotFoundError as missing:
+            if missing.name != module:  # installed, but something it imports is not
+                raise
     gc.freeze()
     _frozen = True
 

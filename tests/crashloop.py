@@ -379,8 +379,10 @@ class CrashLoop:
         keys = KeyRefs.from_options(self.options)
         # the driver was killed: no commit is in flight (timeout 0), though its commit worker
         # may outlive it for a moment and race the repair, which both must survive
+        from datasource.options import fs_options
+
         result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
-                               commit_timeout_s=0)
+                               commit_timeout_s=0, fs_options=fs_options(self.options))
         if result.latest is None and not result.pending and not result.repaired:
             return  # killed before the first commit: nothing to verify yet
         self.tally.repaired += len(result.repaired)

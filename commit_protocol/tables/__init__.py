@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from commit_protocol.storage import Storage
 
 
+# The key under which a committed state records the table that follows the log
+TABLE_KEY = "table"
+
+
 @dataclass(frozen=True)
 class TableFile:
     """A finalized part file as a table lists it: its path below the output's root as it
