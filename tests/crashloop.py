@@ -42,7 +42,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from commit_protocol.failpoints import ALL_POINTS, ENV_VAR, FILE_ENV_VAR, TASK_POINTS, parse
+from commit_protocol.failpoints import (
+    ALL_POINTS,
+    ENV_VAR,
+    FILE_ENV_VAR,
+    TABLE_POINTS,
+    TASK_POINTS,
+    parse,
+)
 from tests.crash_job import INPUT_SCHEMA
 from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
@@ -115,6 +122,8 @@ class Tally:
     task_failures: int = 0
     finished_early: int = 0     # random lives whose query ended before the kill
     repaired: int = 0           # commits cut short, rolled forward by verify --repair
+    table_checks: int = 0       # lives after which the table (table.format) was read whole
+    table_rows: int = 0         # rows its last read returned
     fired: Counter = field(default_factory=Counter)      # any action, by point
     killed_at: Counter = field(default_factory=Counter)  # killall that fired, by point
     problems: list[str] = field(default_factory=list)
@@ -214,7 +223,7 @@ class CrashLoop:
             life = pending.pop(0)
             if life.point in DRIVER_CONVERT_POINTS and self.lone_task_for_driver_rolls:
                 self._stage_rows_in_task_partition_1()
-            if life.point == SCHEMA_POINT:
+            if life.point in SCHEMA_POINTS:
                 self._commit_a_batch_of_the_first_schema()
             if self.live(life) not in ("not fired", "done"):
                 continue  # a random life that ended before its kill is tried again too
@@ -268,8 +277,8 @@ class CrashLoop:
         armed = self.logs / f"life-{index:04d}.failpoints"
         armed.write_text(life.spec)
         if self.schema_change and not self.evolved and (
-                life.point == SCHEMA_POINT
-                or (SCHEMA_POINT not in self.points and index >= self.switch_at)):
+                life.point in SCHEMA_POINTS
+                or (not set(SCHEMA_POINTS) & set(self.points) and index >= self.switch_at)):
             self.evolved = True  # this life and the later ones write the added column
             self.switch_at_life = index
         started = time.monotonic()
@@ -383,10 +392,35 @@ class CrashLoop:
 
         result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
                                commit_timeout_s=0, fs_options=fs_options(self.options))
+        if self.options.get("table.format"):
+            self._check_table(index, life)
         if result.latest is None and not result.pending and not result.repaired:
             return  # killed before the first commit: nothing to verify yet
         self.tally.repaired += len(result.repaired)
         self.tally.problems += [f"life {index} ({life.label}): {p}" for p in result.problems]
+
+    def _check_table(self, index: int, life: Life) -> None:
+        """After ``verify --repair``: the table, read by delta-rs as any reader would, holds
+        exactly the rows of the finalized files (none lost, none twice). A commit worker
+        that outlived its driver may move the log meanwhile: looked at again, up to 3 times."""
+        from tests.support.tables import finalized_ids, table_ids
+
+        for _ in range(3):
+            expected, found = finalized_ids(self.storage(), self.read_schema), \
+                table_ids(self.out_url, self.options)
+            if found == expected:
+                break
+            time.sleep(1)
+        self.tally.table_checks += 1
+        self.tally.table_rows = sum(found.values())
+        if found != expected:
+            lost = sum((expected - found).values())
+            twice = sum(n - 1 for n in found.values() if n > 1)
+            extra = sum(n for i, n in found.items() if i not in expected)
+            self.tally.problems.append(f"life {index} ({life.label}): the table holds "
+                                       f"{sum(found.values())} rows, the finalized files "
+                                       f"{sum(expected.values())}: {lost} lost, {twice} twice, "
+                                       f"{extra} not finalized")
 
 
 def _line_queue(child: subprocess.Popen) -> queue.Queue:
@@ -420,6 +454,8 @@ BULK_OPTIONS = {**SINK_OPTIONS, "compression": "zstd",
                 "rotation.inactivity": "2s"}
 CONVERT_POINTS = tuple(p for p in ALL_POINTS if p.endswith("_convert"))
 SCHEMA_POINT = "driver.schema_change"
+# the points a life can only reach by changing the schema: that life adds the column
+SCHEMA_POINTS = (SCHEMA_POINT, "table.after_schema")
 DRIVER_CONVERT_POINTS = tuple(p for p in CONVERT_POINTS if p.startswith("driver."))
 SPARK_READERS = {"parquet": "parquet", "orc": "orc"}  # format -> spark.read.<method>; else json
 
@@ -436,6 +472,16 @@ def bulk_loop(workdir: Path, fmt: str, *, seed: int = 7, schema_change: bool = F
     return CrashLoop(workdir, seed=seed, options={**BULK_OPTIONS, "format": fmt},
                      group_by_file=True, lone_task_for_driver_rolls=True,
                      schema_change=schema_change)
+
+
+def table_loop(workdir: Path, table_format: str, *, seed: int = 7,
+               schema_change: bool = False) -> CrashLoop:
+    """Parquet whose table (``table.format``) follows the log; no partition markers, which a
+    table refuses (its VACUUM would delete them)."""
+    options = {k: v for k, v in BULK_OPTIONS.items() if k != "partition.commitDelay"}
+    return CrashLoop(workdir, seed=seed, options={**options, "format": "parquet",
+                                                  "table.format": table_format},
+                     group_by_file=True, schema_change=schema_change)
 
 
 def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, str]]:
@@ -522,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bulk", choices=sorted(SPARK_READERS),
                         help="write staged Parquet or ORC (encoded at every roll) instead of "
                              "JSON lines")
+    parser.add_argument("--table", choices=("delta",),
+                        help="write Parquet into a table that follows the log, read by the "
+                             "table's own reader after every life")
     args = parser.parse_args(argv)
     import tempfile
 
@@ -547,7 +596,10 @@ def main(argv: list[str] | None = None) -> int:
                          schema_change=True)
     if args.bulk:
         loop = bulk_loop(workdir, args.bulk, seed=args.seed, schema_change=True)
-    points = ALL_POINTS if args.bulk else tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)
+    if args.table:
+        loop = table_loop(workdir, args.table, seed=args.seed, schema_change=True)
+    points = tuple(p for p in ALL_POINTS if (args.bulk or args.table or p not in CONVERT_POINTS)
+                   and (args.table or p not in TABLE_POINTS))
     loop.run(random_kills=args.random_kills, points=points)
     spark = local_session(app_name="rotsink-crash-loop-check")
     spark.sparkContext.setLogLevel("ERROR")
@@ -571,6 +623,9 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"driver killed at {len(points) - len(unfired)}/{len(points)} failpoints"
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
         f"commits rolled forward by verify --repair: {t.repaired}",
+        *([f"table ({loop.options['table.format']}) read after each of {t.table_checks} lives "
+           f"by delta-rs: {t.table_rows} rows at the end, as the finalized files"]
+          if loop.options.get("table.format") else []),
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
         f"finalized rows {outcome.finalized_rows}, Spark's reader "
@@ -592,5 +647,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["CONVERT_POINTS", "CrashLoop", "Outcome", "TASK_POINTS", "bulk_loop", "check_output",
-           "failpoint_lives", "summary"]
+__all__ = ["CONVERT_POINTS", "CrashLoop", "Outcome", "TABLE_POINTS", "TASK_POINTS", "bulk_loop",
+           "check_output", "failpoint_lives", "summary", "table_loop"]

@@ -19,12 +19,14 @@ import pytest
 from commit_protocol.failpoints import ALL_POINTS
 from tests.crashloop import (
     CONVERT_POINTS,
+    TABLE_POINTS,
     CrashLoop,
     Outcome,
     bulk_loop,
     check_output,
     encrypted_s3_output,
     summary,
+    table_loop,
 )
 
 KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "4"))
@@ -59,7 +61,8 @@ def run_loop(spark, loop: CrashLoop, shown, *, random_kills: int, points) -> Out
 @pytest.mark.slow
 def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, shown):
     loop = CrashLoop(tmp_path, seed=SEED, schema_change=True)
-    row_points = tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS)  # Parquet's: below
+    # Parquet's and the table's points: below
+    row_points = tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS + TABLE_POINTS)
     outcome = run_loop(spark, loop, shown, random_kills=KILLS, points=row_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
@@ -81,6 +84,19 @@ def test_crash_loop_in_bulk_formats(spark, tmp_path, shown, fmt, extra_points):
                                                                            else 6)),
                        points=CONVERT_POINTS + extra_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
+
+
+@pytest.mark.slow
+def test_crash_loop_with_a_delta_table(spark, tmp_path, shown):
+    """Parquet into a Delta table: kills between the log file and the table commit, between
+    an added column and the files, after the table commit, and at random; after every life
+    (and its ``verify --repair``) delta-rs reads exactly the finalized rows."""
+    loop = table_loop(tmp_path, "delta", seed=SEED, schema_change=True)
+    outcome = run_loop(spark, loop, shown, random_kills=max(1, KILLS // 2),
+                       points=TABLE_POINTS + ("driver.after_rename",))
+    assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
+    assert loop.tally.table_checks == loop.tally.lives
+    assert loop.tally.table_rows == outcome.finalized_rows > 0
 
 
 @pytest.mark.slow
