@@ -78,6 +78,12 @@ def kafka_broker_classpath() -> str:
     return ":".join(str(j) for j in sorted(folder.glob("*.jar")))
 
 
+def delta_spark_jars() -> tuple[Path, ...]:
+    """Spark's Delta reader: delta-spark for Spark 4.2 and Delta's own jars (its other
+    dependencies are Spark's, which the PySpark running it ships)."""
+    return tuple(sorted(_fetch("delta-spark").glob("delta-*.jar")))
+
+
 def _fetch(name: str, *, candidates: tuple[str, ...] = ("",), hadoop: str = "") -> Path:
     """Copy the pom's dependencies into ``.jvm-cache/<name>/`` unless already there."""
     folder = CACHE / name
@@ -125,10 +131,11 @@ def main() -> int:
     try:
         packages = spark_packages()
         kafka_broker_classpath()
+        delta_spark_jars()
     except JvmSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker")
+    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, delta-spark")
     from tests.support.class_archive import class_archive
 
     built = [class_archive(jars) for jars in ((), packages.jars)]  # the crash loops' drivers

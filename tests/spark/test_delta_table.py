@@ -1,0 +1,176 @@
+"""``table.format=delta`` through Spark: readers no one here wrote -- delta-rs, polars and
+Spark's own Delta reader -- read the table while a query rolls and compacts beside them; every
+read is one committed table version and returns exactly the rows ``spark.read.parquet(path)``
+returned for the batch that version carries (the finalized files as of that batch)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support.streams import SCHEMA, write_numbered_source
+
+FILES = 30  # micro-batches of the query the readers run beside
+MIN_READS = 50  # per outside reader living in this process
+OPTIONS = {"format": "parquet", "table.format": "delta", "partitionBy": "grp",
+           "rotation.maxBatches": "3", "rotation.maxRecords": "60", "log.compactInterval": "4",
+           "log.cleanupDelay": "10m"}  # every batch's log file kept: each read is re-checked
+
+
+def start_query(spark, source: Path, out: Path, checkpoint: Path, **options: str):
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    return (df.writeStream.format("rotsink").options(**{**OPTIONS, **options})
+            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+            .start(str(out)))
+
+
+def finalized_as_of(spark, out: Path, batch: int) -> Counter:
+    """What ``spark.read.parquet(out)`` returned while batch ``batch`` was the latest: the
+    finalized files as of that batch (rotsink's reader pinned to it)."""
+    rows = (spark.read.format("rotsink").option("asOfBatch", str(batch))
+            .option("includeInProgress", "false").load(str(out)).select("id").collect())
+    return Counter(r.id for r in rows)
+
+
+class Reads:
+    """Reads of the table, each ``(table version, ids)``, from one reader."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, Counter]] = []
+        self.failed: list[str] = []
+
+
+def read_in_a_loop(out: Path, reads: Reads, done: threading.Event, read) -> None:
+    """``read(out) -> (version, ids)`` until ``done`` and at least ``MIN_READS`` times."""
+    while not done.is_set() or len(reads.seen) + len(reads.failed) < MIN_READS:
+        try:
+            reads.seen.append(read(out))
+        except Exception as e:  # noqa: BLE001 -- every failure is asserted away below
+            if type(e).__name__ == "TableNotFoundError" and not reads.seen:
+                time.sleep(0.05)  # the table is created by the query's first commit
+                continue
+            reads.failed.append(f"{type(e).__name__}: {e}")
+        time.sleep(0.1)  # about 5 reads a second: room on two cores for the query
+
+
+def by_delta_rs(out: Path) -> tuple[int, Counter]:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(out))  # one version, as loaded
+    ids = table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    return table.version(), Counter(ids)
+
+
+def by_polars(out: Path) -> tuple[int, Counter]:
+    import polars as pl
+    from deltalake import DeltaTable
+
+    version = DeltaTable(str(out)).version()
+    frame = pl.read_delta(str(out), version=version, columns=["id"])
+    return version, Counter(frame["id"].to_list())
+
+
+@pytest.fixture(scope="module")
+def delta_spark_python(tmp_path_factory):
+    from tests.support.delta_spark import delta_spark_python
+
+    return delta_spark_python(tmp_path_factory.mktemp("pyspark-4.2"))
+
+
+def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
+        spark, tmp_path, delta_spark_python, shown):
+    from deltalake import DeltaTable
+
+    from tests.support.delta_spark import start_reader
+
+    out = tmp_path / "out"
+    write_numbered_source(tmp_path / "in", files=2, rows_per_file=40)
+    start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()  # the table
+    stop = tmp_path / "stop"
+    spark_reads = tmp_path / "delta-spark.jsonl"
+    spark_reader = start_reader(delta_spark_python, str(out), spark_reads, stop, min_reads=3)
+    deadline = time.monotonic() + 300  # its JVM's start: the query then runs beside its reads
+    while not (spark_reads.exists() and spark_reads.read_text()):
+        assert spark_reader.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    read_before = len(spark_reads.read_text().splitlines())
+    write_numbered_source(tmp_path / "in", files=FILES - 2, rows_per_file=40, start_file=2)
+    query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
+    done = threading.Event()
+    readers = {"delta-rs": (Reads(), by_delta_rs), "polars": (Reads(), by_polars)}
+    threads = [threading.Thread(target=read_in_a_loop, args=(out, reads, done, read))
+               for reads, read in readers.values()]
+    for thread in threads:
+        thread.start()
+    query.awaitTermination()
+    read_beside = len(spark_reads.read_text().splitlines()) - read_before
+    done.set()
+    stop.touch()
+    for thread in threads:
+        thread.join()
+    assert spark_reader.wait(600) == 0, spark_reader.stderr.read()[-3000:] \
+        if spark_reader.stderr else ""
+    lines = [json.loads(line) for line in spark_reads.read_text().splitlines()]
+    spark_failed = [line["error"] for line in lines if "error" in line]
+    readers["Spark's Delta reader"] = (Reads(), None)
+    readers["Spark's Delta reader"][0].seen += [(line["version"], Counter(line["ids"]))
+                                                for line in lines if "error" not in line]
+    readers["Spark's Delta reader"][0].failed += spark_failed
+
+    owner = f"rotsink-{query.id}"
+    batch_of = {}  # table version -> the rotsink batch it carries
+    expected: dict[int, Counter] = {}
+    for name, (reads, _) in readers.items():
+        assert reads.failed == [], (name, reads.failed[:3])
+        for version, ids in reads.seen:
+            if version not in batch_of:
+                batch_of[version] = DeltaTable(str(out), version=version) \
+                    .transaction_version(owner)
+                expected[version] = finalized_as_of(spark, out, batch_of[version])
+            assert ids == expected[version], (name, version, batch_of[version])
+    # the last version is what Spark's Parquet reader returns now
+    final = DeltaTable(str(out))
+    spark_now = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
+    assert Counter(final.to_pyarrow_table(columns=["id"]).column("id").to_pylist()) == spark_now
+    counts = {name: len(reads.seen) for name, (reads, _) in readers.items()}
+    shown(f"Delta table beside a rolling, compacting query ({FILES} batches, "
+          f"{final.version() + 1} table versions): reads {counts}, 0 failed, each equal to "
+          f"the finalized rows of its version's batch ({len(expected)} versions checked; "
+          f"Spark's Delta reader read {read_beside} times while the query ran)")
+    assert min(counts["delta-rs"], counts["polars"]) >= MIN_READS
+    assert read_beside >= 2, "Spark's Delta reader must read while the query commits"
+    assert len(expected) >= 3  # the reads saw the table move
+
+
+def test_a_path_holding_another_writer_s_table_is_refused_before_writing(spark, tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    out = tmp_path / "out"
+    write_deltalake(str(out), pa.table({"id": [1], "name": ["x"], "grp": ["g0"],
+                                        "score": [0.5]}), partition_by=["grp"])
+    before = sorted(p for p in out.rglob("*"))
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
+    with pytest.raises(Exception, match="holds a Delta table .* without a transaction"):
+        start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()
+    assert sorted(p for p in out.rglob("*")) == before  # nothing written, not even the log
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"format": "jsonl"}, "table.format='delta' with option format='jsonl'"),
+    ({"partitionBy": "ts"}, "partitionBy column 'ts' of type timestamp"),
+], ids=["row-format", "timestamp-partitions"])
+def test_what_a_table_cannot_follow_is_refused_at_start(spark, tmp_path, options, expected):
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
+    df = spark.readStream.schema(SCHEMA).json(str(tmp_path / "in")) \
+        .selectExpr("*", "current_timestamp() AS ts")
+    writer = (df.writeStream.format("rotsink").options(**{**OPTIONS, **options})
+              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True))
+    with pytest.raises(Exception, match=expected):
+        writer.start(str(tmp_path / "out")).awaitTermination()
+    assert not (tmp_path / "out").exists()
