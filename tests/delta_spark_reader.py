@@ -36,7 +36,9 @@ def main(table: str, out_file: str, stop_file: str, min_reads: str, jars: str) -
                 time.sleep(0.2)  # created by the writer's first commit
                 continue
             try:
-                version = spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()[0]
+                newest = spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()
+                assert newest is not None, "a Delta table without a commit"
+                version = newest[0]
                 rows = (spark.read.format("delta").option("versionAsOf", version).load(table)
                         .select("id").collect())
                 line = {"version": version, "ids": sorted(r.id for r in rows)}

@@ -102,9 +102,9 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     write_numbered_source(tmp_path / "in", files=FILES - 2, rows_per_file=40, start_file=2)
     query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
     done = threading.Event()
-    readers = {"delta-rs": (Reads(), by_delta_rs), "polars": (Reads(), by_polars)}
-    threads = [threading.Thread(target=read_in_a_loop, args=(out, reads, done, read))
-               for reads, read in readers.values()]
+    readers = {"delta-rs": Reads(), "polars": Reads()}
+    threads = [threading.Thread(target=read_in_a_loop, args=(out, readers[name], done, read))
+               for name, read in (("delta-rs", by_delta_rs), ("polars", by_polars))]
     for thread in threads:
         thread.start()
     query.awaitTermination()
@@ -117,27 +117,28 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
         if spark_reader.stderr else ""
     lines = [json.loads(line) for line in spark_reads.read_text().splitlines()]
     spark_failed = [line["error"] for line in lines if "error" in line]
-    readers["Spark's Delta reader"] = (Reads(), None)
-    readers["Spark's Delta reader"][0].seen += [(line["version"], Counter(line["ids"]))
-                                                for line in lines if "error" not in line]
-    readers["Spark's Delta reader"][0].failed += spark_failed
+    readers["Spark's Delta reader"] = by_spark = Reads()
+    by_spark.seen += [(line["version"], Counter(line["ids"])) for line in lines
+                      if "error" not in line]
+    by_spark.failed += spark_failed
 
     owner = f"rotsink-{query.id}"
-    batch_of = {}  # table version -> the rotsink batch it carries
+    batch_of: dict[int, int] = {}  # table version -> the rotsink batch it carries
     expected: dict[int, Counter] = {}
-    for name, (reads, _) in readers.items():
+    for name, reads in readers.items():
         assert reads.failed == [], (name, reads.failed[:3])
         for version, ids in reads.seen:
             if version not in batch_of:
-                batch_of[version] = DeltaTable(str(out), version=version) \
-                    .transaction_version(owner)
+                carried = DeltaTable(str(out), version=version).transaction_version(owner)
+                assert carried is not None, f"table version {version} carries no batch"
+                batch_of[version] = carried
                 expected[version] = finalized_as_of(spark, out, batch_of[version])
             assert ids == expected[version], (name, version, batch_of[version])
     # the last version is what Spark's Parquet reader returns now
     final = DeltaTable(str(out))
     spark_now = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
     assert Counter(final.to_pyarrow_table(columns=["id"]).column("id").to_pylist()) == spark_now
-    counts = {name: len(reads.seen) for name, (reads, _) in readers.items()}
+    counts = {name: len(reads.seen) for name, reads in readers.items()}
     shown(f"Delta table beside a rolling, compacting query ({FILES} batches, "
           f"{final.version() + 1} table versions): reads {counts}, 0 failed, each equal to "
           f"the finalized rows of its version's batch ({len(expected)} versions checked; "
