@@ -7,6 +7,7 @@ option and the bad value.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 
@@ -115,6 +116,21 @@ def parse_int(key: str, text: str, *, minimum: int) -> int:
     return value
 
 
+def driver_path(path: str) -> str:
+    """``path`` as tasks must take it: a relative local path made absolute where it was given,
+    on the driver, as Spark makes its own file sink's path (a task would resolve it in its
+    executor's working directory). URLs and absolute paths are returned as they are.
+
+    >>> driver_path("/data/out"), driver_path("s3://bucket/out")
+    ('/data/out', 's3://bucket/out')
+    >>> driver_path("out") == os.path.join(os.getcwd(), "out")
+    True
+    """
+    if "://" in path or os.path.isabs(path):
+        return path
+    return os.path.abspath(path)
+
+
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     """Validate the writer's options (case-insensitive keys, as Spark passes them)."""
     opts = {k.lower(): v for k, v in options.items()}
@@ -128,6 +144,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     path = get(PATH)
     if not path:
         raise OptionError("option path is required: .option('path', '/data/out') or .start(path)")
+    path = driver_path(path)
     fmt = format_named(get(FORMAT, "jsonl").lower()).name
     level_text = given(COMPRESSION_LEVEL)
     level = None if level_text is None else parse_int(COMPRESSION_LEVEL, level_text, minimum=0)

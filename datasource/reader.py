@@ -49,6 +49,7 @@ from datasource.options import (
     INCLUDE_FINALIZED,
     INCLUDE_IN_PROGRESS,
     NUM_PARTITIONS,
+    driver_path,
     fs_options,
     parse_bool,
     parse_int,
@@ -134,7 +135,7 @@ class RotSinkReader(DataSourceReader):
             raise OptionError(f"spark.read.format('rotsink').schema({schema.simpleString()}): "
                               f"{options['path']} holds {committed.simpleString()}; leave the "
                               "schema out, rotsink reads the committed one")
-        self.path = options["path"]
+        self.path = driver_path(options["path"])
         self.batch = batch
         self.layout = ReadLayout.of(state)
         self.fs_options = fs_options(options)

@@ -44,6 +44,7 @@ from datasource.options import (
     MAX_FILES_PER_TRIGGER,
     NUM_PARTITIONS,
     STARTING_BATCH,
+    driver_path,
     fs_options,
     parse_int,
     parse_size,
@@ -64,7 +65,7 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
         _, _, state = open_state(options)
-        self.path = options["path"]
+        self.path = driver_path(options["path"])
         self.fs_options = fs_options(options)
         self.log_options = {"path": self.path, **{k: v for k, v in options.items()
                                                   if k.startswith("fs.")}}

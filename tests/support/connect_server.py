@@ -47,25 +47,37 @@ class ConnectServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self, grace_s: float = 15.0) -> None:
-        """Stop the JVM, SIGKILL after ``grace_s``, and make sure its Python workers are gone.
+        """Stop the JVM, SIGKILL after ``grace_s``, and make sure its Python workers are gone."""
+        stop_process_group(self.process, grace_s)
 
-        SIGTERM first lets Spark run its shutdown hooks (stopping the SparkContext, deleting
-        its temp directories). PySpark's worker daemons put themselves in process groups of
-        their own, so a signal to the JVM's group misses them: they exit when the JVM closes
-        their stdin, and any still alive a moment later is killed."""
-        workers = _descendants(self.process.pid)
-        _signal_group(self.process.pid, signal.SIGTERM)  # the group start_new_session made
-        try:
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            _signal_group(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        deadline = time.monotonic() + 5
-        while workers and time.monotonic() < deadline:
-            workers = [pid for pid in workers if _alive(pid)]
-            time.sleep(0.1)
-        for pid in workers:
-            _signal(pid, signal.SIGKILL)
+
+def die_with_parent(command: list[str]) -> list[str]:
+    """``command`` run so that the kernel kills it when this process dies (Linux; elsewhere
+    it runs as it is): for a JVM started through Spark's scripts, which exec it."""
+    return [sys.executable, "-c", _DIE_WITH_PARENT, *command]
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """Stop a JVM started with ``start_new_session=True``, SIGKILL after ``grace_s``, and make
+    sure its Python workers are gone.
+
+    SIGTERM first lets Spark run its shutdown hooks (stopping the SparkContext, deleting
+    its temp directories). PySpark's worker daemons put themselves in process groups of
+    their own, so a signal to the JVM's group misses them: they exit when the JVM closes
+    their stdin, and any still alive a moment later is killed."""
+    workers = _descendants(process.pid)
+    _signal_group(process.pid, signal.SIGTERM)  # the group start_new_session made
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+    deadline = time.monotonic() + 5
+    while workers and time.monotonic() < deadline:
+        workers = [pid for pid in workers if _alive(pid)]
+        time.sleep(0.1)
+    for pid in workers:
+        _signal(pid, signal.SIGKILL)
 
 
 def _signal_group(group: int, sig: signal.Signals) -> None:
@@ -154,8 +166,8 @@ def server_command(port: int, *, cores: int) -> list[str]:
         "spark.sql.shuffle.partitions": str(cores),
         "spark.sql.session.timeZone": "UTC",
     }
-    command = [sys.executable, "-c", _DIE_WITH_PARENT, spark_submit, "--class", SERVER_CLASS,
-               "--master", f"local[{cores}]", "--name", "rotsink-connect-tests"]
+    command = die_with_parent([spark_submit, "--class", SERVER_CLASS, "--master",
+                               f"local[{cores}]", "--name", "rotsink-connect-tests"])
     for key, value in confs.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, "spark-internal"]  # SparkSubmit's primary resource for built-in servers

@@ -24,6 +24,13 @@ def test_defaults_match_the_design():
     assert not parse_sink_options({"path": "/o", "commit.fsync": "FALSE"}).fsync
 
 
+def test_a_relative_path_is_taken_from_the_drivers_working_directory(tmp_path, monkeypatch):
+    # tasks run in their executors' working directories (docs/cluster.md)
+    monkeypatch.chdir(tmp_path)
+    assert parse_sink_options({"path": "out"}).path == str(tmp_path / "out")
+    assert parse_sink_options({"path": "s3://bucket/out"}).path == "s3://bucket/out"
+
+
 @pytest.mark.parametrize("text, ms", [("90s", 90_000), ("15 minutes", 900_000), ("1h", 3_600_000),
                                       ("0", 0), ("250ms", 250), ("1.5m", 90_000)])
 def test_durations(text, ms):

@@ -34,3 +34,29 @@ def test_first_task_loads_its_modules_and_freezes_them_once(fmt):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 10_000  # pyarrow alone brings more
+
+
+# A cluster node with pyarrow and numpy but no pandas (docs/cluster.md): importing it fails as
+# it does where it is not installed.
+WITHOUT_PANDAS = """
+import importlib.abc, sys
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+from datasource.writer import freeze_task_modules
+freeze_task_modules({fmt!r})
+assert "pandas" not in sys.modules
+"""
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_a_task_on_a_node_without_pandas_loads_what_is_there(fmt):
+    assert "pandas" in FORMATS[fmt].preload  # pyarrow's writer imports it when it can
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PANDAS.format(fmt=fmt)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
