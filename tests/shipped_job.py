@@ -8,8 +8,9 @@ directory of its own. Prints one JSON line with what the readers and the executo
     PYSPARK_PYTHON=python3 python -m tests.shipped_job pyfiles MASTER DIR ZIP
 
 ``archives``: ``spark.archives=ENV#environment`` (a packed venv with rotsink, without PySpark),
-read back by Spark's reader, rotsink's, the fast path and the change feed, with the heartbeat
-as a second source, all through the automatic ``format("rotsink")`` lookup. ``pyfiles``:
+a relative output path, the heartbeat as a second source, read back by Spark's reader,
+rotsink's, the fast path and the change feed, all through the automatic ``format("rotsink")``
+lookup. ``pyfiles``:
 ``spark.submit.pyFiles=ZIP`` (rotsink's pure-Python wheel as a zip) on nodes with only pyarrow
 and numpy: Parquet, after ``spark.dataSource.register``; the errors of the automatic lookup
 and of JSON lines (polars is compiled, so no zip can carry it) are reported as they come.

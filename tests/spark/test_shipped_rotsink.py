@@ -43,7 +43,20 @@ NOT_FOR_THE_DRIVER = ("PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "SPARK_HOME",
                       "ROTSINK_FAILPOINTS", "ROTSINK_FAILPOINTS_FILE")
 
 
+@pytest.fixture
+def environments_removed(tmp_path):
+    """Once the test is over, its venvs, pack and unpacked copies (2 GB together) go from
+    tmp_path; the logs stay."""
+    yield
+    unpacked = [*tmp_path.glob("cluster/work/*/*/environment"),
+                *tmp_path.glob("archives/local/*/userFiles-*/environment")]
+    for directory in (tmp_path / "node", tmp_path / "pack", *unpacked):
+        shutil.rmtree(directory, ignore_errors=True)
+    (tmp_path / "rotsink_env.tar.gz").unlink(missing_ok=True)
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("environments_removed")
 def test_a_job_ships_rotsink_to_nodes_that_lack_it(tmp_path, shown):
     started = time.monotonic()
     pinned = constraints(tmp_path / "constraints.txt")
@@ -67,7 +80,6 @@ def test_a_job_ships_rotsink_to_nodes_that_lack_it(tmp_path, shown):
                                   python="./environment/bin/python")
         finally:
             cluster.stop()
-            remove_environments(tmp_path)
     done = time.monotonic()
     shown(f"built wheel, node venv, cluster {ready - started:.1f} s; py-files job "
           f"{pyfiles_done - ready:.1f} s (pack built meanwhile) {by_pyfiles['seconds']}; "
@@ -106,15 +118,6 @@ def pack_environment(tmp_path: Path, wheel: Path, pinned: Path) -> Path:
     make_venv(tmp_path / "pack", runtime_requirements(wheel), pinned=pinned, no_deps=[wheel])
     assert not list((tmp_path / "pack").glob("lib/python*/site-packages/pyspark"))
     return pack(tmp_path / "pack", tmp_path / "rotsink_env.tar.gz")
-
-
-def remove_environments(tmp_path: Path) -> None:
-    """The venvs, the pack and its unpacked copies (2 GB together) go; the logs stay."""
-    unpacked = [*tmp_path.glob("cluster/work/*/*/environment"),
-                *tmp_path.glob("archives/local/*/userFiles-*/environment")]
-    for directory in (tmp_path / "node", tmp_path / "pack", *unpacked):
-        shutil.rmtree(directory, ignore_errors=True)
-    (tmp_path / "rotsink_env.tar.gz").unlink(missing_ok=True)
 
 
 def run_job(cluster: StandaloneCluster, workdir: Path, mode: str, shipped: str, *,
