@@ -152,7 +152,7 @@ def child_convert(spec: dict) -> dict:
 
     first = warm_up()
     config, storage = sink_config(spec), storage_for(spec)
-    (temp, size), seconds, peak = measured(
+    (temp, size, _), seconds, peak = measured(
         lambda: convert_staged(storage, spec["temp"], spec["end"], config, name=spec["name"]))
     groups = pq.ParquetFile(Path(spec["out"]) / temp).metadata.num_row_groups
     return {**first, "seconds": seconds, "peak_mb": peak, "temp": temp, "size": size,

@@ -103,6 +103,7 @@ class StagedPartFile(RowPartFile):
         self.ratio = ratio
         self.final_temp: str | None = None
         self.final_size = 0
+        self.final_footer: bytes | None = None
         self.check_rows = FORMATS[config.format].implementation().check_rows
         # Every row of a file this task created, and its staged bytes not yet written, while
         # ``held`` allows; None once it does not, or when the file has rows staged before
@@ -173,12 +174,12 @@ class StagedPartFile(RowPartFile):
         self.release()
         self.closed = True
         failpoints.hit("task.before_convert")
-        self.final_temp, self.final_size = convert_staged(self.storage, self.temp, self.end,
-                                                          self.config, name=self.name,
-                                                          rows=kept)
+        self.final_temp, self.final_size, self.final_footer = convert_staged(
+            self.storage, self.temp, self.end, self.config, name=self.name, rows=kept)
         if self.end:
             self.ratio.value = max(self.final_size / self.end, 1e-3)
         failpoints.hit("task.after_convert")
 
     def report(self) -> FileReport:
-        return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size)
+        return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size,
+                       final_footer=self.final_footer)

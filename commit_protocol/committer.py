@@ -182,7 +182,8 @@ class Committer:
         if not self._finish(new_state, data):
             return CommitResult(batch_id, committed=False)
         if self.table is not None:  # the table follows the log (commit_protocol.tables)
-            self.table.follow(new_state, now_ms=now_ms)
+            self.table.follow(new_state, now_ms=now_ms, footers={
+                f.name: f.footer for f in merged.finalized if f.footer is not None})
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
         _log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),

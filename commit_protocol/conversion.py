@@ -42,9 +42,11 @@ def staged_batches(storage: Storage, staged: str, length: int,
 
 
 def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfig, *,
-                   name: str, rows: Iterable[pa.RecordBatch] | None = None) -> tuple[str, int]:
+                   name: str, rows: Iterable[pa.RecordBatch] | None = None
+                   ) -> tuple[str, int, bytes | None]:
     """Write the committed rows of ``staged`` as the finished file of final name ``name`` at
-    a fresh temp name; return that temp and its size.
+    a fresh temp name; return that temp, its size and its footer (Parquet: for a table that
+    lists the file, ``table.format``; None for ORC).
 
     ``rows``: the staged file's rows, when the caller still holds all of them (a file
     staged and rolled by one task), so they are not read back (on an object store, a
@@ -57,7 +59,7 @@ def convert_staged(storage: Storage, staged: str, length: int, config: SinkConfi
     for batch in rows if rows is not None else staged_batches(storage, staged, length, config):
         finished.add(batch)
     finished.roll()
-    return temp, finished.end
+    return temp, finished.end, finished.footer
 
 
 class FinishedPartFile(PartFile):
@@ -77,6 +79,7 @@ class FinishedPartFile(PartFile):
         self.buffered_bytes = 0
         self._handle: BinaryIO | None = None
         self._writer: Any = None  # the format's writer once the first group flushes
+        self.footer: bytes | None = None  # the finished Parquet file's, once released
 
     def add(self, rows: pa.RecordBatch) -> int:
         """Buffer ``rows`` (a converted file is already within its limits: no roll here)."""
@@ -121,6 +124,7 @@ class FinishedPartFile(PartFile):
         self.flush(final=True)
         if self._handle is not None and self._writer is not None:
             self._writer.close()
+            self.footer = self._writer.footer() if hasattr(self._writer, "footer") else None
             self.end = self._handle.tell()  # written from offset 0: the file's size
             self._handle.close()
             self._handle = None

@@ -52,6 +52,6 @@ def convert_rolled(storage: Storage, config: SinkConfig, f: Finalized) -> Finali
     from commit_protocol.conversion import convert_staged
 
     failpoints.hit("driver.before_convert")
-    temp, size = convert_staged(storage, f.temp, f.size, config, name=f.name)
+    temp, size, footer = convert_staged(storage, f.temp, f.size, config, name=f.name)
     failpoints.hit("driver.after_convert")
-    return replace(f, temp=temp, size=size)
+    return replace(f, temp=temp, size=size, footer=footer)

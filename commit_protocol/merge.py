@@ -30,6 +30,7 @@ class Finalized:
     records: int
     reason: str
     rolled_by_driver: bool = False  # by a commit-time rule; a task-rolled file is complete
+    footer: bytes | None = None  # a finished Parquet file's, as its encoder wrote it
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def merge_reports(committed: dict[Slot, InProgressFile], reports: list[TaskRepor
                 reason = report.reason or _task_roll_reason(report, policy)
                 if report.final_temp is not None:  # a staged file, encoded by the task
                     finalized.append(Finalized(report.name, report.final_temp,
-                                               report.final_size, report.records, reason))
+                                               report.final_size, report.records, reason,
+                                               footer=report.final_footer))
                 elif is_bulk:
                     raise CommitError(f"{report.name}: a rolled staged file without its "
                                       "finished file: expected the task to report it")

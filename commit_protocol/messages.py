@@ -14,7 +14,8 @@ class FileReport:
     ``records`` counts the whole file; ``closed`` says the task rolled it, for ``reason``
     (None: a size or record limit, told apart by the records). A rolled staged file of a bulk
     format was encoded into the finished file ``final_temp`` of ``final_size`` bytes, which
-    the commit publishes instead of ``temp``.
+    the commit publishes instead of ``temp``; ``final_footer`` is that file's Parquet footer
+    (a table that follows the log takes its statistics from it).
     """
 
     partition: int
@@ -30,6 +31,7 @@ class FileReport:
     reason: str | None = None
     final_temp: str | None = None
     final_size: int = 0
+    final_footer: bytes | None = None
 
     @property
     def slot(self) -> tuple[int, str]:

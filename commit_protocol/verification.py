@@ -113,8 +113,9 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
         found, in_flight = _check(storage, ring=ring, deep=deep, repaired=repaired,
                                   timeout_s=commit_timeout_s, fs_options=fs_options)
         if in_flight:  # a live commit, or a driver dead a moment ago: the second look says
-            settle(storage, timeout_s=commit_timeout_s, on_wait=on_wait)
-            time.sleep(POLL_S)
+            settle(storage, timeout_s=commit_timeout_s, on_wait=on_wait)  # waits for intents
+            if _TABLE_COMMIT in in_flight:  # nothing to wait on but the table, or the time
+                time.sleep(POLL_S)
             continue
         if found.ok or _commit_traces(storage) == before:
             break
@@ -136,6 +137,7 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
 _ATTEMPTS = 5
 _BACKOFF_S = 0.2
 _LOOKS = 50  # checks in all, the second looks after commits in flight included
+_TABLE_COMMIT = -1  # in flight: the table commit of the latest batch (table.format)
 
 
 def _commit_traces(storage: Storage) -> frozenset[str]:
@@ -177,7 +179,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
         checked = check_table(storage, f"{LOG_DIR}/{names[latest][0]}", state, table, listed,
                               timeout_s=timeout_s)
         problems += checked.problems
-        in_flight = [*in_flight, latest] if checked.in_flight else in_flight
+        in_flight = [*in_flight, _TABLE_COMMIT] if checked.in_flight else in_flight
     authenticated = 0
     if deep or ring is not None:
         authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)

@@ -85,6 +85,15 @@ class ParquetWriter:
     def close(self) -> None:
         self._writer.close()
 
+    def footer(self) -> bytes:
+        """The closed file's footer, as a Parquet metadata file (``pq.read_metadata`` reads
+        it): a table that lists the file takes its statistics from it, not from storage."""
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        self._writer.writer.metadata.write_metadata_file(sink)
+        return sink.getvalue().to_pybytes()
+
 
 def open_writer(handle: IO[bytes], table: pa.Table, config: Any, *,
                 encrypt: bool = True) -> ParquetWriter:

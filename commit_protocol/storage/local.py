@@ -51,6 +51,10 @@ class LocalStorage:
             f.seek(start)
             return f.read() if end is None else f.read(end - start)
 
+    def read_finished(self, path: str, size: int, start: int) -> bytes:
+        """Bytes ``[start, size)`` of a finalized file of ``size`` bytes."""
+        return self.read(path, start, size)
+
     def open_read(self, path: str) -> BinaryIO:
         return open(self._abs(path), "rb")
 

@@ -148,6 +148,11 @@ class ObjectStorage:
         stop = sum(p.length for p in pieces) if end is None else end
         return self._objects.read(slice_pieces(pieces, start, stop))
 
+    def read_finished(self, path: str, size: int, start: int) -> bytes:
+        """Bytes ``[start, size)`` of a finalized file of ``size`` bytes, which is one plain
+        object: 1 ranged GET, no listing (``SegmentError`` when it holds fewer bytes)."""
+        return self._objects.read([Piece(Blob(self._abs(path), size, 0), start, size - start)])
+
     def open_read(self, path: str) -> BinaryIO:
         """The whole file in memory (log and intent files are small): 1 GET of the plain
         object that log, intent and published files are; a segmented file's GET finds no

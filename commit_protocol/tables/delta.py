@@ -12,9 +12,11 @@ commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBa
 
 delta-rs accepts a repeated or lower ``txn`` version, and retries a commit that lost a race
 on top of the winner: so every commit here is made with no retry (``max_commit_retries=0``:
-at exactly the version read, +1) after reading the table's ``txn`` afresh, and a lost race
-reads again -- a batch the table holds is never committed twice, by a zombie driver either.
-Two concurrent creations would both succeed the same way; with no retry, one fails.
+at exactly the version read, +1) after reading the table's ``txn``, and a lost race reads
+the table afresh and looks again -- a batch the table holds is never committed twice, by a
+zombie driver either. Two concurrent creations would both succeed the same way; with no
+retry, one fails. What a process knows of the table between its commits, and why a commit
+then costs one request: :mod:`commit_protocol.tables.delta_snapshots`.
 
 Added columns (``schema.evolution=addColumns``) take a commit of their own just before the
 batch's files: delta-rs commits a wider schema only in an overwrite, which could drop files.
@@ -37,6 +39,7 @@ from commit_protocol.errors import TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableCommit, TableFile, option_values
+from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
 from commit_protocol.tables.delta_stats import delta_stats
 
 if TYPE_CHECKING:
@@ -44,11 +47,6 @@ if TYPE_CHECKING:
 
 STORAGE_PREFIX = "storage."  # table.storage.<KEY>: passed to delta-rs as it is
 _ATTEMPTS = 5  # reads and commits when other writers' commits (an OPTIMIZE) land between
-
-# One table object per (location, options) in this process, brought up to date before each
-# use: a commit worker then reads only the commits since its last one.
-_OPEN: dict[tuple[str, tuple[tuple[str, str], ...]], DeltaTable] = {}
-
 
 def open_table(storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
     uri, options = delta_location(storage.root_uri, config)
@@ -90,26 +88,17 @@ class DeltaFollowedTable:
         self.options = options
 
     # -- reading -------------------------------------------------------------------------
-    def loaded(self) -> DeltaTable | None:
-        """The table at its newest version; None when there is none yet."""
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
-        key = (self.uri, tuple(sorted(self.options.items())))
-        table = _OPEN.get(key)
-        if table is not None:
-            table.update_incremental()
-            return table
-        try:
-            table = DeltaTable(self.uri, storage_options=self.options or None)
-        except TableNotFoundError:
-            return None
-        _OPEN[key] = table
-        return table
+    def loaded(self, *, fresh: bool = True) -> DeltaTable | None:
+        """The table at its newest version (``fresh``), or at the version this process last
+        knew; None when there is none yet."""
+        known = snapshot(self.uri, self.options, fresh=fresh)
+        return None if known is None else known.ready()
 
     def committed_batch(self, owner: str) -> int | None:
-        table = self.loaded()
-        return None if table is None else table.transaction_version(owner)
+        """As this process last knew the table: a newer commit by another writer fails the
+        next commit, which then reads the table again (:meth:`commit`)."""
+        known = snapshot(self.uri, self.options, fresh=False)
+        return None if known is None else known.mark(owner)
 
     def files(self) -> dict[str, int]:
         table = self.loaded()
@@ -121,11 +110,12 @@ class DeltaFollowedTable:
 
     def check(self, *, owner: str | None, schema_json: str,
               partition_by: tuple[str, ...]) -> None:
-        table = self.loaded()
-        if table is None:
+        known = snapshot(self.uri, self.options, fresh=True)
+        if known is None:
             return
+        table = known.ready()
         metadata = table.metadata()
-        if owner is None or table.transaction_version(owner) is None:
+        if owner is None or known.mark(owner) is None:
             raise TableError(
                 f"{self.uri} holds a Delta table (version {table.version()}, last written by "
                 f"{_writer(table)}) without a transaction of "
@@ -139,23 +129,26 @@ class DeltaFollowedTable:
 
     # -- committing ----------------------------------------------------------------------
     def commit(self, commit: TableCommit) -> bool:
+        """Read the mark (as last known, then afresh after a lost race), skip a batch the
+        table holds, commit with no retry at exactly the next version."""
         from deltalake.exceptions import CommitFailedError, DeltaError
 
-        for _ in range(_ATTEMPTS):
-            table = self.loaded()
-            held = None if table is None else table.transaction_version(commit.owner)
+        for attempt in range(_ATTEMPTS):
+            known = snapshot(self.uri, self.options, fresh=attempt > 0)
+            held = None if known is None else known.mark(commit.owner)
             if held is not None and held >= commit.batch_id:
                 return False
             try:
-                if table is None:
+                if known is None:
                     self._create(commit)
+                    forget(self.uri, self.options)
                 else:
-                    self._append(table, commit)
+                    self._append(known, commit)
                 return True
             except CommitFailedError:
                 continue  # another commit landed first: read the table again
             except DeltaError as e:
-                if table is None and "exist" in str(e).lower():
+                if known is None and "exist" in str(e).lower():
                     continue  # created meanwhile by another driver
                 raise TableError(f"{self.uri}: the Delta commit of batch {commit.batch_id} "
                                  f"failed: {e}") from e
@@ -170,9 +163,11 @@ class DeltaFollowedTable:
         create_table_with_add_actions(
             self.uri, Schema.from_json(nullable(commit.schema_json)), _adds(commit),
             mode="error", partition_by=list(commit.partition_by),
-            storage_options=self.options or None, commit_properties=_properties(commit))
+            storage_options=self.options or None, commit_properties=_properties(commit),
+            post_commithook_properties=_NO_HOOKS())
 
-    def _append(self, table: DeltaTable, commit: TableCommit) -> None:
+    def _append(self, known: Snapshot, commit: TableCommit) -> None:
+        table = known.ready()
         added = _new_columns(json.loads(table.schema().to_json()),
                              json.loads(nullable(commit.schema_json)))
         if added:
@@ -180,12 +175,24 @@ class DeltaFollowedTable:
             from deltalake.transaction import CommitProperties
 
             table.alter.add_columns([Field.from_json(json.dumps(f)) for f in added],
-                                    commit_properties=CommitProperties(max_commit_retries=0))
+                                    commit_properties=CommitProperties(max_commit_retries=0),
+                                    post_commithook_properties=_NO_HOOKS())
             failpoints.hit("table.after_schema")
-            table.update_incremental()
+            known.refresh()
+        version = table.version() + 1
         table.create_write_transaction(_adds(commit), mode="append", schema=table.schema(),
                                        partition_by=list(commit.partition_by),
-                                       commit_properties=_properties(commit))
+                                       commit_properties=_properties(commit),
+                                       post_commithook_properties=_NO_HOOKS())
+        known.committed(commit.owner, commit.batch_id, version)
+
+
+def _NO_HOOKS() -> Any:
+    """No checkpoint or log clean-up inside a commit: the snapshot's background refresh
+    makes them (:mod:`commit_protocol.tables.delta_snapshots`)."""
+    from deltalake.transaction import PostCommitHookProperties
+
+    return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 def _writer(table: DeltaTable) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
@@ -38,6 +39,9 @@ from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 from commit_protocol.tables import Table, TableCommit, TableFile, open_table, owner_of
 from commit_protocol.uris import from_uri
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 logger = logging.getLogger("rotsink.table")
 
@@ -75,6 +79,7 @@ class TableFollower:
         self.config = config
         self.log = log
         self._table: Table | None = None
+        self._footers: dict[str, bytes] = {}
 
     @property
     def table(self) -> Table:
@@ -82,10 +87,14 @@ class TableFollower:
             self._table = open_table(self.storage, self.config)
         return self._table
 
-    def follow(self, state: SinkState, *, now_ms: int) -> list[int]:
+    def follow(self, state: SinkState, *, now_ms: int,
+               footers: dict[str, bytes] | None = None) -> list[int]:
         """After the log file of ``state.batch_id``: catch up, then commit this batch.
-        Returns the batches committed to the table."""
+        ``footers``: the Parquet footers of files this batch finalized, by final name, as
+        their encoders wrote them (the others are read from storage). Returns the batches
+        committed to the table."""
         failpoints.hit("table.before_commit")
+        self._footers = dict(footers or {})
         done = self._bring_up(state.batch_id, state, now_ms=now_ms)
         failpoints.hit("table.after_commit")
         return done
@@ -154,15 +163,44 @@ class TableFollower:
         return [latest] if self._commit(batch, owner, now_ms=now_ms) else []
 
     def _files(self, files: tuple[tuple[str, int], ...], now_ms: int) -> list[TableFile]:
-        """The files with their Parquet footers, read together where storage gains."""
+        """The files with their Parquet footers: as the commit's encoders handed them over,
+        else read together where storage gains (one ranged GET each on an object store)."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        def footer(item: tuple[str, int]) -> TableFile:
+        def described(item: tuple[str, int]) -> TableFile:
             path, size = item
-            with self.storage.open_input(path, size) as source:
-                return TableFile(path, size, now_ms, pq.read_metadata(source))
+            given = self._footers.get(path)
+            footer = read_footer(self.storage, path, size) if given is None else \
+                pq.read_metadata(pa.BufferReader(given))
+            return TableFile(path, size, now_ms, footer)
 
-        return each(self.storage, footer, list(files))
+        unread = [item for item in files if item[0] not in self._footers]
+        if len(unread) > 1:  # those read from storage go out together
+            read = dict(zip(unread, each(self.storage, described, unread), strict=True))
+            return [read.get(item) or described(item) for item in files]
+        return [described(item) for item in files]
+
+
+# Bytes read from a file's end for its footer: the footer of a file of a few row groups is a
+# few KB; a larger one costs a second read.
+FOOTER_GUESS = 64 << 10
+
+
+def read_footer(storage: Storage, path: str, size: int) -> pq.FileMetaData:
+    """The Parquet footer of finalized file ``path`` (``size`` bytes), from its last bytes
+    alone: one read, two for a footer over :data:`FOOTER_GUESS`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tail = storage.read_finished(path, size, max(0, size - FOOTER_GUESS))
+    if size < 12 or tail[-4:] != b"PAR1":
+        raise CorruptLogError(f"{path}: a finalized file of the log is no Parquet file (no "
+                              "'PAR1' at its end): the table cannot list it")
+    footer = int.from_bytes(tail[-8:-4], "little") + 8
+    if footer > len(tail):
+        tail = storage.read_finished(path, size, size - footer)
+    return pq.read_metadata(pa.BufferReader(tail))
 
 
 def follower(storage: Storage, config: SinkConfig, log: MetadataLog) -> TableFollower | None:

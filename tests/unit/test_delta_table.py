@@ -20,7 +20,7 @@ from commit_protocol.errors import TableError
 from commit_protocol.plan import WritePlan
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import open_storage
-from commit_protocol.tables.follow import forget
+from commit_protocol.tables import delta_snapshots, follow
 from commit_protocol.task_writer import TaskWriter
 from commit_protocol.verification import verify_output
 
@@ -35,9 +35,15 @@ QUERY = "q1"
 GROUPS = ["a", "b", None]  # None: Spark's default partition, a null partition value in Delta
 
 
+def forget() -> None:
+    """What a process remembers of tables, dropped: the next call plays a new driver."""
+    follow.forget()
+    delta_snapshots.forget_all()
+
+
 @pytest.fixture(autouse=True)
 def fresh_process_memory():
-    forget()  # what a process remembers of a table is per output; tests reuse nothing
+    forget()
     yield
     forget()
 

@@ -1,0 +1,191 @@
+"""What a table that follows the log (``table.format=delta``) adds to a micro-batch's commit,
+on a local disk and on S3, without Spark (the commit is the same code Spark's commit worker
+runs).
+
+    python benchmarks/table_commits.py --batches 40 --latency-ms 0,20 --repeats 3
+
+A driver process commits ``--batches`` micro-batches of 4,000 rows into four ``day``
+directories (Parquet, ``rotation.maxBatches=2``: every other batch finalizes four files),
+once with ``table.format=delta`` and once without (the anchor), to a local directory and to
+SeaweedFS on 127.0.0.1 through the recording proxy of ``tests/support/s3faults.py``, which
+delays every request by ``--latency-ms`` (AWS S3 answers in 10-30 ms). It times each commit
+and, inside it, the table step (the high-water mark read, the footers of the new files, the
+delta-rs commit); the requests sent during the table step are counted, with the *sequential*
+ones (the longest chain of requests that ran one after another: the round trips the commit
+waits for). Printed per storage and latency, medians over the rolling batches of
+``--repeats`` runs: the table step's milliseconds and requests, the commit's time with and
+without the table (their ratio), rows/s and MB/s of the whole run, and the driver's peak
+memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers
+
+ROWS = 4_000
+DAYS = ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")
+SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
+    {"name": n, "type": t, "nullable": True, "metadata": {}}
+    for n, t in (("id", "long"), ("name", "string"), ("score", "double"), ("day", "string"))]})
+
+
+# -- the driver process ------------------------------------------------------------------------
+def drive(url: str, endpoint: str, batches: int, table: bool) -> None:
+    """Commit ``batches`` batches; print one JSON line per batch."""
+    import pyarrow as pa
+
+    from commit_protocol.committer import Committer
+    from commit_protocol.config import RotationPolicy, SinkConfig
+    from commit_protocol.plan import WritePlan
+    from commit_protocol.storage import open_storage
+    from commit_protocol.tables.follow import TableFollower
+    from commit_protocol.task_writer import TaskWriter
+
+    timings: dict[str, float] = {}
+    follow = TableFollower.follow
+
+    def timed(self: TableFollower, state: Any, *, now_ms: int,
+              footers: dict[str, bytes] | None = None) -> list[int]:
+        """The table step, timed from inside the commit."""
+        timings["start"] = time.time()
+        done = follow(self, state, now_ms=now_ms, footers=footers)
+        timings["end"] = time.time()
+        return done
+
+    TableFollower.follow = timed  # type: ignore[method-assign]
+    cfg = SinkConfig(path=url, format="parquet", compression="snappy", file_suffix=".parquet",
+                     partition_by=("day",), table_format="delta" if table else None,
+                     fs_options={"endpoint_url": endpoint} if endpoint else {},
+                     rotation=RotationPolicy(max_batches=2, interval_ms=0, inactivity_ms=0))
+    storage = open_storage(url, cfg.fs_options)
+    for batch_id in range(batches):
+        ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
+        rows = pa.record_batch({"id": pa.array(ids, pa.int64()),
+                                "name": pa.array([f"name {i}" for i in ids]),
+                                "score": pa.array([i / 7 for i in ids]),
+                                "day": pa.array([DAYS[i % 4] for i in ids])})
+        plan = WritePlan.from_state(Committer(storage, cfg, SCHEMA_JSON).latest_state(),
+                                    storage.root_uri)
+        report = TaskWriter(storage, cfg, plan, batch_id=batch_id, partition=0, attempt=0,
+                            query_id="bench").write([rows])
+        timings.clear()
+        started = time.monotonic()
+        result = Committer(storage, cfg, SCHEMA_JSON).commit(batch_id, [report])
+        commit_ms = (time.monotonic() - started) * 1000
+        print(json.dumps({"batch": batch_id, "rolled": bool(result.finalized),
+                          "commit_ms": commit_ms, "bytes": rows.nbytes,
+                          "table_start": timings.get("start"), "table_end": timings.get("end")}),
+              flush=True)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"peak_mb": peak_kb / 1024}), flush=True)
+
+
+# -- the parent --------------------------------------------------------------------------------
+def run(url: str, endpoint: str, batches: int, table: bool) -> tuple[list[dict], float, float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, __file__, "--drive", url, endpoint or "-",
+                           str(batches), "table" if table else "plain"],
+                          capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [line for line in lines if "batch" in line], lines[-1]["peak_mb"], wall
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def measure(storage: str, latency_ms: int, args, server: str | None) -> None:
+    from tests.support.s3faults import FailingProxy, sequential
+    from tests.support.s3server import create_bucket
+
+    table_ms: list[float] = []
+    requests: list[float] = []
+    chains: list[float] = []
+    with_table: list[float] = []
+    without: list[float] = []
+    rates: list[tuple[float, float]] = []
+    peaks: list[float] = []
+    for _ in range(args.repeats):
+        proxy = None
+        for table in (True, False):
+            if storage == "s3":
+                assert server is not None
+                proxy = FailingProxy(server, latency_s=latency_ms / 1000)
+                bucket = create_bucket(server, f"table-bench-{uuid.uuid4().hex[:8]}")
+                url, endpoint = f"s3://{bucket}/out", proxy.endpoint
+            else:
+                url, endpoint = tempfile.mkdtemp(prefix="table-bench-"), ""
+            batches, peak, wall = run(url, endpoint, args.batches, table)
+            rolled = [b for b in batches if b["rolled"] and b["batch"] > 0]
+            (with_table if table else without).append(median([b["commit_ms"] for b in rolled]))
+            if table:
+                rates.append((len(batches) * ROWS / wall, sum(b["bytes"] for b in batches)
+                              / wall / 1e6))
+                peaks.append(peak)
+                for b in rolled:
+                    table_ms.append((b["table_end"] - b["table_start"]) * 1000)
+                    if proxy is not None:
+                        # what the commit waited for: the snapshot's refresh after it runs
+                        # in the background (its requests end after the step)
+                        sent = [r for r in proxy.requests
+                                if b["table_start"] <= r.started and r.ended <= b["table_end"]]
+                        requests.append(len(sent))
+                        chains.append(sequential(sent))
+            if proxy is not None:
+                proxy.stop()
+    where = storage if storage == "local" else f"s3, {latency_ms} ms a request"
+    print(f"{where}: table step per rolling batch {median(table_ms):.1f} ms"
+          + (f", {median(requests):.0f} requests ({median(chains):.0f} sequential)"
+             if requests else "")
+          + f"; commit {median(with_table):.1f} ms with the table, {median(without):.1f} ms "
+          f"without ({median(with_table) / median(without):.2f}x); "
+          f"{median([r for r, _ in rates]):,.0f} rows/s, {median([m for _, m in rates]):.1f} "
+          f"MB/s; driver peak {median(peaks):.0f} MB")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--drive":
+        url, endpoint, batches, mode = sys.argv[2:6]
+        drive(url, "" if endpoint == "-" else endpoint, int(batches), mode == "table")
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--latency-ms", default="0,20")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--storage", default="local,s3")
+    args = parser.parse_args()
+    from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_server
+
+    os.environ.update(DUMMY_CREDENTIALS)
+    server, stop = start_seaweedfs_server() if "s3" in args.storage else (None, None)
+    try:
+        if "local" in args.storage:
+            measure("local", 0, args, None)
+        if "s3" in args.storage:
+            for latency in map(int, args.latency_ms.split(",")):
+                measure("s3", latency, args, server)
+    finally:
+        if stop is not None:
+            stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
