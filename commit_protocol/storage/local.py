@@ -52,8 +52,12 @@ class LocalStorage:
             return f.read() if end is None else f.read(end - start)
 
     def read_finished(self, path: str, size: int, start: int) -> bytes:
-        """Bytes ``[start, size)`` of a finalized file of ``size`` bytes."""
-        return self.read(path, start, size)
+        """Bytes ``[start, size)`` of a finalized file of ``size`` bytes (``EOFError`` when
+        it holds fewer)."""
+        data = self.read(path, start, size)
+        if len(data) != size - start:
+            raise EOFError(f"{path}: expected {size} bytes, holds {start + len(data)}")
+        return data
 
     def open_read(self, path: str) -> BinaryIO:
         return open(self._abs(path), "rb")

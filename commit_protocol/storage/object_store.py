@@ -150,8 +150,12 @@ class ObjectStorage:
 
     def read_finished(self, path: str, size: int, start: int) -> bytes:
         """Bytes ``[start, size)`` of a finalized file of ``size`` bytes, which is one plain
-        object: 1 ranged GET, no listing (``SegmentError`` when it holds fewer bytes)."""
-        return self._objects.read([Piece(Blob(self._abs(path), size, 0), start, size - start)])
+        object: 1 ranged GET, no listing (``SegmentError``, or ``EOFError``, when it holds
+        fewer bytes)."""
+        data = self._objects.read([Piece(Blob(self._abs(path), size, 0), start, size - start)])
+        if len(data) != size - start:
+            raise EOFError(f"{path}: expected {size} bytes, holds {start + len(data)}")
+        return data
 
     def open_read(self, path: str) -> BinaryIO:
         """The whole file in memory (log and intent files are small): 1 GET of the plain

@@ -350,6 +350,18 @@ def test_publish_moves_src_to_dst(storage):
     assert [i.path for i in storage.list("k=1")] == ["k=1/part-0.jsonl"]
 
 
+def test_read_finished_reads_the_end_of_a_published_file(storage):
+    """A table's footer read: bytes from an offset to the known end of a finalized file (one
+    ranged GET on an object store); a file shorter than its known size is an error."""
+    small_segments(storage)
+    append(storage, "_rotsink/inprogress/.f.tmp", b"0123456789", b"abcdef")
+    storage.publish("_rotsink/inprogress/.f.tmp", "k=1/part-0.parquet")
+    assert storage.read_finished("k=1/part-0.parquet", 16, 10) == b"abcdef"
+    assert storage.read_finished("k=1/part-0.parquet", 16, 0) == b"0123456789abcdef"
+    with pytest.raises((OSError, EOFError)):
+        storage.read_finished("k=1/part-0.parquet", 20, 10)
+
+
 def test_publish_never_overwrites_a_foreign_dst(storage):
     append(storage, "tmp", b"ours")
     storage.write_exclusive("part-0", [b"someone else's"])
