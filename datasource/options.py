@@ -302,6 +302,7 @@ def _check_table_options(config: SinkConfig) -> None:
         return
     given = f"option {TABLE_FORMAT}={config.table_format!r}"
     entry = TABLE_FORMATS[config.table_format]
+    entry.check_installed()
     if config.format not in entry.formats:
         raise OptionError(f"{given} with option {FORMAT}={config.format!r}: a "
                           f"{config.table_format} table takes format "

@@ -93,12 +93,24 @@ class TableFormat:
 
     name: str
     module: str
+    # the library the driver needs (its import name) and the extra that installs it
+    library: str
+    extra: str
     # what the format cannot take from the sink, checked when the query starts
     formats: tuple[str, ...] = ("parquet",)
 
+    def check_installed(self) -> None:
+        """Refuse, when the query starts, a table whose library the driver lacks."""
+        import importlib.util
+
+        if importlib.util.find_spec(self.library) is None:
+            raise OptionError(f"option table.format={self.name!r} needs the {self.library} "
+                              "package in the driver's Python: pip install "
+                              f"'rotsink[{self.extra}]'")
+
 
 TABLE_FORMATS: dict[str, TableFormat] = {f.name: f for f in (
-    TableFormat("delta", "commit_protocol.tables.delta"),
+    TableFormat("delta", "commit_protocol.tables.delta", library="deltalake", extra="delta"),
 )}
 
 

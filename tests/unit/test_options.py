@@ -63,11 +63,24 @@ def test_durations(text, ms):
     ({"encryption.key": "env:ROTSINK_UNSET_VAR"}, "environment variable 'ROTSINK_UNSET_VAR' is "
                                                   "not set"),
     ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
+    ({"table.format": "hudi"}, "option table.format='hudi': expected one of delta"),
+    ({"table.format": "delta"}, "option table.format='delta' with option format='jsonl'"),
+    ({"table.format": "delta", "format": "parquet", "log.retention": "7d"},
+     "with option log.retention: retention drops files from rotsink's log but not from the "
+     "table"),
+    ({"table.format": "delta", "format": "parquet", "partition.commitDelay": "1m"},
+     "with option partition.commitDelay: the _SUCCESS markers"),
+    ({"table.format": "delta", "format": "parquet", "encryption.key": "env:HOME"},
+     "with option encryption.key: delta readers cannot decrypt"),
+    ({"table.fromat": "delta"}, "unknown option table.fromat='delta'; did you mean table.format"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",
         "unit", "open-files", "row-group-bytes", "interval", "hidden-prefix",
         "duplicate-partition", "typo", "fsync-not-a-boolean", "avro-codec",
-        "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key"])
-def test_bad_options_name_option_and_value(options, message):
+        "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key",
+        "table-unknown", "table-row-format", "table-retention", "table-markers",
+        "table-encrypted", "table-typo"])
+def test_bad_options_name_option_and_value(options, message, monkeypatch):
+    monkeypatch.setenv("HOME", "0" * 64)  # a key by reference (the table-encrypted case)
     base = {} if options == {} else {"path": "/out"}
     with pytest.raises(RotsinkError, match=message) as caught:
         parse_sink_options({**base, **options})
@@ -107,3 +120,14 @@ def test_unknown_options_are_refused_with_a_suggestion(options, reading, message
         return
     with pytest.raises(RotsinkError, match=message):
         reject_unknown(options, reading=reading)
+
+
+def test_a_table_format_whose_library_is_missing_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "deltalake" else real(name, *a))
+    with pytest.raises(RotsinkError, match=r"needs the deltalake package in the driver's "
+                                           r"Python: pip install 'rotsink\[delta\]'"):
+        parse_sink_options({"path": "/out", "format": "parquet", "table.format": "delta"})
