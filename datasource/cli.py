@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", help="working directory (default: a new temp directory)")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches to stream")
     demo.add_argument("--rows", type=int, default=500, help="rows per micro-batch")
+    demo.add_argument("--table", choices=("delta",),
+                      help="write Parquet into a table of this format too, and read it back "
+                           "with its own reader (needs pip install 'rotsink[delta]')")
     paths = {}
     for name, text in (("inspect", "print the committed batches and in-progress files"),
                        ("verify", "check that storage matches the log: exit 0 if it does, "
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from datasource.demo import run_demo
 
-            return run_demo(args.dir, batches=args.batches, rows=args.rows)
+            return run_demo(args.dir, batches=args.batches, rows=args.rows, table=args.table)
         if args.command == "inspect":
             return _inspect(args.path, _fs_options(args.fs))
         if args.command == "cat":

@@ -1,4 +1,5 @@
-"""``rotsink demo``: a real local streaming query that shows rotation and commits."""
+"""``rotsink demo``: a real local streaming query that shows rotation and commits; with
+``--table delta``, into a Delta table that delta-rs reads back beside Spark's reader."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ DEMO_OPTIONS = {
     "rotation.inactivity": "1h",
     "log.compactInterval": "5",
 }
+# --table: Parquet files, partitioned, that a table lists as they finish
+TABLE_OPTIONS = {"format": "parquet", "partitionBy": "event"}
 
 
 def _write_input(directory: Path, batches: int, rows: int) -> None:
@@ -27,10 +30,17 @@ def _write_input(directory: Path, batches: int, rows: int) -> None:
         (directory / f"events-{b:04d}.json").write_text("\n".join(lines) + "\n")
 
 
-def run_demo(workdir: str | None, *, batches: int, rows: int) -> int:
-    """Stream ``batches`` micro-batches through rotsink, print what each commit did, read back."""
+def run_demo(workdir: str | None, *, batches: int, rows: int, table: str | None = None) -> int:
+    """Stream ``batches`` micro-batches through rotsink, print what each commit did, read back
+    (``table``: also into a table of that format, read back by its own reader)."""
     from datasource.session import local_session
 
+    options = DEMO_OPTIONS if table is None else \
+        {**DEMO_OPTIONS, **TABLE_OPTIONS, "table.format": table}
+    if table is not None:
+        from commit_protocol.tables import table_format_named
+
+        table_format_named(table).check_installed()
     root = Path(workdir or tempfile.mkdtemp(prefix="rotsink-demo-"))
     source, out, checkpoint = root / "input", root / "output", root / "checkpoint"
     _write_input(source, batches, rows)
@@ -42,11 +52,13 @@ def run_demo(workdir: str | None, *, batches: int, rows: int) -> int:
         df = (spark.readStream.schema("id LONG, event STRING, value DOUBLE")
               .option("maxFilesPerTrigger", 1).json(str(source)))
         writer = df.writeStream.format("rotsink").option("checkpointLocation", str(checkpoint))
-        for key, value in DEMO_OPTIONS.items():
+        for key, value in options.items():
             writer = writer.option(key, value)
         writer.trigger(availableNow=True).start(str(out)).awaitTermination()
-        print(f"streamed in {time.time() - started:.1f}s with options {DEMO_OPTIONS}\n")
+        print(f"streamed in {time.time() - started:.1f}s with options {options}\n")
         _print_commits(str(out))
+        if table is not None:
+            return _read_table_back(spark, str(out))
         return _read_back(spark, str(out), batches * rows)
     finally:
         spark.stop()
@@ -59,6 +71,24 @@ def _print_commits(out: str) -> None:
         marker = " [compacted log]" if s.compacted else ""
         print(f"batch {s.batch_id:>3} committed{marker}: rolled {rolled}; "
               f"{len(s.in_progress)} file(s) in progress")
+
+
+def _read_table_back(spark, out: str) -> int:
+    """The Delta table as delta-rs reads it: exactly the rows of Spark's Parquet reader."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(out)
+    ids = table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    spark_ids = [r.id for r in spark.read.parquet(out).select("id").collect()]
+    in_progress = spark.read.format("rotsink").option("includeFinalized", "false").load(out)
+    print(f"\nDelta table (delta-rs): version {table.version()}, "
+          f"{len(table.file_uris())} files, {len(ids)} rows")
+    print(f"Spark's Parquet reader (honours _spark_metadata): {len(spark_ids)} rows; "
+          f"{in_progress.count()} more rows are committed in files still in progress")
+    ok = sorted(ids) == sorted(spark_ids) and len(set(ids)) == len(ids)
+    print("OK: the table lists exactly the finalized files, every row once" if ok
+          else "MISMATCH")
+    return 0 if ok else 1
 
 
 def _read_back(spark, out: str, expected: int) -> int:

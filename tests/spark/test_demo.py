@@ -27,3 +27,17 @@ def test_demo_streams_and_reads_back_every_row_exactly_once(tmp_path):
     committed = [line for line in done.stderr.splitlines()
                  if " INFO rotsink.commit: batch " in line and " committed in " in line]
     assert len(committed) == 4, done.stderr[-2000:]
+
+
+def test_demo_with_a_delta_table_reads_it_back_with_delta_rs(tmp_path):
+    script = Path(sys.executable).with_name("rotsink")
+    command = str(script) if script.exists() else shutil.which("rotsink")
+    assert command, "the rotsink console script is not installed (pip install -e .)"
+    done = subprocess.run([command, "demo", "--table", "delta", "--batches", "6", "--rows",
+                           "300", "--dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "OK: the table lists exactly the finalized files, every row once" in lines
+    assert any(line.startswith("Delta table (delta-rs): version 1, 7 files, 1200 rows")
+               for line in lines), lines
