@@ -18,9 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", help="working directory (default: a new temp directory)")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches to stream")
     demo.add_argument("--rows", type=int, default=500, help="rows per micro-batch")
-    demo.add_argument("--table", choices=("delta",),
+    demo.add_argument("--table", choices=("delta", "iceberg"),
                       help="write Parquet into a table of this format too, and read it back "
-                           "with its own reader (needs pip install 'rotsink[delta]')")
+                           "with its own reader (needs pip install 'rotsink[delta]' or "
+                           "'rotsink[iceberg]')")
     paths = {}
     for name, text in (("inspect", "print the committed batches and in-progress files"),
                        ("verify", "check that storage matches the log: exit 0 if it does, "

@@ -1,5 +1,6 @@
 """``rotsink demo``: a real local streaming query that shows rotation and commits; with
-``--table delta``, into a Delta table that delta-rs reads back beside Spark's reader."""
+``--table delta`` (or ``iceberg``), into a Delta table that delta-rs reads back (an Iceberg
+table on the embedded catalog that pyiceberg reads back) beside Spark's reader."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def run_demo(workdir: str | None, *, batches: int, rows: int, table: str | None 
         print(f"streamed in {time.time() - started:.1f}s with options {options}\n")
         _print_commits(str(out))
         if table is not None:
-            return _read_table_back(spark, str(out))
+            return _read_table_back(spark, str(out), table)
         return _read_back(spark, str(out), batches * rows)
     finally:
         spark.stop()
@@ -73,16 +74,30 @@ def _print_commits(out: str) -> None:
               f"{len(s.in_progress)} file(s) in progress")
 
 
-def _read_table_back(spark, out: str) -> int:
-    """The Delta table as delta-rs reads it: exactly the rows of Spark's Parquet reader."""
-    from deltalake import DeltaTable
+def _read_table_back(spark, out: str, table_format: str) -> int:
+    """The table as its own reader reads it: exactly the rows of Spark's Parquet reader."""
+    if table_format == "delta":
+        from deltalake import DeltaTable
 
-    table = DeltaTable(out)
-    ids = table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+        delta = DeltaTable(out)
+        ids = delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+        print(f"\nDelta table (delta-rs): version {delta.version()}, "
+              f"{len(delta.file_uris())} files, {len(ids)} rows")
+    else:
+        from commit_protocol.storage import open_storage
+        from commit_protocol.tables.iceberg import IcebergFollowedTable
+        from datasource.options import parse_sink_options
+
+        config = parse_sink_options({"path": out, "format": "parquet", "table.format": "iceberg"})
+        iceberg = IcebergFollowedTable(open_storage(out).root_uri, config).loaded()
+        assert iceberg is not None
+        ids = iceberg.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+        print(f"\nIceberg table {config.table_options.get('identifier', 'rotsink.output')} "
+              f"(pyiceberg, embedded catalog {out}/_iceberg/catalog.db): "
+              f"{len(iceberg.snapshots())} snapshots, {len(iceberg.inspect.files())} files, "
+              f"{len(ids)} rows")
     spark_ids = [r.id for r in spark.read.parquet(out).select("id").collect()]
     in_progress = spark.read.format("rotsink").option("includeFinalized", "false").load(out)
-    print(f"\nDelta table (delta-rs): version {table.version()}, "
-          f"{len(table.file_uris())} files, {len(ids)} rows")
     print(f"Spark's Parquet reader (honours _spark_metadata): {len(spark_ids)} rows; "
           f"{in_progress.count()} more rows are committed in files still in progress")
     ok = sorted(ids) == sorted(spark_ids) and len(set(ids)) == len(ids)

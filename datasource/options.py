@@ -38,7 +38,10 @@ ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
 TABLE_FORMAT = "table.format"
-TABLE_PREFIXES = ("table.storage.",)  # table.storage.<KEY>: given to the table library as is
+TABLE_IDENTIFIER = "table.identifier"
+# table.storage.<KEY> (delta-rs storage options), table.catalog.<property> (pyiceberg's
+# catalog): given to the table library as they are
+TABLE_PREFIXES = ("table.storage.", "table.catalog.")
 
 # Encrypted row files get their own suffix: no Spark reader can decode them, and the name
 # should say so rather than let a ".gz" reader fail on it.
@@ -59,7 +62,7 @@ SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_REC
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
                 RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, FSYNC,
                 ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION,
-                TABLE_FORMAT)
+                TABLE_FORMAT, TABLE_IDENTIFIER)
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, INCLUDE_FINALIZED, AS_OF_BATCH, NUM_PARTITIONS,
@@ -181,7 +184,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         fsync=parse_bool(FSYNC, get(FSYNC, "true")),
         table_format=_table_format(given(TABLE_FORMAT)),
         table_options={k[len("table."):]: v for k, v in options.items()
-                       if k.lower().startswith(TABLE_PREFIXES)},
+                       if k.lower().startswith(TABLE_PREFIXES)
+                       or k.lower() == TABLE_IDENTIFIER.lower()},
     )
     _check_table_options(config)
     return config
@@ -303,6 +307,11 @@ def _check_table_options(config: SinkConfig) -> None:
     given = f"option {TABLE_FORMAT}={config.table_format!r}"
     entry = TABLE_FORMATS[config.table_format]
     entry.check_installed()
+    identifier = config.table_options.get("identifier")
+    if identifier is not None and (config.table_format != "iceberg" or identifier.count(".") < 1
+                                   or "" in identifier.split(".")):
+        raise OptionError(f"option {TABLE_IDENTIFIER}={identifier!r}: expected namespace.table, "
+                          "for table.format=iceberg")
     if config.format not in entry.formats:
         raise OptionError(f"{given} with option {FORMAT}={config.format!r}: a "
                           f"{config.table_format} table takes format "

@@ -89,6 +89,17 @@ def seaweedfs_endpoint() -> Iterator[str]:
     stop()
 
 
+@pytest.fixture(scope="session")
+def seaweedfs_catalog() -> Iterator[tuple[str, str]]:
+    """SeaweedFS with its Iceberg REST catalog on 127.0.0.1: ``(S3 URL, catalog URL)`` (a
+    server of its own, so tests of the plain S3 gateway are not slowed by it)."""
+    from tests.support.s3server import start_seaweedfs_with_catalog
+
+    endpoint, catalog, stop = start_seaweedfs_with_catalog()
+    yield endpoint, catalog
+    stop()
+
+
 @pytest.fixture
 def s3_server(request) -> LocalS3:
     """The local S3 server of a test: moto, or the one a test names through indirect

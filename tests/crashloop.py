@@ -400,7 +400,7 @@ class CrashLoop:
         self.tally.problems += [f"life {index} ({life.label}): {p}" for p in result.problems]
 
     def _check_table(self, index: int, life: Life) -> None:
-        """After ``verify --repair``: the table, read by delta-rs as any reader would, holds
+        """After ``verify --repair``: the table, read by its own reader as any reader would, holds
         exactly the rows of the finalized files (none lost, none twice). A commit worker
         that outlived its driver may move the log meanwhile: looked at again, up to 3 times."""
         from tests.support.tables import finalized_ids, table_ids
@@ -568,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bulk", choices=sorted(SPARK_READERS),
                         help="write staged Parquet or ORC (encoded at every roll) instead of "
                              "JSON lines")
-    parser.add_argument("--table", choices=("delta",),
+    parser.add_argument("--table", choices=("delta", "iceberg"),
                         help="write Parquet into a table that follows the log, read by the "
                              "table's own reader after every life")
     args = parser.parse_args(argv)
@@ -624,7 +624,7 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
         f"commits rolled forward by verify --repair: {t.repaired}",
         *([f"table ({loop.options['table.format']}) read after each of {t.table_checks} lives "
-           f"by delta-rs: {t.table_rows} rows at the end, as the finalized files"]
+           f"by its own reader: {t.table_rows} rows at the end, as the finalized files"]
           if loop.options.get("table.format") else []),
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",

@@ -74,12 +74,18 @@ class ParquetWriter:
                  encrypt: bool) -> None:
         import pyarrow.parquet as pq
 
-        self._writer = pq.ParquetWriter(handle, table.schema, compression=config.compression,
+        # A table's readers (pyiceberg's scan) refuse a file whose stored Arrow schema holds
+        # a zone other than UTC, as Spark's session zone is: the same instants, said in UTC
+        self._utc = utc_schema(table.schema) if getattr(config, "table_format", None) else None
+        schema = table.schema if self._utc is None else self._utc
+        self._writer = pq.ParquetWriter(handle, schema, compression=config.compression,
                                         compression_level=config.compression_level,
                                         use_dictionary=parquet_dictionary_columns(table),
                                         **(_encryption(config) if encrypt else {}))
 
     def write(self, table: pa.Table, *, rows_per_group: int) -> None:
+        if self._utc is not None:
+            table = table.cast(self._utc)  # a zone's change: metadata only
         self._writer.write_table(table, row_group_size=rows_per_group)
 
     def close(self) -> None:
@@ -93,6 +99,31 @@ class ParquetWriter:
         sink = pa.BufferOutputStream()
         self._writer.writer.metadata.write_metadata_file(sink)
         return sink.getvalue().to_pybytes()
+
+
+def utc_schema(schema: pa.Schema) -> pa.Schema | None:
+    """``schema`` with every zoned timestamp in UTC (nested ones too); None when it has no
+    zone other than UTC.
+
+    >>> utc_schema(pa.schema([("t", pa.timestamp("us", "Europe/Paris"))]))
+    t: timestamp[us, tz=UTC]
+    """
+    def utc(kind: pa.DataType) -> pa.DataType:
+        if pa.types.is_timestamp(kind) and kind.tz not in (None, "UTC"):
+            return pa.timestamp(kind.unit, "UTC")
+        if pa.types.is_struct(kind):
+            return pa.struct([f.with_type(utc(f.type)) for f in kind])
+        if pa.types.is_large_list(kind):
+            return pa.large_list(kind.value_field.with_type(utc(kind.value_type)))
+        if pa.types.is_list(kind):
+            return pa.list_(kind.value_field.with_type(utc(kind.value_type)))
+        if pa.types.is_map(kind):
+            return pa.map_(kind.key_field.with_type(utc(kind.key_type)),
+                           kind.item_field.with_type(utc(kind.item_type)))
+        return kind
+
+    converted = pa.schema([f.with_type(utc(f.type)) for f in schema], metadata=schema.metadata)
+    return None if converted.equals(schema) else converted
 
 
 def open_writer(handle: IO[bytes], table: pa.Table, config: Any, *,

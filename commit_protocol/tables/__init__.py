@@ -111,6 +111,8 @@ class TableFormat:
 
 TABLE_FORMATS: dict[str, TableFormat] = {f.name: f for f in (
     TableFormat("delta", "commit_protocol.tables.delta", library="deltalake", extra="delta"),
+    TableFormat("iceberg", "commit_protocol.tables.iceberg", library="pyiceberg",
+                extra="iceberg"),
 )}
 
 

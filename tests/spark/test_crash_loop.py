@@ -87,13 +87,17 @@ def test_crash_loop_in_bulk_formats(spark, tmp_path, shown, fmt, extra_points):
 
 
 @pytest.mark.slow
-def test_crash_loop_with_a_delta_table(spark, tmp_path, shown):
-    """Parquet into a Delta table: kills between the log file and the table commit, between
-    an added column and the files, after the table commit, and at random; after every life
-    (and its ``verify --repair``) delta-rs reads exactly the finalized rows."""
-    loop = table_loop(tmp_path, "delta", seed=SEED, schema_change=True)
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
+    """Parquet into a Delta or Iceberg table: kills between the log file and the table commit,
+    (Delta) between an added column and the files, after the table commit, and at random;
+    after every life (and its ``verify --repair``) the table's own reader (delta-rs,
+    pyiceberg) reads exactly the finalized rows."""
+    loop = table_loop(tmp_path, table_format, seed=SEED, schema_change=True)
+    points = tuple(p for p in TABLE_POINTS
+                   if table_format == "delta" or p != "table.after_schema")
     outcome = run_loop(spark, loop, shown, random_kills=max(1, KILLS // 2),
-                       points=TABLE_POINTS + ("driver.after_rename",))
+                       points=points + ("driver.after_rename",))
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
     assert loop.tally.table_checks == loop.tally.lives
     assert loop.tally.table_rows == outcome.finalized_rows > 0

@@ -77,23 +77,24 @@ def by_polars(out: Path) -> tuple[int, Counter]:
 
 @pytest.fixture(scope="module")
 def delta_spark_python(tmp_path_factory):
-    from tests.support.delta_spark import delta_spark_python
+    from tests.support.table_spark import reader_python
 
-    return delta_spark_python(tmp_path_factory.mktemp("pyspark-4.2"))
+    return reader_python("delta", tmp_path_factory.mktemp("pyspark-4.2"))
 
 
 def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
         spark, tmp_path, delta_spark_python, shown):
     from deltalake import DeltaTable
 
-    from tests.support.delta_spark import start_reader
+    from tests.support.table_spark import start_reader
 
     out = tmp_path / "out"
     write_numbered_source(tmp_path / "in", files=2, rows_per_file=40)
     start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()  # the table
     stop = tmp_path / "stop"
     spark_reads = tmp_path / "delta-spark.jsonl"
-    spark_reader = start_reader(delta_spark_python, str(out), spark_reads, stop, min_reads=3)
+    spark_reader = start_reader("delta", delta_spark_python, str(out), spark_reads, stop,
+                                min_reads=3)
     deadline = time.monotonic() + 300  # its JVM's start: the query then runs beside its reads
     while not (spark_reads.exists() and spark_reads.read_text()):
         assert spark_reader.poll() is None and time.monotonic() < deadline

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_demo_streams_and_reads_back_every_row_exactly_once(tmp_path):
     script = Path(sys.executable).with_name("rotsink")
@@ -29,15 +31,19 @@ def test_demo_streams_and_reads_back_every_row_exactly_once(tmp_path):
     assert len(committed) == 4, done.stderr[-2000:]
 
 
-def test_demo_with_a_delta_table_reads_it_back_with_delta_rs(tmp_path):
+@pytest.mark.parametrize("table, summary", [
+    ("delta", "Delta table (delta-rs): version 1, 7 files, 1200 rows"),
+    ("iceberg", "Iceberg table rotsink.output (pyiceberg, embedded catalog"),
+])
+def test_demo_with_a_table_reads_it_back_with_the_table_s_reader(tmp_path, table, summary):
     script = Path(sys.executable).with_name("rotsink")
     command = str(script) if script.exists() else shutil.which("rotsink")
     assert command, "the rotsink console script is not installed (pip install -e .)"
-    done = subprocess.run([command, "demo", "--table", "delta", "--batches", "6", "--rows",
+    done = subprocess.run([command, "demo", "--table", table, "--batches", "6", "--rows",
                            "300", "--dir", str(tmp_path)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert "OK: the table lists exactly the finalized files, every row once" in lines
-    assert any(line.startswith("Delta table (delta-rs): version 1, 7 files, 1200 rows")
-               for line in lines), lines
+    assert any(line.startswith(summary) and line.endswith("1200 rows") for line in lines), \
+        lines

@@ -1,13 +1,14 @@
 """A driver that commits micro-batches back to back, for ``rotsink verify`` to run beside.
 
-    python -m tests.support.committing_driver OUT BATCHES [JITTER_MS]
+    python -m tests.support.committing_driver OUT BATCHES [JITTER_MS] [TABLE_FORMAT]
 
 Each batch is what Spark drives (the plan read on the driver, one task writing rows into four
 partition directories, the commit) through rotsink's own ``TaskWriter`` and ``Committer``;
 files roll every other batch and the log compacts every third, with clean-up at once
 (``log.cleanupDelay 0``), so every kind of commit step happens all the time. Each step of a
 commit is slowed by up to ``JITTER_MS`` (default 20), as a loaded machine or an object store
-slows it, which widens the window between an intent and its log file.
+slows it, which widens the window between an intent and its log file. With
+``TABLE_FORMAT`` (``delta``) the files are Parquet and a table follows the log.
 
 The failpoints of ``ROTSINK_FAILPOINTS`` apply (``driver.after_stage=kill`` leaves a really
 dead driver's intent). Prints ``COMMITTED <batch>`` after each batch.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -34,9 +36,13 @@ SCHEMA_JSON = ('{"type":"struct","fields":['
 ROWS = 40
 
 
-def config(out: str) -> SinkConfig:
-    return SinkConfig(path=out, partition_by=("grp",), compact_interval=3, cleanup_delay_ms=0,
-                      rotation=RotationPolicy(max_batches=2, interval_ms=0, inactivity_ms=0))
+def config(out: str, table_format: str | None = None) -> SinkConfig:
+    plain = SinkConfig(path=out, partition_by=("grp",), compact_interval=3, cleanup_delay_ms=0,
+                       rotation=RotationPolicy(max_batches=2, interval_ms=0, inactivity_ms=0))
+    if table_format is None:
+        return plain
+    return replace(plain, format="parquet", compression="snappy", file_suffix=".parquet",
+                   table_format=table_format)
 
 
 def commit_one(cfg: SinkConfig, batch_id: int) -> None:
@@ -51,8 +57,8 @@ def commit_one(cfg: SinkConfig, batch_id: int) -> None:
     Committer(storage, cfg, SCHEMA_JSON).commit(batch_id, [report])
 
 
-def main(out: str, batches: str, jitter_ms: str = "20") -> int:
-    cfg = config(out)
+def main(out: str, batches: str, jitter_ms: str = "20", table_format: str = "") -> int:
+    cfg = config(out, table_format or None)
     latest = Committer(LocalStorage(out), cfg, SCHEMA_JSON).recover()
     jitter = int(jitter_ms) / 1000
     real_hit = failpoints.hit

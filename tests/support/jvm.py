@@ -78,6 +78,14 @@ def kafka_broker_classpath() -> str:
     return ":".join(str(j) for j in sorted(folder.glob("*.jar")))
 
 
+def iceberg_spark_jars() -> tuple[Path, ...]:
+    """Spark's Iceberg reader: iceberg-spark-runtime for Spark 4.1 (a jar of its own) and the
+    SQLite JDBC driver (its other dependencies are Spark's)."""
+    folder = _fetch("iceberg-spark")
+    return tuple(sorted(j for j in folder.glob("*.jar")
+                        if j.name.startswith(("iceberg-spark-runtime", "sqlite-jdbc"))))
+
+
 def delta_spark_jars() -> tuple[Path, ...]:
     """Spark's Delta reader: delta-spark for Spark 4.2 and Delta's own jars (its other
     dependencies are Spark's, which the PySpark running it ships)."""
@@ -132,10 +140,12 @@ def main() -> int:
         packages = spark_packages()
         kafka_broker_classpath()
         delta_spark_jars()
+        iceberg_spark_jars()
     except JvmSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, delta-spark")
+    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, delta-spark, "
+          "iceberg-spark-runtime")
     from tests.support.class_archive import class_archive
 
     built = [class_archive(jars) for jars in ((), packages.jars)]  # the crash loops' drivers

@@ -166,6 +166,9 @@ class _WeedExited(RuntimeError):
     say)."""
 
 
+TABLE_BUCKET = "warehouse"  # the Iceberg table bucket weed mini makes for its REST catalog
+
+
 def start_seaweedfs_server(*, timeout_s: float = 60.0) -> tuple[str, Callable[[], None]]:
     """Start ``weed mini`` (master, volume, filer and S3 gateway in one process) on free
     loopback ports with its data and logs in a new temp directory; return its S3 URL once the
@@ -177,20 +180,35 @@ def start_seaweedfs_server(*, timeout_s: float = 60.0) -> tuple[str, Callable[[]
     creates it from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``), so signing is checked
     as on S3 (a wrong secret gets SignatureDoesNotMatch).
     """
+    endpoint, _, stop = _start(timeout_s, catalog=False)
+    return endpoint, stop
+
+
+def start_seaweedfs_with_catalog(*, timeout_s: float = 60.0
+                                 ) -> tuple[str, str, Callable[[], None]]:
+    """The same, with SeaweedFS's Iceberg REST catalog on a free loopback port too, its
+    table bucket :data:`TABLE_BUCKET` made: the S3 URL, the catalog's URL, a stop function."""
+    return _start(timeout_s, catalog=True)
+
+
+def _start(timeout_s: float, *, catalog: bool) -> tuple[str, str, Callable[[], None]]:
     for attempt in range(3):
         try:
-            return _start_weed(timeout_s)
+            return _start_weed(timeout_s, catalog=catalog)
         except _WeedExited:
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_weed(timeout_s: float) -> tuple[str, Callable[[], None]]:
+def _start_weed(timeout_s: float, *, catalog: bool) -> tuple[str, str, Callable[[], None]]:
     workdir = Path(tempfile.mkdtemp(prefix="rotsink-weed-"))
     ports = dict(zip(_WEED_COMPONENTS, free_port_pairs(len(_WEED_COMPONENTS)), strict=True))
+    iceberg = free_port_pairs(1)[0] if catalog else 0
+    flags = [f for f in _WEED_FLAGS if not f.startswith("-s3.port.iceberg")]
     command = [weed_binary(), f"-logdir={workdir}", "mini", f"-dir={workdir / 'data'}",
-               *_WEED_FLAGS,
+               *flags, f"-s3.port.iceberg={iceberg}",
+               *([f"-tableBucket={TABLE_BUCKET}"] if catalog else []),
                *(f"-{name}.port={port}" for name, port in ports.items()),
                *(f"-{name}.port.grpc={port + _GRPC_OFFSET}" for name, port in ports.items()),
                f"-s3.localSocket={workdir / 's3.sock'}",
@@ -216,7 +234,7 @@ def _start_weed(timeout_s: float) -> tuple[str, Callable[[], None]]:
     except BaseException:
         stop()
         raise
-    return endpoint, stop
+    return endpoint, f"http://127.0.0.1:{iceberg}" if catalog else "", stop
 
 
 def _await_s3(endpoint: str, process: subprocess.Popen, log: Path, timeout_s: float) -> None:

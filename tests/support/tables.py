@@ -35,12 +35,29 @@ def delta_table(url: str, options: dict[str, str], version: int | None = None):
     return DeltaTable(uri, version=version, storage_options=storage_options or None)
 
 
+def iceberg_table(url: str, options: dict[str, str]):
+    """pyiceberg's table of output ``url`` (written with sink ``options``); None before the
+    table exists."""
+    from commit_protocol.storage import open_storage
+    from commit_protocol.tables.iceberg import IcebergFollowedTable
+    from datasource.options import parse_sink_options
+
+    config = parse_sink_options({**options, "path": url})
+    return IcebergFollowedTable(open_storage(url, config.fs_options).root_uri, config).loaded()
+
+
 def table_ids(url: str, options: dict[str, str]) -> Counter:
-    """Every id delta-rs reads from the table at ``url`` (none before the table exists)."""
+    """Every id the table's own reader (delta-rs, pyiceberg) reads from the table at ``url``
+    (none before the table exists)."""
+    if options.get("table.format") == "iceberg":
+        table = iceberg_table(url, options)
+        if table is None or table.current_snapshot() is None:
+            return Counter()
+        return Counter(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = delta_table(url, options)
+        delta = delta_table(url, options)
     except TableNotFoundError:
         return Counter()
-    return Counter(table.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
+    return Counter(delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist())

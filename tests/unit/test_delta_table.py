@@ -9,6 +9,7 @@ import json
 import re
 import threading
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -313,3 +314,35 @@ def test_vacuum_takes_nothing_rotsink_needs(tmp_path):
     assert ids == list(range(7 * ROWS))
     assert_table_follows_the_log(cfg)
 
+
+
+def test_vacuum_beside_a_committing_driver_takes_nothing_rotsink_needs(tmp_path):
+    """delta-rs's VACUUM as the issue of this feature runs it (no retention, not enforced),
+    again and again while a driver commits back to back (files roll every other batch, the
+    log compacts and cleans up every third): the output verifies and reads whole after."""
+    import subprocess
+    import sys
+
+    from commit_protocol.storage import LocalStorage
+    from tests.support.tables import finalized_ids, table_ids
+
+    out = tmp_path / "out"
+    driver = subprocess.Popen([sys.executable, "-m", "tests.support.committing_driver",
+                               str(out), "60", "5", "delta"], stdout=subprocess.PIPE,
+                              text=True, cwd=Path(__file__).parents[2])
+    vacuums = 0
+    try:
+        assert driver.stdout is not None and driver.stdout.readline().startswith("COMMITTED")
+        while driver.poll() is None:
+            delta(table_config(str(out))).vacuum(retention_hours=0, dry_run=False,
+                                                 enforce_retention_duration=False)
+            vacuums += 1
+    finally:
+        driver.kill()
+        driver.wait()
+    assert vacuums >= 10
+    found = verify_output(LocalStorage(str(out)), commit_timeout_s=0, deep=True)
+    assert found.ok, found.problems
+    schema = pa.schema([("id", pa.int64()), ("grp", pa.string())])
+    assert table_ids(str(out), {"format": "parquet", "table.format": "delta"}) == \
+        finalized_ids(LocalStorage(str(out)), schema)

@@ -63,7 +63,7 @@ def test_durations(text, ms):
     ({"encryption.key": "env:ROTSINK_UNSET_VAR"}, "environment variable 'ROTSINK_UNSET_VAR' is "
                                                   "not set"),
     ({"encryption.keyId": "k1"}, "option encryption.keyId='k1' needs encryption.key"),
-    ({"table.format": "hudi"}, "option table.format='hudi': expected one of delta"),
+    ({"table.format": "hudi"}, "option table.format='hudi': expected one of delta, iceberg"),
     ({"table.format": "delta"}, "option table.format='delta' with option format='jsonl'"),
     ({"table.format": "delta", "format": "parquet", "log.retention": "7d"},
      "with option log.retention: retention drops files from rotsink's log but not from the "

@@ -1,26 +1,30 @@
-"""A Delta table fed one micro-batch a second: rotsink against a micro-batch-per-commit Delta sink.
+"""A table fed one micro-batch a second: rotsink against a micro-batch-per-commit table sink.
 
-    python benchmarks/delta_sink.py --seconds 300 --repeats 5
+    python benchmarks/table_sink.py --table delta --seconds 300 --repeats 7
+    python benchmarks/table_sink.py --table iceberg --seconds 300 --repeats 7
 
-delta-spark publishes no build for PySpark 4.3, so Delta's own streaming sink cannot run here;
-its stand-in is what Python users do without the Delta jars, and what Delta's sink does per
-micro-batch: ``foreachBatch`` appending each micro-batch to the table with delta-rs
-(``write_deltalake(..., partition_by=["day"])``), a new file per partition per batch. The
-sides run one after another in one session (after a short warm-up each), each fed one JSON
-file of ``--rows`` rows a second for ``--seconds`` by a ``ProcessingTime("1 second")`` query,
-rows spread over four days:
+Neither Delta's nor Iceberg's own streaming sink runs on PySpark 4.3 (delta-spark is built up
+to Spark 4.2, iceberg-spark-runtime up to 4.1); their stand-in is what Python users do
+without the jars, and what those sinks do per micro-batch: ``foreachBatch`` appending each
+micro-batch to the table, a new file per partition per batch (delta-rs's
+``write_deltalake(..., partition_by=["day"])``, or pyiceberg's ``table.append`` to a table
+partitioned by day, on the same embedded SQLite catalog rotsink uses). The sides run one
+after another in one session (after a short warm-up each), each fed one JSON file of
+``--rows`` rows a second for ``--seconds`` by a ``ProcessingTime("1 second")`` query, rows
+spread over four days:
 
-* ``delta-per-batch``: the foreachBatch sink above;
+* ``per-batch``: the foreachBatch sink above;
 * ``floor``: a Python sink that does nothing (``benchmarks/floors.py``): what the Python Data
   Source API costs a micro-batch;
-* ``rotsink``: ``format=parquet``, ``table.format=delta``, ``partitionBy=day``, default
-  rotation (files finish after 60 s).
+* ``rotsink``: ``format=parquet``, ``table.format``, ``partitionBy=day``, default rotation
+  (files finish after 60 s).
 
 Printed per side: micro-batches, the median trigger time (Spark's ``triggerExecution``), input
 rows/s and MB/s, peak memory of the JVM, the driver and the Python workers, the table's files
 at the end and per hour (files / run seconds * 3600, which undercounts rotsink's steady state:
-its open files are not counted), and then a one-day query through delta-rs on each table
-(``count`` and ``sum`` of one day, a filter on the partition column), median of ``--repeats``.
+its open files are not counted), and then a one-day query through the table's own reader
+(delta-rs, pyiceberg) on each table (``count`` and ``sum`` of one day, a filter on the
+partition column), median of ``--repeats``.
 Ratios: files per hour of the per-batch sink over rotsink's (target >= 50x), rotsink's query
 time over the per-batch table's (target <= 0.5x), trigger times over the floor's.
 """
@@ -50,7 +54,8 @@ from common import (  # noqa: E402
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, day STRING"
 DAYS = ("2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26")
-SIDES = ("delta-per-batch", "floor", "rotsink")
+SIDES = ("per-batch", "floor", "rotsink")
+IDENTIFIER = "bench.events"
 
 
 def feed(directory: Path, rows: int, stop: threading.Event) -> None:
@@ -69,6 +74,34 @@ def feed(directory: Path, rows: int, stop: threading.Event) -> None:
         stop.wait(max(0.0, next_at - time.monotonic()))
 
 
+def append_with_pyiceberg(out: str):
+    """The per-batch Iceberg sink: each micro-batch appended by pyiceberg, on the driver, to a
+    table partitioned by day in an embedded SQLite catalog (as rotsink's)."""
+    def append(frame, batch_id: int) -> None:
+        data = frame.toArrow()
+        if data.num_rows:
+            table = iceberg_table(out, data.schema)
+            table.append(data, snapshot_properties={"batch": str(batch_id)})
+    return append
+
+
+def iceberg_table(out: str, schema=None):
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from commit_protocol.tables.iceberg import catalog_properties
+
+    catalog = load_catalog("rotsink", **catalog_properties(f"file://{out}", {}))
+    try:
+        return catalog.load_table(IDENTIFIER)
+    except NoSuchTableError:
+        catalog.create_namespace_if_not_exists("bench")
+        table = catalog.create_table(IDENTIFIER, schema=schema, location=f"file://{out}")
+        with table.update_spec() as spec:
+            spec.add_identity("day")
+        return catalog.load_table(IDENTIFIER)
+
+
 def append_with_delta_rs(table: str):
     """The per-batch Delta sink: each micro-batch appended by delta-rs, on the driver."""
     def append(frame, batch_id: int) -> None:
@@ -83,15 +116,18 @@ def append_with_delta_rs(table: str):
     return append
 
 
-def start(spark, side: str, source: Path, out: Path, *, trigger: dict):
+def start(spark, side: str, source: Path, out: Path, *, trigger: dict, table: str):
     df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     writer = df.writeStream.option("checkpointLocation", f"{out}-ck").trigger(**trigger)
-    if side == "delta-per-batch":
-        return writer.foreachBatch(append_with_delta_rs(str(out))).start()
+    if side == "per-batch":
+        append = append_with_delta_rs if table == "delta" else append_with_pyiceberg
+        return writer.foreachBatch(append(str(out))).start()
     if side == "floor":
         return writer.format("floor").start(str(out))
-    return (writer.format("rotsink").options(**{"format": "parquet", "table.format": "delta",
-                                                "partitionBy": "day"}).start(str(out)))
+    options = {"format": "parquet", "table.format": table, "partitionBy": "day"}
+    if table == "iceberg":
+        options["table.identifier"] = IDENTIFIER
+    return writer.format("rotsink").options(**options).start(str(out))
 
 
 def run(spark, root: Path, side: str, args) -> dict:
@@ -99,7 +135,8 @@ def run(spark, root: Path, side: str, args) -> dict:
     source, out = root / f"{side}-src", root / side
     source.mkdir(parents=True)
     reset_peak_memory(spark)
-    query = start(spark, side, source, out, trigger={"processingTime": "1 second"})
+    query = start(spark, side, source, out, trigger={"processingTime": "1 second"},
+                  table=args.table)
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(source, args.rows, stop), daemon=True)
     started = time.monotonic()
@@ -109,34 +146,44 @@ def run(spark, root: Path, side: str, args) -> dict:
     feeder.join()
     query.processAllAvailable()
     elapsed = time.monotonic() - started
+    # Spark keeps the last 100 progress reports: the trigger times of those; every input
+    # file is one batch (maxFilesPerTrigger=1), all consumed (processAllAvailable)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     query.stop()
-    rows = sum(p["numInputRows"] for p in progress)
-    input_bytes = sum(f.stat().st_size for f in source.iterdir())
-    return {"seconds": elapsed, "batches": len(progress), "rows": rows,
+    inputs = list(source.glob("in-*.json"))
+    rows = len(inputs) * args.rows
+    input_bytes = sum(f.stat().st_size for f in inputs)
+    return {"seconds": elapsed, "batches": len(inputs), "rows": rows,
             "trigger_ms": median([p["durationMs"]["triggerExecution"] for p in progress]),
             "mb_per_s": input_bytes / elapsed / 1e6, "memory": peak_memory_mb(spark),
             "out": out}
 
 
-def table_files(out: Path) -> int:
+def table_files(out: Path, table: str) -> int:
+    if table == "iceberg":
+        return len(iceberg_table(str(out)).inspect.files())
     from deltalake import DeltaTable
 
     return len(DeltaTable(str(out)).file_uris())
 
 
-def one_day_query_s(out: Path, repeats: int) -> tuple[float, int, float]:
-    """Median seconds of ``count`` and ``sum(score)`` over one day, through delta-rs's
-    dataset with the day pushed down as a partition filter (a fresh table load each time,
-    as a query engine does)."""
+def one_day_query_s(out: Path, repeats: int, table: str) -> tuple[float, int, float]:
+    """Median seconds of ``count`` and ``sum(score)`` over one day, through the table's own
+    reader with the day pushed down as a partition filter (a fresh table load each time, as
+    a query engine does)."""
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
     times, count, total = [], 0, 0.0
     for _ in range(repeats):
         started = time.monotonic()
-        data = DeltaTable(str(out)).to_pyarrow_dataset().to_table(
-            columns=["score"], filter=pc.field("day") == DAYS[1])
+        if table == "iceberg":
+            data = iceberg_table(str(out)).scan(row_filter=f"day == '{DAYS[1]}'",
+                                                selected_fields=("score",)).to_arrow()
+        else:
+            from deltalake import DeltaTable
+
+            data = DeltaTable(str(out)).to_pyarrow_dataset().to_table(
+                columns=["score"], filter=pc.field("day") == DAYS[1])
         count, total = data.num_rows, pc.sum(data.column("score")).as_py() or 0.0
         times.append(time.monotonic() - started)
     return median(times), count, total
@@ -147,39 +194,41 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=300, help="feeding time per side")
     parser.add_argument("--rows", type=int, default=1000, help="rows per micro-batch")
     parser.add_argument("--repeats", type=int, default=5, help="runs of the one-day query")
+    parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rotsink-delta-bench-"))
-    spark = quiet_session("rotsink-delta-sink")
+    spark = quiet_session("rotsink-table-sink")
     floors.register(spark)
-    print(f"one micro-batch of {args.rows} rows a second for {args.seconds} s per side, "
-          f"partitioned by day ({len(DAYS)} days); PySpark {spark.version}")
+    print(f"table {args.table}: one micro-batch of {args.rows} rows a second for "
+          f"{args.seconds} s per side, partitioned by day ({len(DAYS)} days); PySpark "
+          f"{spark.version}")
     for side in SIDES:  # warm-up: a few batches each, not measured
         warm = root / f"warm-{side}-src"
         warm.mkdir()
         (warm / "in.json").write_text(json.dumps({"id": 0, "name": "w", "score": 0.5,
                                                   "day": DAYS[0]}) + "\n")
-        start(spark, side, warm, root / f"warm-{side}",
-              trigger={"availableNow": True}).awaitTermination()
+        start(spark, side, warm, root / f"warm-{side}", trigger={"availableNow": True},
+              table=args.table).awaitTermination()
     results = {side: run(spark, root, side, args) for side in SIDES}
     for side, r in results.items():
-        files = table_files(r["out"]) if side != "floor" else 0
+        files = table_files(r["out"], args.table) if side != "floor" else 0
         r["files_per_hour"] = files / r["seconds"] * 3600
         print(f"{side:>16}: {r['batches']} batches, median trigger {r['trigger_ms']:.0f} ms, "
               f"{r['rows'] / r['seconds']:,.0f} rows/s, {r['mb_per_s']:.2f} MB/s, "
               f"{format_memory(r['memory'])}"
               + ("" if side == "floor" else f"; {files} table files, "
                                             f"{r['files_per_hour']:,.0f} files/hour"))
-    queried = {side: one_day_query_s(results[side]["out"], args.repeats)
-               for side in ("delta-per-batch", "rotsink")}
+    queried = {side: one_day_query_s(results[side]["out"], args.repeats, args.table)
+               for side in ("per-batch", "rotsink")}
     for side, (seconds, count, total) in queried.items():
         print(f"{side:>16}: one-day query {seconds * 1000:.1f} ms (count {count}, "
               f"sum {total:,.1f})")
-    per_batch, ours = results["delta-per-batch"], results["rotsink"]
+    per_batch, ours = results["per-batch"], results["rotsink"]
     floor_ms = results["floor"]["trigger_ms"]
     print(f"files per hour, per-batch sink / rotsink: "
           f"{ratio(per_batch['files_per_hour'], ours['files_per_hour'])} (target >= 50x); "
           f"one-day query, rotsink / per-batch table: "
-          f"{ratio(queried['rotsink'][0], queried['delta-per-batch'][0])} (target <= 0.5x); "
+          f"{ratio(queried['rotsink'][0], queried['per-batch'][0])} (target <= 0.5x); "
           f"median trigger, rotsink / floor {ratio(ours['trigger_ms'], floor_ms)}, "
           f"per-batch sink / floor {ratio(per_batch['trigger_ms'], floor_ms)}")
     spark.stop()

@@ -1,0 +1,295 @@
+"""``table.format=iceberg``: rotsink's finalized files as snapshots of an Apache Iceberg table,
+through a catalog, committed with pyiceberg.
+
+The catalog comes from ``table.catalog.<property>`` (pyiceberg's ``load_catalog``): by default
+pyiceberg's SQL catalog on a SQLite file beside the output (``<root>/_iceberg/catalog.db``,
+for a local output and one machine); a REST catalog (``table.catalog.type=rest``) for
+production. A secret (a property naming a secret, credential, token or password) is given by
+reference, ``env:VAR`` or ``file:/path``, as ``encryption.key`` is, and never logged.
+
+The table is ``table.identifier`` (``namespace.table``). With the embedded catalog it lives at
+the output's root, its metadata under ``_iceberg/metadata`` (hidden from Spark's readers,
+rotsink's and orphan removal, which skip ``_`` directories); with a REST catalog where the
+catalog puts it. Either way its data files are rotsink's finalized files where they are, by
+absolute path. The table is partitioned by identity on ``partitionBy``, each file's partition
+tuple given from its directory's typed values, and has a name mapping for files without
+field ids.
+
+One snapshot per micro-batch that finalizes files: a fast append of the batch's data files
+(metrics from their footers), with the batch id in the snapshot summary and the table's
+high-water mark (``rotsink.batch``) in the same transaction, and added columns
+(``schema.evolution=addColumns``) too. pyiceberg has no idempotent commit and retries a
+commit that lost a race on top of the winner, which would commit a batch twice: the table
+is made with ``commit.retry.num-retries=0``, the mark is read from the table object the
+transaction starts from, and the append's own requirement (the main branch at the snapshot
+read) makes the commit conditional on it; a lost race reads the table afresh and looks again.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import OptionError, TableError
+from commit_protocol.naming import parse_partition_dir
+from commit_protocol.storage import Storage
+from commit_protocol.tables import TableCommit, TableFile, option_values
+from commit_protocol.tables.iceberg_schema import iceberg_schema, partition_value
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table as IcebergTable
+
+CATALOG_PREFIX = "catalog."
+IDENTIFIER = "identifier"
+MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
+NO_RETRY = {"commit.retry.num-retries": "0"}
+_ATTEMPTS = 5
+_SECRET_WORDS = ("secret", "credential", "token", "password")
+
+
+def open_table(storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
+    return IcebergFollowedTable(storage.root_uri, config)
+
+
+def catalog_properties(root_uri: str, options: dict[str, str]) -> dict[str, str]:
+    """``load_catalog``'s properties from the ``table.catalog.*`` options, secrets resolved
+    from their references; the embedded SQLite catalog by default.
+
+    >>> catalog_properties("file:///data/out", {})["uri"]
+    'sqlite:////data/out/_iceberg/catalog.db'
+    """
+    given = option_values(options, CATALOG_PREFIX)
+    properties = {key: _resolved(key, value) for key, value in given.items()}
+    if "type" not in properties and "uri" not in properties:
+        if not root_uri.startswith("file://"):
+            raise OptionError(f"option table.format='iceberg' at {root_uri}: the embedded "
+                              "catalog (SQLite) is for a local output; set table.catalog.type "
+                              "and table.catalog.uri (a REST catalog) for an object store")
+        root = root_uri[len("file://"):]
+        os.makedirs(f"{root}/_iceberg", exist_ok=True)
+        properties = {"type": "sql", "uri": f"sqlite:///{root}/_iceberg/catalog.db",
+                      "warehouse": f"{root_uri}/_iceberg", **properties}
+    return properties
+
+
+def _resolved(key: str, value: str) -> str:
+    """A catalog property's value; a secret's from its reference (never given literally)."""
+    if not any(word in key.lower() for word in _SECRET_WORDS):
+        return value
+    if value.startswith("env:"):
+        found = os.environ.get(value[4:])
+        if found is None:
+            raise OptionError(f"option table.catalog.{key}: environment variable "
+                              f"{value[4:]!r} is not set")
+        return found
+    if value.startswith("file:"):
+        with open(value[5:]) as f:
+            return f.read().strip()
+    raise OptionError(f"option table.catalog.{key}: expected a reference env:VAR or file:/path "
+                      "to the secret, not the secret itself (options are logged by Spark)")
+
+
+class IcebergFollowedTable:
+    """The Iceberg table of one output path (see the module's docstring)."""
+
+    def __init__(self, root_uri: str, config: SinkConfig) -> None:
+        self.root = _data_root(root_uri)
+        self.options = config.table_options
+        self.properties = catalog_properties(root_uri, config.table_options)
+        self.identifier = config.table_options.get(IDENTIFIER) or _default_identifier(root_uri)
+        self.embedded = self.properties.get("type") == "sql"
+        self._catalog: Catalog | None = None
+        self._read: IcebergTable | None = None  # as read by committed_batch, for the commit
+
+    @property
+    def catalog(self) -> Catalog:
+        from pyiceberg.catalog import load_catalog
+
+        if self._catalog is None:
+            self._catalog = load_catalog("rotsink", **self.properties)
+        return self._catalog
+
+    # -- reading -------------------------------------------------------------------------
+    def loaded(self) -> IcebergTable | None:
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            return self.catalog.load_table(self.identifier)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+
+    def committed_batch(self, owner: str) -> int | None:
+        self._read = self.loaded()
+        return _mark(self._read, owner)
+
+    def files(self) -> dict[str, int]:
+        table = self.loaded()
+        if table is None or table.current_snapshot() is None:
+            return {}
+        listed = table.inspect.files()
+        prefix = self.root + "/"
+        return {path[len(prefix):] if path.startswith(prefix) else path: size
+                for path, size in zip(listed.column("file_path").to_pylist(),
+                                      listed.column("file_size_in_bytes").to_pylist(),
+                                      strict=True)}
+
+    def check(self, *, owner: str | None, schema_json: str,
+              partition_by: tuple[str, ...]) -> None:
+        table = self.loaded()
+        if table is None:
+            return
+        found = table.properties.get(OWNER)
+        if owner is None or found != owner:
+            raise TableError(
+                f"Iceberg table {self.identifier} exists, written by "
+                f"{found or 'another writer (no ' + OWNER + ' property)'}, expected "
+                f"{owner or 'none (this output has no committed batch yet)'}: rotsink creates "
+                "and alone writes its table; choose another table.identifier")
+        spec = table.spec()
+        named = [table.schema().find_field(f.source_id).name for f in spec.fields]
+        if named != list(partition_by) or any(str(f.transform) != "identity"
+                                              for f in spec.fields):
+            raise TableError(f"Iceberg table {self.identifier} is partitioned by {spec}, the "
+                             f"output by identity on {list(partition_by)}")
+        ours = {f.name: str(f.field_type) for f in iceberg_schema(schema_json).fields}
+        for field in table.schema().fields:
+            if field.name not in ours:
+                raise TableError(f"Iceberg table {self.identifier} has a column "
+                                 f"{field.name!r} the output does not ({sorted(ours)})")
+            if str(field.field_type) != ours[field.name]:
+                raise TableError(f"Iceberg table {self.identifier}: column {field.name!r} is "
+                                 f"{field.field_type} in the table, {ours[field.name]} in the "
+                                 "output")
+
+    # -- committing ----------------------------------------------------------------------
+    def commit(self, commit: TableCommit) -> bool:
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            CommitStateUnknownException,
+            TableAlreadyExistsError,
+        )
+
+        for _ in range(_ATTEMPTS):
+            table, self._read = self._read or self.loaded(), None
+            held = _mark(table, commit.owner)
+            if held is not None and held >= commit.batch_id:
+                return False
+            try:
+                if table is None:
+                    self._create(commit)
+                elif table.properties.get("commit.retry.num-retries") != "0":
+                    with table.transaction() as tx:  # pyiceberg must not retry our commits
+                        tx.set_properties(NO_RETRY)
+                    continue
+                else:
+                    self._append(table, commit)
+                return True
+            except (CommitFailedException, CommitStateUnknownException,
+                    TableAlreadyExistsError):
+                continue  # another commit landed first, or might have: read again
+        raise TableError(f"Iceberg table {self.identifier}: the commit of batch "
+                         f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "
+                         "row; is another query or a maintenance job committing to it?")
+
+    def _create(self, commit: TableCommit) -> None:
+        from pyiceberg.table.name_mapping import create_mapping_from_schema
+
+        schema = iceberg_schema(commit.schema_json)
+        namespace = self.identifier.rpartition(".")[0]
+        if namespace:
+            self.catalog.create_namespace_if_not_exists(namespace)
+        properties = {**NO_RETRY, OWNER: commit.owner, "format-version": "2",
+                      "schema.name-mapping.default":
+                          create_mapping_from_schema(schema).model_dump_json()}
+        location: dict[str, Any] = {}
+        if self.embedded:  # at the output's root, its metadata hidden under _iceberg/
+            location = {"location": self.root}
+            properties["write.metadata.path"] = f"{self.root}/_iceberg/metadata"
+        tx = self.catalog.create_table_transaction(
+            self.identifier, schema=schema, partition_spec=_identity_spec(schema, commit),
+            properties=properties, **location)
+        self._append_to(tx, commit)
+        tx.commit_transaction()
+
+    def _append(self, table: IcebergTable, commit: TableCommit) -> None:
+        with table.transaction() as tx:
+            have = {f.name for f in tx.table_metadata.schema().fields}
+            added = [f for f in iceberg_schema(commit.schema_json).fields if f.name not in have]
+            if added:
+                with tx.update_schema() as update:
+                    for field in added:
+                        update.add_column(field.name, field.field_type, required=False)
+            self._append_to(tx, commit)
+
+    def _append_to(self, tx: Any, commit: TableCommit) -> None:
+        """Stage the mark and the batch's snapshot (an empty one for a batch without files,
+        so that every commit is conditional on the snapshot read)."""
+        tx.set_properties({MARK: str(commit.batch_id), OWNER: commit.owner})
+        summary = {MARK: str(commit.batch_id), OWNER: commit.owner}
+        with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+            for f in commit.files:
+                append.append_data_file(self._data_file(tx.table_metadata, f))
+
+    def _data_file(self, metadata: Any, f: TableFile) -> Any:
+        from pyiceberg.io.pyarrow import (
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+        )
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        from pyiceberg.partitioning import partition_record_value
+        from pyiceberg.typedef import Record
+
+        schema, spec = metadata.schema(), metadata.spec()
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=f.footer,
+            stats_columns=compute_statistics_plan(schema, metadata.properties),
+            parquet_column_mapping=parquet_path_to_id_mapping(schema))
+        values = parse_partition_dir(f.directory)
+        partition = [partition_record_value(
+            field, partition_value(values.get(schema.find_field(field.source_id).name),
+                                   schema.find_field(field.source_id).field_type), schema)
+            for field in spec.fields]
+        return DataFile.from_args(
+            content=DataFileContent.DATA, file_path=f"{self.root}/{f.path}",
+            file_format=FileFormat.PARQUET, partition=Record(*partition),
+            file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
+            equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def _mark(table: IcebergTable | None, owner: str) -> int | None:
+    if table is None or table.properties.get(OWNER) != owner or MARK not in table.properties:
+        return None
+    return int(table.properties[MARK])
+
+
+def _identity_spec(schema: Any, commit: TableCommit) -> Any:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    return PartitionSpec(*[PartitionField(source_id=schema.find_field(column).field_id,
+                                          field_id=1000 + i, transform=IdentityTransform(),
+                                          name=column)
+                           for i, column in enumerate(commit.partition_by)])
+
+
+def _data_root(root_uri: str) -> str:
+    """The output's root as Iceberg names its files: ``file:///...`` or ``s3://...``.
+
+    >>> _data_root("s3a://bucket/out"), _data_root("file:///data/out")
+    ('s3://bucket/out', 'file:///data/out')
+    """
+    scheme, _, rest = root_uri.partition("://")
+    return f"s3://{rest}" if scheme.lower() in ("s3", "s3a") else root_uri.rstrip("/")
+
+
+def _default_identifier(root_uri: str) -> str:
+    """``rotsink.<the output directory's name>``, letters, digits and underscores only.
+
+    >>> _default_identifier("file:///data/my-events")
+    'rotsink.my_events'
+    """
+    name = root_uri.rstrip("/").rsplit("/", 1)[-1]
+    return "rotsink." + ("".join(c if c.isalnum() else "_" for c in name) or "output")

@@ -1,0 +1,87 @@
+"""Spark's own Delta Lake or Iceberg reader on a table rotsink writes, run by a PySpark that
+the reader supports (tests/support/table_spark.py makes its venv). Imports nothing of rotsink.
+
+    python tests/table_spark_reader.py FORMAT TABLE OUT_FILE STOP_FILE MIN_READS JARS [CATALOG_DB]
+
+``FORMAT`` is ``delta`` (``TABLE`` the table's path) or ``iceberg`` (``TABLE`` its identifier in
+rotsink's embedded catalog, the SQLite file ``CATALOG_DB``, read through Iceberg's JDBC
+catalog). Once the table exists, reads its newest version again and again (Delta's
+``versionAsOf`` the version ``DESCRIBE HISTORY`` names, Iceberg's ``VERSION AS OF`` its newest
+snapshot: each read is one committed version) until ``STOP_FILE`` exists and at least
+``MIN_READS`` reads are done; appends ``{"version": v, "ids": [...]}`` per read to
+``OUT_FILE``. A read that fails is written as ``{"error": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def session(fmt: str, jars: str, catalog_db: str):
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[1]").appName(f"{fmt}-spark-reader")
+               .config("spark.ui.enabled", "false").config("spark.jars", jars)
+               .config("spark.sql.shuffle.partitions", "1"))
+    if fmt == "delta":
+        builder = (builder
+                   .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                   .config("spark.sql.catalog.spark_catalog",
+                           "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+    else:  # Iceberg's JDBC catalog names its rows by the Spark catalog's name: rotsink's
+        prefix = "spark.sql.catalog.rotsink"
+        builder = (builder.config(prefix, "org.apache.iceberg.spark.SparkCatalog")
+                   .config(f"{prefix}.type", "jdbc").config(f"{prefix}.uri",
+                                                             f"jdbc:sqlite:{catalog_db}")
+                   .config(f"{prefix}.warehouse", f"file://{os.path.dirname(catalog_db)}"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def exists(fmt: str, table: str, catalog_db: str) -> bool:
+    if fmt == "delta":
+        return os.path.isdir(os.path.join(table, "_delta_log"))
+    return os.path.exists(catalog_db)
+
+
+def read(spark, fmt: str, table: str) -> dict:
+    if fmt == "delta":
+        newest = spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()
+        assert newest is not None, "a Delta table without a commit"
+        version = newest[0]
+        rows = spark.read.format("delta").option("versionAsOf", version).load(table)
+    else:
+        newest = spark.sql(f"SELECT snapshot_id FROM rotsink.{table}.snapshots "
+                           "ORDER BY committed_at DESC LIMIT 1").first()
+        assert newest is not None, "an Iceberg table without a snapshot"
+        version = newest[0]
+        rows = spark.sql(f"SELECT id FROM rotsink.{table} VERSION AS OF {version}")
+    return {"version": version, "ids": sorted(r.id for r in rows.select("id").collect())}
+
+
+def main(fmt: str, table: str, out_file: str, stop_file: str, min_reads: str, jars: str,
+         catalog_db: str = "") -> int:
+    spark = session(fmt, jars, catalog_db)
+    reads = 0
+    with open(out_file, "a") as out:
+        while reads < int(min_reads) or not os.path.exists(stop_file):
+            if not reads and not exists(fmt, table, catalog_db):
+                time.sleep(0.2)  # created by the writer's first commit
+                continue
+            try:
+                line = read(spark, fmt, table)
+            except Exception as e:  # noqa: BLE001 -- reported to the test, which fails on it
+                line = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+            reads += 1
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

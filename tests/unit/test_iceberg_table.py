@@ -1,0 +1,303 @@
+"""``table.format=iceberg`` without Spark: one snapshot per batch that finalizes files, each
+file listed once, through crashes between the two commit points, replays, a zombie racing a
+live commit (pyiceberg's own retry ruled out), added columns, a table added to an older
+output; on the embedded SQLite catalog and on SeaweedFS's REST catalog with S3."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import threading
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from commit_protocol import failpoints
+from commit_protocol.committer import Committer
+from commit_protocol.config import SinkConfig
+from commit_protocol.errors import OptionError, TableError
+from commit_protocol.storage import open_storage
+from commit_protocol.tables import open_table
+from commit_protocol.verification import verify_output
+from tests.unit.test_delta_table import (
+    GROWN_JSON,
+    QUERY,
+    ROWS,
+    SCHEMA_JSON,
+    catch_up,
+    commit_batch,
+    finalized,
+    forget,
+    table_config,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory():
+    forget()
+    yield
+    forget()
+
+
+def iceberg_config(path: str, **kw) -> SinkConfig:
+    return dataclasses.replace(table_config(path, **kw), table_format="iceberg")
+
+
+def table_of(cfg: SinkConfig):
+    from commit_protocol.tables.iceberg import IcebergFollowedTable
+
+    root_uri = open_storage(cfg.path, cfg.fs_options).root_uri
+    table = IcebergFollowedTable(root_uri, cfg).loaded()
+    assert table is not None
+    return table
+
+
+def batches_of(table) -> list[str]:
+    """The rotsink batch of every snapshot, oldest first."""
+    return [s.summary.additional_properties["rotsink.batch"] for s in table.snapshots()]
+
+
+def assert_table_follows_the_log(cfg: SinkConfig) -> None:
+    """The table lists exactly the finalized files, each once, and its scan returns exactly
+    their rows."""
+    from tests.support.tables import finalized_ids
+
+    storage = open_storage(cfg.path, cfg.fs_options)
+    assert open_table(storage, cfg).files() == finalized(cfg)
+    paths = table_of(cfg).inspect.files().column("file_path").to_pylist()
+    assert len(paths) == len(set(paths))
+    ids = Counter(table_of(cfg).scan().to_arrow().column("id").to_pylist())
+    assert ids == finalized_ids(storage, pa.schema([("id", pa.int64()), ("grp", pa.string())]))
+
+
+@pytest.fixture(params=["sqlite", "rest"])
+def cfg(request, tmp_path) -> SinkConfig:
+    if request.param == "sqlite":
+        return iceberg_config(str(tmp_path / "out"))
+    from tests.support.s3server import DUMMY_CREDENTIALS, TABLE_BUCKET, create_bucket
+
+    endpoint, catalog = request.getfixturevalue("seaweedfs_catalog")
+    bucket = create_bucket(endpoint, f"iceberg-{tmp_path.name[-20:].lower().replace('_', '-')}")
+    keys = (DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"], DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    request.getfixturevalue("monkeypatch").setenv("ICEBERG_TEST_SECRET", keys[1])
+    options = {"catalog.type": "rest", "catalog.uri": catalog,
+               "catalog.warehouse": f"s3://{TABLE_BUCKET}",
+               "catalog.rest.sigv4-enabled": "true", "catalog.rest.signing-name": "s3tables",
+               "catalog.rest.signing-region": "us-east-1",
+               "catalog.client.access-key-id": keys[0],
+               "catalog.client.secret-access-key": "env:ICEBERG_TEST_SECRET",
+               "catalog.s3.endpoint": endpoint, "catalog.s3.access-key-id": keys[0],
+               "catalog.s3.secret-access-key": "env:ICEBERG_TEST_SECRET",
+               "catalog.s3.region": "us-east-1", "catalog.s3.path-style-access": "true",
+               "identifier": f"rotsink.t_{bucket.replace('-', '_')}"}
+    return iceberg_config(f"s3://{bucket}/out", fs_options={"endpoint_url": endpoint},
+                          table_options=options)
+
+
+def test_the_table_lists_exactly_the_finalized_files(cfg):
+    for batch_id in range(6):
+        commit_batch(cfg, batch_id)
+    assert_table_follows_the_log(cfg)
+    table = table_of(cfg)
+    # batch 0 creates the table (an empty snapshot); files roll every other batch
+    assert batches_of(table) == ["0", "1", "3", "5"]
+    assert (table.properties["rotsink.batch"], table.properties["rotsink.owner"]) == \
+        ("5", f"rotsink-{QUERY}")
+    assert table.properties["commit.retry.num-retries"] == "0"
+    rows = table.scan().to_arrow()
+    nulls = rows.filter(pa.compute.is_null(pa.compute.field("grp")))
+    assert nulls.num_rows == 6 * ROWS // 3  # from the default partition's typed value
+    partitions = {r["partition"]["grp"] for r in table.inspect.files().to_pylist()}
+    assert partitions == {"a", "b", None}
+
+
+@pytest.mark.parametrize("recovery", ["next-commit", "restart", "repair"])
+def test_a_crash_between_the_two_commits_is_caught_up_once(tmp_path, monkeypatch, recovery):
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(cfg, 3)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()
+    storage = open_storage(cfg.path)
+    if recovery == "next-commit":
+        commit_batch(cfg, 4)
+    elif recovery == "restart":
+        committer = Committer(storage, cfg, SCHEMA_JSON)
+        committer.start_table(committer.latest_state())
+    else:
+        found = verify_output(storage, commit_timeout_s=0)
+        assert any("iceberg table (holding batches up to 1) lacks" in p for p in found.problems)
+        assert verify_output(storage, commit_timeout_s=0, repair=True).ok
+    assert batches_of(table_of(cfg))[:3] == ["0", "1", "3"]
+    assert_table_follows_the_log(cfg)
+
+
+def test_a_zombie_commit_of_a_batch_the_table_holds_changes_nothing(tmp_path):
+    """A driver read the table, then stalled; its successor committed the same batch. The
+    stale driver's commit fails on the table's requirement (pyiceberg's own retry, which
+    would re-base it and commit the batch twice, is off) and, read again, is skipped."""
+    from commit_protocol.tables import TableCommit
+    from commit_protocol.tables.follow import TableFollower
+
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    storage = open_storage(cfg.path)
+    zombie = open_table(storage, cfg)
+    assert zombie.committed_batch(f"rotsink-{QUERY}") == 1  # it read the table here
+    commit_batch(cfg, 2)
+    commit_batch(cfg, 3)  # the successor's: batch 3 finalizes files
+    follower = TableFollower(storage, cfg, Committer(storage, cfg, SCHEMA_JSON).log)
+    files = tuple(follower._files(tuple(finalized(cfg).items())[:1], 0))
+    assert zombie.commit(TableCommit(3, f"rotsink-{QUERY}", SCHEMA_JSON, ("grp",), files)) \
+        is False
+    assert batches_of(table_of(cfg)) == ["0", "1", "3"]
+    assert_table_follows_the_log(cfg)
+
+
+def test_racing_catch_ups_add_one_snapshot_per_batch(tmp_path):
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    for batch_id in range(2, 8):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
+            with pytest.raises(failpoints.FailpointError):
+                commit_batch(cfg, batch_id)
+        errors: list[BaseException] = []
+        threads = [threading.Thread(target=catch_up, args=(cfg, errors)) for _ in range(2)]
+        forget()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+    assert batches_of(table_of(cfg)) == ["0", "1", "3", "5", "7"]
+    assert_table_follows_the_log(cfg)
+
+
+def test_added_columns_reach_the_table_in_the_batch_s_snapshot(tmp_path):
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    grown = dataclasses.replace(cfg, schema_evolution="addColumns")
+    for batch_id in range(2, 4):
+        commit_batch(grown, batch_id, schema_json=GROWN_JSON, tagged=True)
+    table = table_of(cfg)
+    assert [f.name for f in table.schema().fields] == ["id", "grp", "tag"]
+    assert batches_of(table) == ["0", "1", "2", "3"]  # batch 2: its columns, in its snapshot
+    assert '"tag"' in table.properties["schema.name-mapping.default"]
+    rows = table.scan().to_arrow().to_pylist()
+    assert {r["id"]: r["tag"] for r in rows if r["id"] >= 2 * ROWS} == \
+        {i: f"t{i}" for i in range(2 * ROWS, 4 * ROWS)}
+    assert all(r["tag"] is None for r in rows if r["id"] < 2 * ROWS)
+
+
+def test_a_table_added_to_an_older_output_is_reconciled(tmp_path):
+    plain = dataclasses.replace(table_config(str(tmp_path / "out")), table_format=None,
+                                cleanup_delay_ms=0)
+    for batch_id in range(8):
+        commit_batch(plain, batch_id)
+    cfg = iceberg_config(str(tmp_path / "out"))
+    committer = Committer(open_storage(cfg.path), cfg, SCHEMA_JSON)
+    committer.start_table(committer.latest_state())
+    assert batches_of(table_of(cfg)) == ["7"]
+    assert_table_follows_the_log(cfg)
+
+
+def test_zoned_timestamps_are_written_in_utc_for_the_table_s_readers(tmp_path):
+    """Spark hands a Python sink timestamps in the session's zone; pyiceberg refuses a file
+    whose stored schema holds a zone other than UTC: the files say the same instants in UTC."""
+    import pyarrow.parquet as pq
+
+    from commit_protocol.formats.parquet import ParquetWriter
+
+    paris = pa.table({"t": pa.array([dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc)],
+                                    pa.timestamp("us", "UTC")).cast(
+        pa.timestamp("us", "Europe/Paris"))})
+    with open(tmp_path / "f.parquet", "wb") as handle:
+        writer = ParquetWriter(handle, paris, iceberg_config(str(tmp_path)), encrypt=False)
+        writer.write(paris, rows_per_group=10)
+        writer.close()
+    read = pq.read_table(tmp_path / "f.parquet")
+    assert read.schema.field("t").type == pa.timestamp("us", "UTC")
+    assert read.column("t").to_pylist() == paris.column("t").cast(
+        pa.timestamp("us", "UTC")).to_pylist()
+
+
+REFUSED = [  # (how the table differs, what the error says, why)
+    ("foreign", "written by another writer (no rotsink.owner property)", "another writer's"),
+    ("partitions", "is partitioned by", "other partition columns"),
+    ("types", "column 'id' is string in the table, long in the output", "another type"),
+]
+
+
+@pytest.mark.parametrize("make, expected, why", REFUSED, ids=[r[0] for r in REFUSED])
+def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, make, expected,
+                                                                    why):
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from commit_protocol.tables.iceberg import catalog_properties
+
+    out = tmp_path / "out"
+    cfg = iceberg_config(str(out))
+    catalog = load_catalog("rotsink", **catalog_properties(f"file://{out}", {}))
+    catalog.create_namespace_if_not_exists("rotsink")
+    id_type = StringType() if make == "types" else LongType()
+    schema = Schema(NestedField(1, "id", id_type), NestedField(2, "grp", StringType()))
+    properties = {} if make == "foreign" else {"rotsink.owner": f"rotsink-{QUERY}"}
+    spec = PartitionSpec() if make == "partitions" else PartitionSpec(
+        PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="grp"))
+    catalog.create_table("rotsink.out", schema=schema, properties=properties,
+                         partition_spec=spec)
+    if make != "foreign":
+        commit_batch(dataclasses.replace(cfg, table_format=None), 0)
+    committer = Committer(open_storage(cfg.path), cfg, SCHEMA_JSON)
+    with pytest.raises(TableError, match=re.escape(expected)):
+        committer.start_table(committer.latest_state())
+
+
+def test_catalog_secrets_are_given_by_reference(tmp_path, monkeypatch):
+    from commit_protocol.tables.iceberg import catalog_properties
+
+    monkeypatch.setenv("CATALOG_TOKEN", "s3cr3t")
+    (tmp_path / "secret").write_text("from-a-file\n")
+    found = catalog_properties("file:///out", {"catalog.type": "rest", "catalog.uri": "u",
+                                               "catalog.token": "env:CATALOG_TOKEN",
+                                               "catalog.credential": f"file:{tmp_path}/secret"})
+    assert (found["token"], found["credential"]) == ("s3cr3t", "from-a-file")
+    with pytest.raises(OptionError, match="option table.catalog.token: expected a reference"):
+        catalog_properties("file:///out", {"catalog.type": "rest", "catalog.token": "s3cr3t"})
+    with pytest.raises(OptionError, match="embedded catalog .* is for a local output"):
+        catalog_properties("s3://bucket/out", {})
+
+
+def test_pyiceberg_s_own_retry_would_commit_a_batch_twice_and_is_kept_off(tmp_path):
+    """Why the table has ``commit.retry.num-retries=0``: with pyiceberg's default, a stale
+    writer's append that loses the race is re-based and committed again (the same batch twice);
+    a table whose setting was changed gets it back before rotsink's next commit."""
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    with table_of(cfg).transaction() as tx:
+        tx.set_properties({"commit.retry.num-retries": "4"})  # pyiceberg's default behaviour
+    stale, live = table_of(cfg), table_of(cfg)
+    for table in (live, stale):  # both append "batch 2" (here: no file) from the same state
+        with table.transaction() as tx:
+            with tx.update_snapshot(snapshot_properties={"rotsink.batch": "2"}).fast_append():
+                pass
+    assert batches_of(table_of(cfg)) == ["0", "1", "2", "2"]  # the stale one was re-based
+    commit_batch(cfg, 2)
+    commit_batch(cfg, 3)
+    table = table_of(cfg)
+    assert table.properties["commit.retry.num-retries"] == "0"
+    assert batches_of(table)[-1] == "3"
