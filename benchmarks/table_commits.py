@@ -1,14 +1,16 @@
-"""What a table that follows the log (``table.format=delta``) adds to a micro-batch's commit,
-on a local disk and on S3, without Spark (the commit is the same code Spark's commit worker
-runs).
+"""What a table that follows the log (``table.format``) adds to a micro-batch's commit, on a
+local disk and on S3, without Spark (the commit is the same code Spark's commit worker runs).
 
-    python benchmarks/table_commits.py --batches 40 --latency-ms 0,20 --repeats 3
+    python benchmarks/table_commits.py --table delta --batches 40 --latency-ms 0,20 --repeats 3
+    python benchmarks/table_commits.py --table iceberg --batches 40 --latency-ms 0,20 --repeats 3
 
 A driver process commits ``--batches`` micro-batches of 4,000 rows into four ``day``
 directories (Parquet, ``rotation.maxBatches=2``: every other batch finalizes four files),
-once with ``table.format=delta`` and once without (the anchor), to a local directory and to
-SeaweedFS on 127.0.0.1 through the recording proxy of ``tests/support/s3faults.py``, which
-delays every request by ``--latency-ms`` (AWS S3 answers in 10-30 ms). It times each commit
+once with the table and once without (the anchor), to a local directory (Iceberg: its
+embedded SQLite catalog) and to SeaweedFS on 127.0.0.1 (Iceberg: its REST catalog, the table
+in its table bucket, the files in another bucket) through the recording proxies of
+``tests/support/s3faults.py`` (one for S3, one for the catalog), which delay every request by
+``--latency-ms`` (AWS S3 answers in 10-30 ms). It times each commit
 and, inside it, the table step (the high-water mark read, the footers of the new files, the
 delta-rs commit); the requests sent during the table step are counted, with the *sequential*
 ones (the longest chain of requests that ran one after another: the round trips the commit
@@ -42,8 +44,9 @@ SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
 
 
 # -- the driver process ------------------------------------------------------------------------
-def drive(url: str, endpoint: str, batches: int, table: bool) -> None:
-    """Commit ``batches`` batches; print one JSON line per batch."""
+def drive(url: str, endpoint: str, batches: int, table: str) -> None:
+    """Commit ``batches`` batches (``table``: ``plain``, ``delta`` or ``iceberg``, whose
+    catalog options come as JSON in ``TABLE_OPTIONS``); print one JSON line per batch."""
     import pyarrow as pa
 
     from commit_protocol.committer import Committer
@@ -66,7 +69,8 @@ def drive(url: str, endpoint: str, batches: int, table: bool) -> None:
 
     TableFollower.follow = timed  # type: ignore[method-assign]
     cfg = SinkConfig(path=url, format="parquet", compression="snappy", file_suffix=".parquet",
-                     partition_by=("day",), table_format="delta" if table else None,
+                     partition_by=("day",), table_format=None if table == "plain" else table,
+                     table_options=json.loads(os.environ.get("TABLE_OPTIONS", "{}")),
                      fs_options={"endpoint_url": endpoint} if endpoint else {},
                      rotation=RotationPolicy(max_batches=2, interval_ms=0, inactivity_ms=0))
     storage = open_storage(url, cfg.fs_options)
@@ -93,11 +97,12 @@ def drive(url: str, endpoint: str, batches: int, table: bool) -> None:
 
 
 # -- the parent --------------------------------------------------------------------------------
-def run(url: str, endpoint: str, batches: int, table: bool) -> tuple[list[dict], float, float]:
+def run(url: str, endpoint: str, batches: int, table: str,
+        table_options: dict[str, str]) -> tuple[list[dict], float, float]:
     started = time.monotonic()
     done = subprocess.run([sys.executable, __file__, "--drive", url, endpoint or "-",
-                           str(batches), "table" if table else "plain"],
-                          capture_output=True, text=True, check=False)
+                           str(batches), table], capture_output=True, text=True, check=False,
+                          env={**os.environ, "TABLE_OPTIONS": json.dumps(table_options)})
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
@@ -111,7 +116,24 @@ def median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def measure(storage: str, latency_ms: int, args, server: str | None) -> None:
+def iceberg_options(catalog: str, s3: str) -> dict[str, str]:
+    """The REST catalog's options (SeaweedFS's, through the proxies)."""
+    from tests.support.s3server import DUMMY_CREDENTIALS, TABLE_BUCKET
+
+    key, secret = DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"], DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+    os.environ["BENCH_CATALOG_SECRET"] = secret
+    return {"catalog.type": "rest", "catalog.uri": catalog,
+            "catalog.warehouse": f"s3://{TABLE_BUCKET}", "catalog.rest.sigv4-enabled": "true",
+            "catalog.rest.signing-name": "s3tables", "catalog.rest.signing-region": "us-east-1",
+            "catalog.client.access-key-id": key,
+            "catalog.client.secret-access-key": "env:BENCH_CATALOG_SECRET",
+            "catalog.s3.endpoint": s3, "catalog.s3.access-key-id": key,
+            "catalog.s3.secret-access-key": "env:BENCH_CATALOG_SECRET",
+            "catalog.s3.region": "us-east-1", "catalog.s3.path-style-access": "true",
+            "identifier": f"bench.t{uuid.uuid4().hex[:8]}"}
+
+
+def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None) -> None:
     from tests.support.s3faults import FailingProxy, sequential
     from tests.support.s3server import create_bucket
 
@@ -123,35 +145,40 @@ def measure(storage: str, latency_ms: int, args, server: str | None) -> None:
     rates: list[tuple[float, float]] = []
     peaks: list[float] = []
     for _ in range(args.repeats):
-        proxy = None
-        for table in (True, False):
+        proxies: list[FailingProxy] = []
+        for table in (args.table, "plain"):
+            options: dict[str, str] = {}
             if storage == "s3":
                 assert server is not None
-                proxy = FailingProxy(server, latency_s=latency_ms / 1000)
-                bucket = create_bucket(server, f"table-bench-{uuid.uuid4().hex[:8]}")
-                url, endpoint = f"s3://{bucket}/out", proxy.endpoint
+                proxies = [FailingProxy(target, latency_s=latency_ms / 1000)
+                           for target in server if target]
+                bucket = create_bucket(server[0], f"table-bench-{uuid.uuid4().hex[:8]}")
+                url, endpoint = f"s3://{bucket}/out", proxies[0].endpoint
+                if table == "iceberg":
+                    options = iceberg_options(proxies[1].endpoint, proxies[0].endpoint)
             else:
                 url, endpoint = tempfile.mkdtemp(prefix="table-bench-"), ""
-            batches, peak, wall = run(url, endpoint, args.batches, table)
+            batches, peak, wall = run(url, endpoint, args.batches, table, options)
             rolled = [b for b in batches if b["rolled"] and b["batch"] > 0]
-            (with_table if table else without).append(median([b["commit_ms"] for b in rolled]))
-            if table:
+            (without if table == "plain" else with_table).append(
+                median([b["commit_ms"] for b in rolled]))
+            if table != "plain":
                 rates.append((len(batches) * ROWS / wall, sum(b["bytes"] for b in batches)
                               / wall / 1e6))
                 peaks.append(peak)
                 for b in rolled:
                     table_ms.append((b["table_end"] - b["table_start"]) * 1000)
-                    if proxy is not None:
+                    if proxies:
                         # what the commit waited for: the snapshot's refresh after it runs
                         # in the background (its requests end after the step)
-                        sent = [r for r in proxy.requests
+                        sent = [r for proxy in proxies for r in proxy.requests
                                 if b["table_start"] <= r.started and r.ended <= b["table_end"]]
                         requests.append(len(sent))
                         chains.append(sequential(sent))
-            if proxy is not None:
+            for proxy in proxies:
                 proxy.stop()
     where = storage if storage == "local" else f"s3, {latency_ms} ms a request"
-    print(f"{where}: table step per rolling batch {median(table_ms):.1f} ms"
+    print(f"{args.table}, {where}: table step per rolling batch {median(table_ms):.1f} ms"
           + (f", {median(requests):.0f} requests ({median(chains):.0f} sequential)"
              if requests else "")
           + f"; commit {median(with_table):.1f} ms with the table, {median(without):.1f} ms "
@@ -163,18 +190,23 @@ def measure(storage: str, latency_ms: int, args, server: str | None) -> None:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--drive":
         url, endpoint, batches, mode = sys.argv[2:6]
-        drive(url, "" if endpoint == "-" else endpoint, int(batches), mode == "table")
+        drive(url, "" if endpoint == "-" else endpoint, int(batches), mode)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--latency-ms", default="0,20")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--storage", default="local,s3")
+    parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
     args = parser.parse_args()
-    from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_server
+    from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_with_catalog
 
     os.environ.update(DUMMY_CREDENTIALS)
-    server, stop = start_seaweedfs_server() if "s3" in args.storage else (None, None)
+    server: tuple[str, str] | None = None
+    stop = None
+    if "s3" in args.storage:
+        s3, catalog, stop = start_seaweedfs_with_catalog()
+        server = (s3, catalog)
     try:
         if "local" in args.storage:
             measure("local", 0, args, None)

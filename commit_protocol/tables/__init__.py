@@ -32,8 +32,21 @@ if TYPE_CHECKING:
     from commit_protocol.storage import Storage
 
 
-# The key under which a committed state records the table that follows the log
-TABLE_KEY = "table"
+# The keys under which a committed state records the table that follows the log and its
+# options (so that ``rotsink verify`` finds it): secrets only as references (env:, file:)
+TABLE_KEY, TABLE_OPTIONS_KEY = "table", "table_options"
+SECRET_WORDS = ("secret", "credential", "token", "password")
+
+
+def recorded_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The table options a state may record: every one but a literal secret.
+
+    >>> recorded_options({"catalog.uri": "u", "catalog.token": "env:T", "storage.SECRET": "x"})
+    {'catalog.uri': 'u', 'catalog.token': 'env:T'}
+    """
+    return {key: value for key, value in options.items()
+            if not any(word in key.lower() for word in SECRET_WORDS)
+            or value.startswith(("env:", "file:"))}
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,21 @@ from dataclasses import dataclass
 from commit_protocol.config import SinkConfig
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TABLE_KEY, open_table, owner_of
+from commit_protocol.tables import TABLE_KEY, TABLE_OPTIONS_KEY, open_table, owner_of
 
 
-def table_config(storage: Storage, state: SinkState,
-                 fs_options: dict[str, str] | None) -> SinkConfig | None:
-    """The config of the table an output's state says follows its log; None without one."""
+def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] | None,
+                 table_options: dict[str, str] | None = None) -> SinkConfig | None:
+    """The config of the table an output's state says follows its log (with the table options
+    the state recorded, ``table_options`` over them); None without one."""
     table_format = state.extra.get(TABLE_KEY)
     if table_format is None:
         return None
+    options = {**state.extra.get(TABLE_OPTIONS_KEY, {}), **(table_options or {})}
     return SinkConfig(path=storage.root_uri, format=state.format,
                       partition_by=tuple(state.partition_by), table_format=str(table_format),
-                      fs_options=dict(fs_options or {}), compact_interval=state.compact_interval)
+                      fs_options=dict(fs_options or {}), table_options=options,
+                      compact_interval=state.compact_interval)
 
 
 @dataclass(frozen=True)

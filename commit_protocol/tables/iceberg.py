@@ -34,7 +34,7 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableCommit, TableFile, option_values
+from commit_protocol.tables import SECRET_WORDS, TableCommit, TableFile, option_values
 from commit_protocol.tables.iceberg_schema import iceberg_schema, partition_value
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ IDENTIFIER = "identifier"
 MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
 NO_RETRY = {"commit.retry.num-retries": "0"}
 _ATTEMPTS = 5
-_SECRET_WORDS = ("secret", "credential", "token", "password")
 
 
 def open_table(storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
@@ -76,7 +75,7 @@ def catalog_properties(root_uri: str, options: dict[str, str]) -> dict[str, str]
 
 def _resolved(key: str, value: str) -> str:
     """A catalog property's value; a secret's from its reference (never given literally)."""
-    if not any(word in key.lower() for word in _SECRET_WORDS):
+    if not any(word in key.lower() for word in SECRET_WORDS):
         return value
     if value.startswith("env:"):
         found = os.environ.get(value[4:])

@@ -111,6 +111,10 @@ def test_the_table_lists_exactly_the_finalized_files(cfg):
     assert nulls.num_rows == 6 * ROWS // 3  # from the default partition's typed value
     partitions = {r["partition"]["grp"] for r in table.inspect.files().to_pylist()}
     assert partitions == {"a", "b", None}
+    # verify finds the table (its catalog options are in the log, secrets as references)
+    storage = open_storage(cfg.path, cfg.fs_options)
+    checked = verify_output(storage, commit_timeout_s=0, fs_options=cfg.fs_options)
+    assert checked.ok, checked.problems
 
 
 @pytest.mark.parametrize("recovery", ["next-commit", "restart", "repair"])
