@@ -28,12 +28,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 from commit_protocol import failpoints
 from commit_protocol.claims import fence_unclaimed
+from commit_protocol.commit_report import log_commit
 from commit_protocol.config import SinkConfig
 from commit_protocol.driver_rolls import convert_rolled, seal_rolled
 from commit_protocol.errors import CommitError, ConcurrentWriterError, UnsupportedQueryError
@@ -185,7 +185,7 @@ class Committer:
             self.table.follow(new_state, now_ms=now_ms, footers={
                 f.name: f.footer for f in merged.finalized if f.footer is not None})
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
-        _log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
+        log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
                             is_compaction_batch(batch_id, self.config.compact_interval))
 
@@ -339,22 +339,3 @@ def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:
 
 def _parent(path: str) -> str:
     return path.rpartition("/")[0]
-
-
-def _log_commit(batch_id: int, merged: Merged, state: SinkState, deleted: list[str],
-                seconds: float) -> None:
-    """The INFO line of a committed batch (and a WARNING for orphans deleted)."""
-    tasks, rows, size = state.appended
-    rolled = Counter(f.reason for f in merged.finalized)
-    why = ", ".join(f"{n} by {reason}" for reason, n in sorted(rolled.items()))
-    layout = (f"partitioned by {', '.join(state.partition_by)}" if state.partition_by
-              else "not partitioned")
-    logger.info("batch %d committed in %.0f ms: %d task(s), %d row(s), %d byte(s) appended "
-              "(%s); %d file(s) finalized%s; %d in progress%s", batch_id, seconds * 1000,
-              tasks, rows, size, layout, len(merged.finalized), f" ({why})" if why else "",
-              len(state.in_progress),
-              f"; partitions complete: {', '.join(state.markers)}" if state.markers else "")
-    orphans = [p for p in deleted if p.startswith(INPROGRESS_DIR)]
-    if orphans:
-        logger.warning("batch %d: deleted %d orphan temp file(s) older than log.cleanupDelay "
-                     "(failed attempts, zombies, fenced files)", batch_id, len(orphans))

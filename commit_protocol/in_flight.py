@@ -27,8 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_id_of, log_file_names
 from commit_protocol.naming import INTENT_DIR
+from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 
 COMMIT_TIMEOUT_S = 60.0
@@ -97,3 +99,19 @@ def settle(storage: Storage, *, timeout_s: float,
                 on_wait(intent)
             told.add(intent.path)
         time.sleep(min(POLL_S, max(0.001, timeout_s - max(p.age_s for p in waiting))))
+
+
+def intent_state(storage: Storage, name: str, batch_id: int) -> SinkState:
+    """The state the intent ``name`` of batch ``batch_id`` decided."""
+    return MetadataLog(storage, compact_interval=_naming_interval(name, batch_id)) \
+        .read_intent_state(batch_id)
+
+
+def _naming_interval(name: str, batch_id: int) -> int:
+    """A compaction interval under which batch ``batch_id``'s log file is called ``name``
+    (to find the file; the state in it then says the path's real interval).
+
+    >>> _naming_interval("9.compact", 9), _naming_interval("12", 12)
+    (10, 14)
+    """
+    return batch_id + 1 if name.endswith(".compact") else batch_id + 2

@@ -15,9 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
-from commit_protocol.errors import CorruptLogError, RotsinkError
+from commit_protocol.errors import CorruptLogError
 from commit_protocol.file_checks import (
     InProgressCheck,
     authenticate,
@@ -30,6 +28,7 @@ from commit_protocol.in_flight import (
     COMMIT_TIMEOUT_S,
     POLL_S,
     PendingIntent,
+    intent_state,
     pending_intents,
     settle,
 )
@@ -37,6 +36,7 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_names, last_compaction_at_or_before, log_file_name
 from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR, LOG_DIR, success_marker
 from commit_protocol.reading import open_committed
+from commit_protocol.repair import repair_output
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables.checks import check_table, table_config
@@ -105,7 +105,7 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     waits until it is published or stalls, then looks again.
     """
     problems: list[str] = []
-    repaired = _repair(storage, problems, commit_timeout_s, on_wait, fs_options) \
+    repaired = repair_output(storage, problems, commit_timeout_s, on_wait, fs_options) \
         if repair else []
     changed = 0
     for _ in range(_LOOKS + int(commit_timeout_s / POLL_S)):
@@ -260,7 +260,7 @@ def _pending(storage: Storage, latest: int | None, problems: list[str], timeout_
             stalled.append(intent.batch_id)
             problems.append(intent.stalled_problem())
         try:
-            state = _intent_state(storage, intent.name, intent.batch_id)
+            state = intent_state(storage, intent.name, intent.batch_id)
         except CorruptLogError as e:
             problems.append(str(e))
             continue
@@ -269,52 +269,3 @@ def _pending(storage: Storage, latest: int | None, problems: list[str], timeout_
         explained |= {publish.name for publish in state.publish}
         moved |= {publish.temp for publish in state.publish}
     return stalled, in_flight, explained, frozenset(moved)
-
-
-def _intent_state(storage: Storage, name: str, batch_id: int) -> SinkState:
-    return MetadataLog(storage, compact_interval=_naming_interval(name, batch_id)) \
-        .read_intent_state(batch_id)
-
-
-def _naming_interval(name: str, batch_id: int) -> int:
-    """A compaction interval under which batch ``batch_id``'s log file is called ``name``
-    (to find the file; the state in it then says the path's real interval).
-
-    >>> _naming_interval("9.compact", 9), _naming_interval("12", 12)
-    (10, 14)
-    """
-    return batch_id + 1 if name.endswith(".compact") else batch_id + 2
-
-
-def _repair(storage: Storage, problems: list[str], timeout_s: float,
-            on_wait: Callable[[PendingIntent], None] | None,
-            fs_options: dict[str, str] | None) -> list[int]:
-    """Roll stalled intents forward as the query's next commit would, then catch up a table
-    that follows the log; the ids published. Commits in flight are waited for, never
-    finished here: their driver is alive. Should it wake after all, both finish the same
-    intent (or table commit), which every step allows."""
-    stalled = settle(storage, timeout_s=timeout_s, on_wait=on_wait)
-    after = None
-    try:
-        if stalled:
-            state = _intent_state(storage, stalled[0].name, stalled[0].batch_id)
-            config = SinkConfig(path=storage.root_uri, compact_interval=state.compact_interval)
-            after = Committer(storage, config, state.schema_json).recover(
-                only={intent.batch_id for intent in stalled})
-        _catch_up_table(storage, fs_options)
-    except (RotsinkError, OSError) as e:  # e.g. a renamed file is gone: report, never guess
-        problems.append(f"{storage.root_uri}: cannot repair ({type(e).__name__}: {e})")
-        return []
-    return [i.batch_id for i in stalled if after is not None and i.batch_id <= after]
-
-
-def _catch_up_table(storage: Storage, fs_options: dict[str, str] | None) -> None:
-    """Bring a table that follows the log up to the latest batch (a driver killed between
-    the log file and the table commit left it behind)."""
-    committed = open_committed(storage)
-    if committed is None:
-        return
-    log, latest, state = committed
-    config = table_config(storage, state, fs_options)
-    if config is not None:
-        Committer(storage, config, state.schema_json).start_table(state)

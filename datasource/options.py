@@ -16,6 +16,7 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import OptionError
 from commit_protocol.formats import FORMATS, file_codec, format_named
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
+from datasource.table_options import check_table_options, table_format
 
 PATH = "path"
 FORMAT = "format"
@@ -182,12 +183,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         fs_options=fs_options(options),
         schema_evolution=_schema_evolution(get(SCHEMA_EVOLUTION, "none")),
         fsync=parse_bool(FSYNC, get(FSYNC, "true")),
-        table_format=_table_format(given(TABLE_FORMAT)),
+        table_format=table_format(given(TABLE_FORMAT)),
         table_options={k[len("table."):]: v for k, v in options.items()
                        if k.lower().startswith(TABLE_PREFIXES)
                        or k.lower() == TABLE_IDENTIFIER.lower()},
     )
-    _check_table_options(config)
+    check_table_options(config)
     return config
 
 
@@ -286,49 +287,6 @@ def _schema_evolution(text: str) -> str:
         raise OptionError(f"option {SCHEMA_EVOLUTION}={text!r}: expected one of "
                           f"{', '.join(MODES)}")
     return modes[text.strip().lower()]
-
-
-def _table_format(text: str | None) -> str | None:
-    from commit_protocol.tables import table_format_named
-
-    if text is None or text.strip().lower() in ("", "none"):
-        return None
-    return table_format_named(text.strip().lower()).name
-
-
-def _check_table_options(config: SinkConfig) -> None:
-    """What a table cannot follow, refused naming both options: formats its readers do not
-    take, files its readers cannot decrypt, and rotsink features that would make the table
-    and the log list different files or put rotsink's files where table maintenance looks."""
-    from commit_protocol.tables import TABLE_FORMATS
-
-    if config.table_format is None:
-        return
-    given = f"option {TABLE_FORMAT}={config.table_format!r}"
-    entry = TABLE_FORMATS[config.table_format]
-    entry.check_installed()
-    identifier = config.table_options.get("identifier")
-    if identifier is not None and (config.table_format != "iceberg" or identifier.count(".") < 1
-                                   or "" in identifier.split(".")):
-        raise OptionError(f"option {TABLE_IDENTIFIER}={identifier!r}: expected namespace.table, "
-                          "for table.format=iceberg")
-    if config.format not in entry.formats:
-        raise OptionError(f"{given} with option {FORMAT}={config.format!r}: a "
-                          f"{config.table_format} table takes format "
-                          f"{' or '.join(entry.formats)}")
-    if config.keys is not None:
-        raise OptionError(f"{given} with option {ENCRYPTION_KEY}: {config.table_format} "
-                          "readers cannot decrypt rotsink's Parquet files; encrypt at rest in "
-                          "the store instead (e.g. S3 server-side encryption)")
-    if config.retention_ms is not None:
-        raise OptionError(f"{given} with option {RETENTION}: retention drops files from "
-                          "rotsink's log but not from the table, and the two must list the same "
-                          "files; delete old data through the table instead")
-    if config.partition_commit_delay_ms is not None:
-        raise OptionError(f"{given} with option {PARTITION_COMMIT_DELAY}: the _SUCCESS "
-                          "markers it writes into partition directories are deleted by the "
-                          "table's VACUUM; table readers see a batch's files when the table "
-                          "commit lists them")
 
 
 def _partition_by(text: str) -> tuple[str, ...]:
