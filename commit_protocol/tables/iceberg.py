@@ -52,15 +52,26 @@ def open_table(storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
     return IcebergFollowedTable(storage.root_uri, config)
 
 
-def catalog_properties(root_uri: str, options: dict[str, str]) -> dict[str, str]:
+def catalog_properties(root_uri: str, options: dict[str, str],
+                       fs_options: dict[str, str] | None = None) -> dict[str, str]:
     """``load_catalog``'s properties from the ``table.catalog.*`` options, secrets resolved
-    from their references; the embedded SQLite catalog by default.
+    from their references; the embedded SQLite catalog by default; for an S3 output, the
+    endpoint of the ``fs.*`` options unless ``s3.endpoint`` is given (the table's readers
+    and pyiceberg's file IO then reach the same store).
 
     >>> catalog_properties("file:///data/out", {})["uri"]
     'sqlite:////data/out/_iceberg/catalog.db'
+    >>> catalog_properties("s3://b/out", {"catalog.type": "rest"},
+    ...                    {"endpoint_url": "http://127.0.0.1:9000"})["s3.endpoint"]
+    'http://127.0.0.1:9000'
     """
     given = option_values(options, CATALOG_PREFIX)
     properties = {key: _resolved(key, value) for key, value in given.items()}
+    endpoint = (fs_options or {}).get("endpoint_url")
+    if endpoint and root_uri.split("://")[0].lower() in ("s3", "s3a") \
+            and "s3.endpoint" not in properties:
+        properties.update({"s3.endpoint": endpoint, "s3.path-style-access": "true",
+                           **({} if "s3.region" in properties else {"s3.region": "us-east-1"})})
     if "type" not in properties and "uri" not in properties:
         if not root_uri.startswith("file://"):
             raise OptionError(f"option table.format='iceberg' at {root_uri}: the embedded "
@@ -96,7 +107,8 @@ class IcebergFollowedTable:
     def __init__(self, root_uri: str, config: SinkConfig) -> None:
         self.root = _data_root(root_uri)
         self.options = config.table_options
-        self.properties = catalog_properties(root_uri, config.table_options)
+        self.properties = catalog_properties(root_uri, config.table_options,
+                                             config.fs_options)
         self.identifier = config.table_options.get(IDENTIFIER) or _default_identifier(root_uri)
         self.embedded = self.properties.get("type") == "sql"
         self._catalog: Catalog | None = None
