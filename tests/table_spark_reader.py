@@ -1,7 +1,8 @@
 """Spark's own Delta Lake or Iceberg reader on a table rotsink writes, run by a PySpark that
 the reader supports (tests/support/table_spark.py makes its venv). Imports nothing of rotsink.
 
-    python tests/table_spark_reader.py FORMAT TABLE OUT_FILE STOP_FILE MIN_READS JARS [CATALOG_DB]
+    python tests/table_spark_reader.py FORMAT TABLE OUT_FILE STOP_FILE MIN_READS JARS [CATALOG_DB
+                                       [ORPHANS_FILE]]
 
 ``FORMAT`` is ``delta`` (``TABLE`` the table's path) or ``iceberg`` (``TABLE`` its identifier in
 rotsink's embedded catalog, the SQLite file ``CATALOG_DB``, read through Iceberg's JDBC
@@ -9,7 +10,9 @@ catalog). Once the table exists, reads its newest version again and again (Delta
 ``versionAsOf`` the version ``DESCRIBE HISTORY`` names, Iceberg's ``VERSION AS OF`` its newest
 snapshot: each read is one committed version) until ``STOP_FILE`` exists and at least
 ``MIN_READS`` reads are done; appends ``{"version": v, "ids": [...]}`` per read to
-``OUT_FILE``. A read that fails is written as ``{"error": ...}``.
+``OUT_FILE``. A read that fails is written as ``{"error": ...}``. With ``ORPHANS_FILE``
+(Iceberg), it then runs Iceberg's own ``remove_orphan_files`` on the table (files older than
+25 hours, for real) and writes the files it deleted there, one per line.
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ def session(fmt: str, jars: str, catalog_db: str):
                            "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
     else:  # Iceberg's JDBC catalog names its rows by the Spark catalog's name: rotsink's
         prefix = "spark.sql.catalog.rotsink"
-        builder = (builder.config(prefix, "org.apache.iceberg.spark.SparkCatalog")
+        builder = (builder.config("spark.sql.extensions",  # its procedures (CALL)
+                                  "org.apache.iceberg.spark.extensions."
+                                  "IcebergSparkSessionExtensions")
+                   .config(prefix, "org.apache.iceberg.spark.SparkCatalog")
                    .config(f"{prefix}.type", "jdbc").config(f"{prefix}.uri",
                                                              f"jdbc:sqlite:{catalog_db}")
                    .config(f"{prefix}.warehouse", f"file://{os.path.dirname(catalog_db)}"))
@@ -63,8 +69,19 @@ def read(spark, fmt: str, table: str) -> dict:
     return {"version": version, "ids": sorted(r.id for r in rows.select("id").collect())}
 
 
+def remove_orphans(spark, table: str) -> list[str]:
+    """Iceberg's orphan removal on ``table``, for real: the files it deleted."""
+    import datetime as dt
+
+    cutoff = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=25)).strftime(
+        "%Y-%m-%d %H:%M:%S")
+    rows = spark.sql(f"CALL rotsink.system.remove_orphan_files(table => '{table}', "
+                     f"older_than => TIMESTAMP '{cutoff}')").collect()
+    return sorted(r[0] for r in rows)
+
+
 def main(fmt: str, table: str, out_file: str, stop_file: str, min_reads: str, jars: str,
-         catalog_db: str = "") -> int:
+         catalog_db: str = "", orphans_file: str = "") -> int:
     spark = session(fmt, jars, catalog_db)
     reads = 0
     with open(out_file, "a") as out:
@@ -79,6 +96,9 @@ def main(fmt: str, table: str, out_file: str, stop_file: str, min_reads: str, ja
             out.write(json.dumps(line) + "\n")
             out.flush()
             reads += 1
+    if orphans_file:
+        with open(orphans_file, "w") as out:
+            out.write("".join(f"{path}\n" for path in remove_orphans(spark, table)))
     spark.stop()
     return 0
 

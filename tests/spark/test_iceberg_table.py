@@ -6,6 +6,7 @@ compacts beside them; every read is one snapshot and returns exactly the rows
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from commit_protocol.storage import LocalStorage
+from commit_protocol.verification import verify_output
 from tests.spark.test_delta_table import FILES, MIN_READS, finalized_as_of
-from tests.support.streams import SCHEMA, write_numbered_source
+from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
 
 OPTIONS = {"format": "parquet", "table.format": "iceberg", "table.identifier": "lake.events",
            "partitionBy": "grp", "rotation.maxBatches": "3", "rotation.maxRecords": "60",
@@ -86,8 +89,10 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     write_numbered_source(tmp_path / "in", files=2, rows_per_file=40)
     start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()  # the table
     stop, spark_reads = tmp_path / "stop", tmp_path / "iceberg-spark.jsonl"
+    orphans = tmp_path / "orphans.txt"
     spark_reader = start_reader("iceberg", iceberg_spark_python, "lake.events", spark_reads,
-                                stop, min_reads=3, catalog_db=str(out / "_iceberg/catalog.db"))
+                                stop, min_reads=3, catalog_db=str(out / "_iceberg/catalog.db"),
+                                orphans_file=str(orphans))
     deadline = time.monotonic() + 300  # its JVM's start: the query then runs beside its reads
     while not (spark_reads.exists() and spark_reads.read_text()):
         assert spark_reader.poll() is None and time.monotonic() < deadline
@@ -104,6 +109,13 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     query.awaitTermination()
     read_beside = len(spark_reads.read_text().splitlines()) - read_before
     done.set()
+    # Iceberg's orphan removal then runs on the output as if everything were 10 days old,
+    # with one stray file it must take: none of rotsink's own (in progress, staged, intents,
+    # claims, log) may go, nor any finalized file
+    (out / "grp=g0" / "stray.parquet").write_bytes(b"not rotsink's")
+    ten_days_ago = time.time() - 10 * 86400
+    for path in out.rglob("*"):
+        os.utime(path, (ten_days_ago, ten_days_ago))
     stop.touch()
     for thread in threads:
         thread.join()
@@ -127,6 +139,9 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
             assert ids == expected[snapshot], (name, snapshot, batch_of[snapshot])
     spark_now = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
     assert by_pyiceberg(out)[1] == spark_now
+    assert orphans.read_text().split() == [f"file:{out}/grp=g0/stray.parquet"]
+    assert verify_output(LocalStorage(str(out)), commit_timeout_s=0, deep=True).ok
+    assert sorted(rotsink_ids(spark, out)) == list(range(FILES * 40))
     counts = {name: len(reads.seen) for name, reads in readers.items()}
     shown(f"Iceberg table beside a rolling, compacting query ({FILES} batches, "
           f"{len(batch_of)} snapshots): reads {counts}, 0 failed, each equal to the finalized "

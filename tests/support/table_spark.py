@@ -27,9 +27,11 @@ def reader_python(table_format: str, venv: Path) -> Path:
 
 
 def start_reader(table_format: str, python: Path, table: str, out_file: Path, stop_file: Path,
-                 *, min_reads: int, catalog_db: str = "") -> subprocess.Popen:
+                 *, min_reads: int, catalog_db: str = "", orphans_file: str = ""
+                 ) -> subprocess.Popen:
     """The reader (``tests/table_spark_reader.py``), started now; it stops once ``stop_file``
-    exists and it has read ``min_reads`` times."""
+    exists and it has read ``min_reads`` times (then, given ``orphans_file``, runs Iceberg's
+    orphan removal on the table)."""
     from tests.support.jvm import delta_spark_jars, iceberg_spark_jars
 
     jars = delta_spark_jars() if table_format == "delta" else iceberg_spark_jars()
@@ -38,5 +40,6 @@ def start_reader(table_format: str, python: Path, table: str, out_file: Path, st
     env["PYSPARK_PYTHON"] = str(python)
     return subprocess.Popen([str(python), str(READER), table_format, table, str(out_file),
                              str(stop_file), str(min_reads), ",".join(map(str, jars)),
-                             catalog_db], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                             catalog_db, orphans_file], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env)

@@ -330,3 +330,23 @@ def test_pyiceberg_s_own_retry_would_commit_a_batch_twice_and_is_kept_off(tmp_pa
     table = table_of(cfg)
     assert table.properties["commit.retry.num-retries"] == "0"
     assert batches_of(table)[-1] == "3"
+
+
+def test_pyiceberg_filters_on_a_partition_column_only_when_it_is_selected(tmp_path,
+                                                                          monkeypatch):
+    """Pins a pyiceberg 0.12 bug that docs/tables.md works around (iceberg-python#2028):
+    rotsink's files, as Spark's, hold no partition column, and a pyiceberg scan that filters
+    on one without selecting it returns no row; selecting it (or polars, Spark) reads right."""
+    import polars as pl
+
+    monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # no planner plugin installed
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    table = table_of(cfg)
+    expected = sum(1 for i in range(4 * ROWS) if i % 3 == 0)  # grp "a"
+    selected = table.scan(row_filter="grp == 'a'", selected_fields=("id", "grp")).to_arrow()
+    assert selected.num_rows == expected
+    assert table.scan(row_filter="grp == 'a'", selected_fields=("id",)).to_arrow().num_rows == 0
+    by_polars = pl.scan_iceberg(table).filter(pl.col("grp") == "a").select("id").collect()
+    assert by_polars.height == expected
