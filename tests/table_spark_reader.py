@@ -40,6 +40,9 @@ def session(fmt: str, jars: str, catalog_db: str):
                                   "org.apache.iceberg.spark.extensions."
                                   "IcebergSparkSessionExtensions")
                    .config(prefix, "org.apache.iceberg.spark.SparkCatalog")
+                   # the catalog's cache would keep the table as first read, as long as it is
+                   # read again within 30 s: each read (and the orphan removal) sees the newest
+                   .config(f"{prefix}.cache-enabled", "false")
                    .config(f"{prefix}.type", "jdbc").config(f"{prefix}.uri",
                                                              f"jdbc:sqlite:{catalog_db}")
                    .config(f"{prefix}.warehouse", f"file://{os.path.dirname(catalog_db)}"))

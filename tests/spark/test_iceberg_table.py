@@ -149,6 +149,7 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
           f"reader read {read_beside} times while the query ran)")
     assert min(counts["pyiceberg"], counts["polars"]) >= MIN_READS
     assert read_beside >= 2, "Spark's Iceberg reader must read while the query commits"
+    assert len({snapshot for snapshot, _ in by_spark.seen}) >= 3, "it must see the table move"
     assert len(expected) >= 3
 
 
