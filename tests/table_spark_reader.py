@@ -10,7 +10,8 @@ catalog). Once the table exists, reads its newest version again and again (Delta
 ``versionAsOf`` the version ``DESCRIBE HISTORY`` names, Iceberg's ``VERSION AS OF`` its newest
 snapshot: each read is one committed version) until ``STOP_FILE`` exists and at least
 ``MIN_READS`` reads are done; appends ``{"version": v, "ids": [...]}`` per read to
-``OUT_FILE``. A read that fails is written as ``{"error": ...}``. With ``ORPHANS_FILE``
+``OUT_FILE``, with the read's ``start`` and ``end`` (epoch seconds). A read that fails is
+written as ``{"error": ...}``. With ``ORPHANS_FILE``
 (Iceberg), it then runs Iceberg's own ``remove_orphan_files`` on the table (files older than
 25 hours, for real) and writes the files it deleted there, one per line.
 """
@@ -92,10 +93,12 @@ def main(fmt: str, table: str, out_file: str, stop_file: str, min_reads: str, ja
             if not reads and not exists(fmt, table, catalog_db):
                 time.sleep(0.2)  # created by the writer's first commit
                 continue
+            start = time.time()
             try:
                 line = read(spark, fmt, table)
             except Exception as e:  # noqa: BLE001 -- reported to the test, which fails on it
                 line = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+            line.update(start=start, end=time.time())
             out.write(json.dumps(line) + "\n")
             out.flush()
             reads += 1

@@ -135,16 +135,17 @@ class DeltaFollowedTable:
 
         for attempt in range(_ATTEMPTS):
             known = snapshot(self.uri, self.options, fresh=attempt > 0)
-            held = None if known is None else known.mark(commit.owner)
-            if held is not None and held >= commit.batch_id:
-                return False
             try:
                 if known is None:
                     self._create(commit)
                     forget(self.uri, self.options)
-                else:
+                    return True
+                with known.lock:
+                    held = known.mark(commit.owner)
+                    if held is not None and held >= commit.batch_id:
+                        return False
                     self._append(known, commit)
-                return True
+                    return True
             except CommitFailedError:
                 continue  # another commit landed first: read the table again
             except DeltaError as e:

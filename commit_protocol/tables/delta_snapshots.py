@@ -40,34 +40,43 @@ class Snapshot:
     marks: dict[str, int | None] = field(default_factory=dict)
     marks_version: int = -1
     refreshing: threading.Thread | None = None
+    # held by a commit from reading the mark to remembering what it committed: two threads
+    # of one process (a query and a `verify --repair`, two drivers played in a test) share
+    # the snapshot and take their turns; the background refresh never takes it
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def ready(self) -> DeltaTable:
         """The table, once a background refresh is done."""
-        if self.refreshing is not None:
-            self.refreshing.join()
-            self.refreshing = None
-        return self.table
+        with self.lock:
+            if self.refreshing is not None:
+                self.refreshing.join()
+                self.refreshing = None
+            return self.table
 
     def refresh(self) -> None:
         """To the newest version now (a LIST, and a GET per new commit)."""
-        self.ready().update_incremental()
+        with self.lock:
+            self.ready().update_incremental()
 
     def mark(self, owner: str) -> int | None:
         """The newest batch of ``owner`` the snapshot's version holds."""
-        version = self.ready().version()
-        if version != self.marks_version:
-            self.marks, self.marks_version = {}, version
-        if owner not in self.marks:
-            self.marks[owner] = self.table.transaction_version(owner)
-        return self.marks[owner]
+        with self.lock:
+            version = self.ready().version()
+            if version != self.marks_version:
+                self.marks, self.marks_version = {}, version
+            if owner not in self.marks:
+                self.marks[owner] = self.table.transaction_version(owner)
+            return self.marks[owner]
 
     def committed(self, owner: str, batch_id: int, version: int) -> None:
         """This process committed ``owner``'s batch ``batch_id`` as ``version``: remember
         it, and bring the snapshot there in the background."""
-        self.marks, self.marks_version = {owner: batch_id}, version
-        self.refreshing = threading.Thread(target=self._catch_up, args=(version,), daemon=True,
-                                           name="rotsink-delta-refresh")
-        self.refreshing.start()
+        with self.lock:
+            self.marks, self.marks_version = {owner: batch_id}, version
+            refreshing = threading.Thread(target=self._catch_up, args=(version,), daemon=True,
+                                          name="rotsink-delta-refresh")
+            refreshing.start()  # before it is seen: ready() joins only a started thread
+            self.refreshing = refreshing
 
     def _catch_up(self, version: int) -> None:
         try:

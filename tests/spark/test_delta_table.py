@@ -86,7 +86,7 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
         spark, tmp_path, delta_spark_python, shown):
     from deltalake import DeltaTable
 
-    from tests.support.table_spark import start_reader
+    from tests.support.table_spark import run_beside_reader, start_reader, wait_for_first_read
 
     out = tmp_path / "out"
     write_numbered_source(tmp_path / "in", files=2, rows_per_file=40)
@@ -95,21 +95,24 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     spark_reads = tmp_path / "delta-spark.jsonl"
     spark_reader = start_reader("delta", delta_spark_python, str(out), spark_reads, stop,
                                 min_reads=3)
-    deadline = time.monotonic() + 300  # its JVM's start: the query then runs beside its reads
-    while not (spark_reads.exists() and spark_reads.read_text()):
-        assert spark_reader.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    read_before = len(spark_reads.read_text().splitlines())
-    write_numbered_source(tmp_path / "in", files=FILES - 2, rows_per_file=40, start_file=2)
-    query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
+    wait_for_first_read(spark_reader, spark_reads)  # then the query runs beside its reads
     done = threading.Event()
     readers = {"delta-rs": Reads(), "polars": Reads()}
     threads = [threading.Thread(target=read_in_a_loop, args=(out, readers[name], done, read))
                for name, read in (("delta-rs", by_delta_rs), ("polars", by_polars))]
     for thread in threads:
         thread.start()
-    query.awaitTermination()
-    read_beside = len(spark_reads.read_text().splitlines()) - read_before
+
+    def run(first_file: int, files: int):
+        write_numbered_source(tmp_path / "in", files=files, rows_per_file=40,
+                              start_file=first_file)
+        query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
+        query.awaitTermination()
+        return query
+
+    query, written, read_beside = run_beside_reader(run, spark_reads, first_file=2,
+                                                    files=FILES - 2)
+    batches = 2 + written
     done.set()
     stop.touch()
     for thread in threads:
@@ -140,7 +143,7 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     spark_now = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
     assert Counter(final.to_pyarrow_table(columns=["id"]).column("id").to_pylist()) == spark_now
     counts = {name: len(reads.seen) for name, reads in readers.items()}
-    shown(f"Delta table beside a rolling, compacting query ({FILES} batches, "
+    shown(f"Delta table beside a rolling, compacting query ({batches} batches, "
           f"{final.version() + 1} table versions): reads {counts}, 0 failed, each equal to "
           f"the finalized rows of its version's batch ({len(expected)} versions checked; "
           f"Spark's Delta reader read {read_beside} times while the query ran)")

@@ -82,7 +82,7 @@ def iceberg_spark_python(tmp_path_factory):
 
 def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
         spark, tmp_path, iceberg_spark_python, shown, monkeypatch):
-    from tests.support.table_spark import start_reader
+    from tests.support.table_spark import run_beside_reader, start_reader, wait_for_first_read
 
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # polars' own planner: a plugin
     out = tmp_path / "out"
@@ -93,21 +93,24 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     spark_reader = start_reader("iceberg", iceberg_spark_python, "lake.events", spark_reads,
                                 stop, min_reads=3, catalog_db=str(out / "_iceberg/catalog.db"),
                                 orphans_file=str(orphans))
-    deadline = time.monotonic() + 300  # its JVM's start: the query then runs beside its reads
-    while not (spark_reads.exists() and spark_reads.read_text()):
-        assert spark_reader.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    read_before = len(spark_reads.read_text().splitlines())
-    write_numbered_source(tmp_path / "in", files=FILES - 2, rows_per_file=40, start_file=2)
-    query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
+    wait_for_first_read(spark_reader, spark_reads)  # then the query runs beside its reads
     done = threading.Event()
     readers = {"pyiceberg": Reads(), "polars": Reads()}
     threads = [threading.Thread(target=read_in_a_loop, args=(out, readers[name], done, read))
                for name, read in (("pyiceberg", by_pyiceberg), ("polars", by_polars))]
     for thread in threads:
         thread.start()
-    query.awaitTermination()
-    read_beside = len(spark_reads.read_text().splitlines()) - read_before
+
+    def run(first_file: int, files: int):
+        write_numbered_source(tmp_path / "in", files=files, rows_per_file=40,
+                              start_file=first_file)
+        query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
+        query.awaitTermination()
+        return query
+
+    _, written, read_beside = run_beside_reader(run, spark_reads, first_file=2,
+                                                files=FILES - 2)
+    batches = 2 + written
     done.set()
     # Iceberg's orphan removal then runs on the output as if everything were 10 days old,
     # with one stray file it must take: none of rotsink's own (in progress, staged, intents,
@@ -141,9 +144,9 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     assert by_pyiceberg(out)[1] == spark_now
     assert orphans.read_text().split() == [f"file:{out}/grp=g0/stray.parquet"]
     assert verify_output(LocalStorage(str(out)), commit_timeout_s=0, deep=True).ok
-    assert sorted(rotsink_ids(spark, out)) == list(range(FILES * 40))
+    assert sorted(rotsink_ids(spark, out)) == list(range(batches * 40))
     counts = {name: len(reads.seen) for name, reads in readers.items()}
-    shown(f"Iceberg table beside a rolling, compacting query ({FILES} batches, "
+    shown(f"Iceberg table beside a rolling, compacting query ({batches} batches, "
           f"{len(batch_of)} snapshots): reads {counts}, 0 failed, each equal to the finalized "
           f"rows of its snapshot's batch ({len(expected)} snapshots checked; Spark's Iceberg "
           f"reader read {read_beside} times while the query ran)")

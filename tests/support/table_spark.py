@@ -5,12 +5,17 @@ build fails on 4.2 and 4.3 with an IncompatibleClassChangeError), and rotsink in
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 PYSPARK = {"delta": "4.2.0", "iceberg": "4.1.4"}
+Result = TypeVar("Result")
 READER = Path(__file__).resolve().parents[1] / "table_spark_reader.py"
 
 
@@ -43,3 +48,38 @@ def start_reader(table_format: str, python: Path, table: str, out_file: Path, st
                              catalog_db, orphans_file], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env)
+
+
+def wait_for_first_read(reader: subprocess.Popen, out_file: Path, *, timeout_s: float = 300
+                        ) -> None:
+    """Polls until the reader has read once (its JVM's start takes a while)."""
+    deadline = time.monotonic() + timeout_s
+    while not (out_file.exists() and out_file.read_text()):
+        assert reader.poll() is None, reader.stderr.read()[-3000:] if reader.stderr else ""
+        assert time.monotonic() < deadline, "the Spark reader did not read"
+        time.sleep(0.2)
+
+
+def run_beside_reader(run: Callable[[int, int], Result], out_file: Path, *, first_file: int,
+                      files: int, more_files: int = 6, reads_beside: int = 2,
+                      versions: int = 3, runs: int = 8) -> tuple[Result, int, int]:
+    """Runs a query beside the reader writing ``out_file`` until the reader has read at least
+    ``reads_beside`` times while the query was committing and seen ``versions`` table
+    versions: ``run(first_file, files)`` writes that many input files and runs the query to
+    its end, over ``files`` input files, then over ``more_files`` at a time, at most ``runs``
+    times. A JVM reader on a busy machine may take seconds a read, so one run can end before
+    it reads twice. Returns the last ``run``'s result, the input files written and the reads
+    that overlapped a run."""
+    running: list[tuple[float, float]] = []
+    written = 0
+    while True:
+        start = time.time()
+        result = run(first_file + written, files if not running else more_files)
+        running.append((start, time.time()))
+        written += files if len(running) == 1 else more_files
+        lines = [json.loads(line) for line in out_file.read_text().splitlines()]
+        beside = sum(any(line["start"] < end and line["end"] > start for start, end in running)
+                     for line in lines)
+        seen = {line["version"] for line in lines if "version" in line}
+        if (beside >= reads_beside and len(seen) >= versions) or len(running) == runs:
+            return result, written, beside

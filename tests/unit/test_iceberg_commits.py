@@ -21,7 +21,7 @@ from commit_protocol.errors import OptionError, TableError
 from commit_protocol.storage import open_storage
 from commit_protocol.tables import open_table
 from commit_protocol.verification import verify_output
-from tests.unit.test_delta_table import (
+from tests.unit.test_delta_commits import (
     GROWN_JSON,
     QUERY,
     ROWS,

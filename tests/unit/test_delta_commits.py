@@ -198,6 +198,30 @@ def test_a_repeated_or_racing_table_commit_adds_one_version(tmp_path):
     assert_table_follows_the_log(cfg)
 
 
+def test_a_thread_waits_for_a_refresh_another_thread_is_starting(tmp_path, monkeypatch):
+    """One process's snapshot shared by two threads: a thread reading the table while the
+    other has just committed waits for the background refresh, even one not started yet."""
+    cfg = table_config(str(tmp_path / "out"))
+    commit_batch(cfg, 0)
+    known = delta_snapshots.snapshot(str(tmp_path / "out"), {}, fresh=True)
+    assert known is not None
+    starting, start = threading.Event(), threading.Thread.start
+
+    def slow_start(thread: threading.Thread) -> None:
+        if thread.name == "rotsink-delta-refresh":
+            starting.set()
+            threading.Event().wait(0.3)  # the moment another thread may look in
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+    committing = threading.Thread(target=known.committed, args=("rotsink-x", 7, 0))
+    committing.start()
+    assert starting.wait(10)
+    assert known.ready().version() == 0  # joins the refresh once started, no error
+    committing.join()
+    assert known.mark("rotsink-x") == 7
+
+
 def catch_up(cfg: SinkConfig, errors: list[BaseException]) -> None:
     """What a starting driver (or ``verify --repair``) does to the table."""
     try:
