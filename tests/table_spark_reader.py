@@ -34,7 +34,10 @@ def session(fmt: str, jars: str, catalog_db: str):
         builder = (builder
                    .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                    .config("spark.sql.catalog.spark_catalog",
-                           "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+                           "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+                   # a snapshot's state is rebuilt in 50 partitions by default: seconds a read
+                   # on one core, for a table of a few dozen commits
+                   .config("spark.databricks.delta.snapshotPartitions", "1"))
     else:  # Iceberg's JDBC catalog names its rows by the Spark catalog's name: rotsink's
         prefix = "spark.sql.catalog.rotsink"
         builder = (builder.config("spark.sql.extensions",  # its procedures (CALL)
