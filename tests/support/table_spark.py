@@ -16,6 +16,9 @@ from typing import TypeVar
 
 PYSPARK = {"delta": "4.2.0", "iceberg": "4.1.4"}
 Result = TypeVar("Result")
+# reads Spark's reader must make while the query commits: a JVM on a shared core takes seconds
+# a read, so CI asks for a few; ROTSINK_SPARK_TABLE_READS=50 asks for more, on demand
+SPARK_READS_BESIDE = int(os.environ.get("ROTSINK_SPARK_TABLE_READS", "2"))
 READER = Path(__file__).resolve().parents[1] / "table_spark_reader.py"
 
 
@@ -61,8 +64,9 @@ def wait_for_first_read(reader: subprocess.Popen, out_file: Path, *, timeout_s: 
 
 
 def run_beside_reader(run: Callable[[int, int], Result], out_file: Path, *, first_file: int,
-                      files: int, more_files: int = 6, reads_beside: int = 2,
-                      versions: int = 3, runs: int = 8) -> tuple[Result, int, int]:
+                      files: int, more_files: int = 6,
+                      reads_beside: int = SPARK_READS_BESIDE, versions: int = 3,
+                      runs: int = max(8, 2 * SPARK_READS_BESIDE)) -> tuple[Result, int, int]:
     """Runs a query beside the reader writing ``out_file`` until the reader has read at least
     ``reads_beside`` times while the query was committing and seen ``versions`` table
     versions: ``run(first_file, files)`` writes that many input files and runs the query to
