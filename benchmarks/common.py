@@ -8,9 +8,13 @@ live across queries, so their marks cover every query the session ran so far unl
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -184,3 +188,19 @@ def reset_own_peak() -> float:
     except OSError:
         pass
     return own_memory_mb()["rss"]
+
+
+def feed_a_file_a_second(directory: Path, rows: int, row: Callable[[int], dict],
+                         stop: threading.Event) -> None:
+    """One JSON file of ``rows`` rows (``row(i)`` each) per second until ``stop``, written
+    hidden then renamed (Spark lists only whole files)."""
+    n = 0
+    next_at = time.monotonic()
+    while not stop.is_set():
+        lines = (json.dumps(row(i)) for i in range(n * rows, (n + 1) * rows))
+        tmp = directory / f".in-{n:06d}.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.rename(directory / f"in-{n:06d}.json")
+        n += 1
+        next_at += 1.0
+        stop.wait(max(0.0, next_at - time.monotonic()))

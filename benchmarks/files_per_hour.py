@@ -39,25 +39,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median, quiet_session, ratio  # noqa: E402
+from common import feed_a_file_a_second, median, quiet_session, ratio  # noqa: E402
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, grp STRING"
 _SLOT = re.compile(r"-(\d+)-\d+[^/]*$")  # part-<slot>-<seq><suffix>
 
 
-def feed(directory: Path, rows: int, stop: threading.Event) -> None:
-    """One JSON file per second, written hidden then renamed (Spark lists only whole files)."""
-    n = 0
-    next_at = time.monotonic()
-    while not stop.is_set():
-        lines = (json.dumps({"id": i, "name": f"n{i}", "score": i / 7, "grp": str(i % 8)})
-                 for i in range(n * rows, (n + 1) * rows))
-        tmp = directory / f".in-{n:06d}.tmp"
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.rename(directory / f"in-{n:06d}.json")
-        n += 1
-        next_at += 1.0
-        stop.wait(max(0.0, next_at - time.monotonic()))
+def input_row(i: int) -> dict:
+    return {"id": i, "name": f"n{i}", "score": i / 7, "grp": str(i % 8)}
 
 
 def start(spark, source: Path, out: Path, options: dict[str, str] | None, *, fmt: str,
@@ -91,7 +80,8 @@ def run(spark, directory: Path, options: dict[str, str] | None, args) -> float:
     (directory / "src").mkdir(parents=True)
     query = start(spark, directory / "src", directory / "out", options, fmt=args.format)
     stop = threading.Event()
-    feeder = threading.Thread(target=feed, args=(directory / "src", args.rows, stop), daemon=True)
+    feeder = threading.Thread(target=feed_a_file_a_second,
+                              args=(directory / "src", args.rows, input_row, stop), daemon=True)
     started = time.monotonic()
     feeder.start()
     time.sleep(args.seconds)

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
 from common import (  # noqa: E402
+    feed_a_file_a_second,
     format_memory,
     median,
     peak_memory_mb,
@@ -58,20 +59,8 @@ SIDES = ("per-batch", "floor", "rotsink")
 IDENTIFIER = "bench.events"
 
 
-def feed(directory: Path, rows: int, stop: threading.Event) -> None:
-    """One JSON file per second, written hidden then renamed (Spark lists only whole files)."""
-    n = 0
-    next_at = time.monotonic()
-    while not stop.is_set():
-        lines = (json.dumps({"id": i, "name": f"event {i}", "score": i / 7,
-                             "day": DAYS[i % len(DAYS)]})
-                 for i in range(n * rows, (n + 1) * rows))
-        tmp = directory / f".in-{n:06d}.tmp"
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.rename(directory / f"in-{n:06d}.json")
-        n += 1
-        next_at += 1.0
-        stop.wait(max(0.0, next_at - time.monotonic()))
+def input_row(i: int) -> dict:
+    return {"id": i, "name": f"event {i}", "score": i / 7, "day": DAYS[i % len(DAYS)]}
 
 
 def append_with_pyiceberg(out: str):
@@ -138,7 +127,8 @@ def run(spark, root: Path, side: str, args) -> dict:
     query = start(spark, side, source, out, trigger={"processingTime": "1 second"},
                   table=args.table)
     stop = threading.Event()
-    feeder = threading.Thread(target=feed, args=(source, args.rows, stop), daemon=True)
+    feeder = threading.Thread(target=feed_a_file_a_second,
+                              args=(source, args.rows, input_row, stop), daemon=True)
     started = time.monotonic()
     feeder.start()
     time.sleep(args.seconds)
