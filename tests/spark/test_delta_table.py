@@ -5,9 +5,6 @@ returned for the batch that version carries (the finalized files as of that batc
 
 from __future__ import annotations
 
-import json
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -35,27 +32,6 @@ def finalized_as_of(spark, out: Path, batch: int) -> Counter:
     rows = (spark.read.format("rotsink").option("asOfBatch", str(batch))
             .option("includeInProgress", "false").load(str(out)).select("id").collect())
     return Counter(r.id for r in rows)
-
-
-class Reads:
-    """Reads of the table, each ``(table version, ids)``, from one reader."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, Counter]] = []
-        self.failed: list[str] = []
-
-
-def read_in_a_loop(out: Path, reads: Reads, done: threading.Event, read) -> None:
-    """``read(out) -> (version, ids)`` until ``done`` and at least ``MIN_READS`` times."""
-    while not done.is_set() or len(reads.seen) + len(reads.failed) < MIN_READS:
-        try:
-            reads.seen.append(read(out))
-        except Exception as e:  # noqa: BLE001 -- every failure is asserted away below
-            if type(e).__name__ == "TableNotFoundError" and not reads.seen:
-                time.sleep(0.05)  # the table is created by the query's first commit
-                continue
-            reads.failed.append(f"{type(e).__name__}: {e}")
-        time.sleep(0.1)  # about 5 reads a second: room on two cores for the query
 
 
 def by_delta_rs(out: Path) -> tuple[int, Counter]:
@@ -86,6 +62,7 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
         spark, tmp_path, delta_spark_python, shown):
     from deltalake import DeltaTable
 
+    from tests.support.table_reads import Reads, numbered_runs, reading
     from tests.support.table_spark import (
         SPARK_READS_BESIDE,
         run_beside_reader,
@@ -94,42 +71,22 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     )
 
     out = tmp_path / "out"
-    write_numbered_source(tmp_path / "in", files=2, rows_per_file=40)
-    start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()  # the table
+    run = numbered_runs(start_query, spark, tmp_path / "in", out, tmp_path / "ck")
+    run(0, 2)  # the table
     stop = tmp_path / "stop"
     spark_reads = tmp_path / "delta-spark.jsonl"
     spark_reader = start_reader("delta", delta_spark_python, str(out), spark_reads, stop,
                                 min_reads=3)
     wait_for_first_read(spark_reader, spark_reads)  # then the query runs beside its reads
-    done = threading.Event()
-    readers = {"delta-rs": Reads(), "polars": Reads()}
-    threads = [threading.Thread(target=read_in_a_loop, args=(out, readers[name], done, read))
-               for name, read in (("delta-rs", by_delta_rs), ("polars", by_polars))]
-    for thread in threads:
-        thread.start()
-
-    def run(first_file: int, files: int):
-        write_numbered_source(tmp_path / "in", files=files, rows_per_file=40,
-                              start_file=first_file)
-        query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
-        query.awaitTermination()
-        return query
-
-    query, written, read_beside = run_beside_reader(run, spark_reads, first_file=2,
-                                                    files=FILES - 2)
+    with reading(out, {"delta-rs": by_delta_rs, "polars": by_polars},
+                 min_reads=MIN_READS) as readers:
+        query, written, read_beside = run_beside_reader(run, spark_reads, first_file=2,
+                                                        files=FILES - 2)
     batches = 2 + written
-    done.set()
     stop.touch()
-    for thread in threads:
-        thread.join()
     assert spark_reader.wait(600) == 0, spark_reader.stderr.read()[-3000:] \
         if spark_reader.stderr else ""
-    lines = [json.loads(line) for line in spark_reads.read_text().splitlines()]
-    spark_failed = [line["error"] for line in lines if "error" in line]
-    readers["Spark's Delta reader"] = by_spark = Reads()
-    by_spark.seen += [(line["version"], Counter(line["ids"])) for line in lines
-                      if "error" not in line]
-    by_spark.failed += spark_failed
+    readers["Spark's Delta reader"] = Reads.of_lines(spark_reads)
 
     owner = f"rotsink-{query.id}"
     batch_of: dict[int, int] = {}  # table version -> the rotsink batch it carries

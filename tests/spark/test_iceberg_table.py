@@ -5,9 +5,7 @@ compacts beside them; every read is one snapshot and returns exactly the rows
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -40,12 +38,6 @@ def load(out: Path):
         .load_table("lake.events")
 
 
-class Reads:
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, Counter]] = []
-        self.failed: list[str] = []
-
-
 def by_pyiceberg(out: Path) -> tuple[int, Counter]:
     table = load(out)
     snapshot = table.current_snapshot()
@@ -64,15 +56,6 @@ def by_polars(out: Path) -> tuple[int, Counter]:
     return snapshot.snapshot_id, Counter(frame["id"].to_list())
 
 
-def read_in_a_loop(out: Path, reads: Reads, done: threading.Event, read) -> None:
-    while not done.is_set() or len(reads.seen) + len(reads.failed) < MIN_READS:
-        try:
-            reads.seen.append(read(out))
-        except Exception as e:  # noqa: BLE001 -- every failure is asserted away below
-            reads.failed.append(f"{type(e).__name__}: {e}")
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def iceberg_spark_python(tmp_path_factory):
     from tests.support.table_spark import reader_python
@@ -82,6 +65,7 @@ def iceberg_spark_python(tmp_path_factory):
 
 def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
         spark, tmp_path, iceberg_spark_python, shown, monkeypatch):
+    from tests.support.table_reads import Reads, numbered_runs, reading
     from tests.support.table_spark import (
         SPARK_READS_BESIDE,
         run_beside_reader,
@@ -91,32 +75,19 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
 
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # polars' own planner: a plugin
     out = tmp_path / "out"
-    write_numbered_source(tmp_path / "in", files=2, rows_per_file=40)
-    start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()  # the table
+    run = numbered_runs(start_query, spark, tmp_path / "in", out, tmp_path / "ck")
+    run(0, 2)  # the table
     stop, spark_reads = tmp_path / "stop", tmp_path / "iceberg-spark.jsonl"
     orphans = tmp_path / "orphans.txt"
     spark_reader = start_reader("iceberg", iceberg_spark_python, "lake.events", spark_reads,
                                 stop, min_reads=3, catalog_db=str(out / "_iceberg/catalog.db"),
                                 orphans_file=str(orphans))
     wait_for_first_read(spark_reader, spark_reads)  # then the query runs beside its reads
-    done = threading.Event()
-    readers = {"pyiceberg": Reads(), "polars": Reads()}
-    threads = [threading.Thread(target=read_in_a_loop, args=(out, readers[name], done, read))
-               for name, read in (("pyiceberg", by_pyiceberg), ("polars", by_polars))]
-    for thread in threads:
-        thread.start()
-
-    def run(first_file: int, files: int):
-        write_numbered_source(tmp_path / "in", files=files, rows_per_file=40,
-                              start_file=first_file)
-        query = start_query(spark, tmp_path / "in", out, tmp_path / "ck")
-        query.awaitTermination()
-        return query
-
-    _, written, read_beside = run_beside_reader(run, spark_reads, first_file=2,
-                                                files=FILES - 2)
+    with reading(out, {"pyiceberg": by_pyiceberg, "polars": by_polars},
+                 min_reads=MIN_READS) as readers:
+        _, written, read_beside = run_beside_reader(run, spark_reads, first_file=2,
+                                                    files=FILES - 2)
     batches = 2 + written
-    done.set()
     # Iceberg's orphan removal then runs on the output as if everything were 10 days old,
     # with one stray file it must take: none of rotsink's own (in progress, staged, intents,
     # claims, log) may go, nor any finalized file
@@ -125,15 +96,9 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     for path in out.rglob("*"):
         os.utime(path, (ten_days_ago, ten_days_ago))
     stop.touch()
-    for thread in threads:
-        thread.join()
     assert spark_reader.wait(600) == 0, spark_reader.stderr.read()[-3000:] \
         if spark_reader.stderr else ""
-    lines = [json.loads(line) for line in spark_reads.read_text().splitlines()]
-    readers["Spark's Iceberg reader"] = by_spark = Reads()
-    by_spark.seen += [(line["version"], Counter(line["ids"])) for line in lines
-                      if "error" not in line]
-    by_spark.failed += [line["error"] for line in lines if "error" in line]
+    readers["Spark's Iceberg reader"] = by_spark = Reads.of_lines(spark_reads)
 
     table = load(out)
     batch_of = {s.snapshot_id: int(s.summary.additional_properties["rotsink.batch"])
