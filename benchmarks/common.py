@@ -190,8 +190,23 @@ def reset_own_peak() -> float:
     return own_memory_mb()["rss"]
 
 
-def feed_a_file_a_second(directory: Path, rows: int, row: Callable[[int], dict],
-                         stop: threading.Event) -> None:
+def feed_and_drain(query, directory: Path, rows: int, row: Callable[[int], dict],
+                   seconds: float) -> float:
+    """Feeds ``query``'s source a JSON file a second for ``seconds``, then lets the query
+    take all of it; returns the seconds from the first file to the drained query."""
+    stop = threading.Event()
+    feeder = threading.Thread(target=_feed, args=(directory, rows, row, stop), daemon=True)
+    started = time.monotonic()
+    feeder.start()
+    time.sleep(seconds)
+    stop.set()
+    feeder.join()
+    query.processAllAvailable()
+    return time.monotonic() - started
+
+
+def _feed(directory: Path, rows: int, row: Callable[[int], dict],
+          stop: threading.Event) -> None:
     """One JSON file of ``rows`` rows (``row(i)`` each) per second until ``stop``, written
     hidden then renamed (Spark lists only whole files)."""
     n = 0

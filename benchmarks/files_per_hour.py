@@ -34,12 +34,10 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import feed_a_file_a_second, median, quiet_session, ratio  # noqa: E402
+from common import feed_and_drain, median, quiet_session, ratio  # noqa: E402
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, grp STRING"
 _SLOT = re.compile(r"-(\d+)-\d+[^/]*$")  # part-<slot>-<seq><suffix>
@@ -79,16 +77,7 @@ def run(spark, directory: Path, options: dict[str, str] | None, args) -> float:
     """Feed one file per second for ``args.seconds`` into a fresh query; seconds it ran."""
     (directory / "src").mkdir(parents=True)
     query = start(spark, directory / "src", directory / "out", options, fmt=args.format)
-    stop = threading.Event()
-    feeder = threading.Thread(target=feed_a_file_a_second,
-                              args=(directory / "src", args.rows, input_row, stop), daemon=True)
-    started = time.monotonic()
-    feeder.start()
-    time.sleep(args.seconds)
-    stop.set()
-    feeder.join()
-    query.processAllAvailable()
-    elapsed = time.monotonic() - started
+    elapsed = feed_and_drain(query, directory / "src", args.rows, input_row, args.seconds)
     query.stop()
     return elapsed
 

@@ -36,7 +36,6 @@ import json
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -44,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
 from common import (  # noqa: E402
-    feed_a_file_a_second,
+    feed_and_drain,
     format_memory,
     median,
     peak_memory_mb,
@@ -126,16 +125,7 @@ def run(spark, root: Path, side: str, args) -> dict:
     reset_peak_memory(spark)
     query = start(spark, side, source, out, trigger={"processingTime": "1 second"},
                   table=args.table)
-    stop = threading.Event()
-    feeder = threading.Thread(target=feed_a_file_a_second,
-                              args=(source, args.rows, input_row, stop), daemon=True)
-    started = time.monotonic()
-    feeder.start()
-    time.sleep(args.seconds)
-    stop.set()
-    feeder.join()
-    query.processAllAvailable()
-    elapsed = time.monotonic() - started
+    elapsed = feed_and_drain(query, source, args.rows, input_row, args.seconds)
     # Spark keeps the last 100 progress reports: the trigger times of those; every input
     # file is one batch (maxFilesPerTrigger=1), all consumed (processAllAvailable)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
