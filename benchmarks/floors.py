@@ -58,9 +58,9 @@ class _PassThroughReader(DataSourceReader):
             yield from self._read_file(path)
 
     def _read_file(self, path: str):
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from datasource.compat import to_arrow_schema
 
-        schema = to_arrow_schema(self.schema, timezone="UTC")
+        schema = to_arrow_schema(self.schema)
         if self.fmt == "parquet":
             import pyarrow.parquet as pq
 

@@ -1,19 +1,23 @@
-"""A table fed one micro-batch a second: rotsink against a micro-batch-per-commit table sink.
+"""A table fed one micro-batch a second: rotsink against the table format's own streaming sink
+and a micro-batch-per-commit table sink.
 
     python benchmarks/table_sink.py --table delta --seconds 300 --repeats 7
     python benchmarks/table_sink.py --table iceberg --seconds 300 --repeats 7
 
-Neither Delta's nor Iceberg's own streaming sink runs on PySpark 4.3 (delta-spark is built up
-to Spark 4.2, iceberg-spark-runtime up to 4.1); their stand-in is what Python users do
-without the jars, and what those sinks do per micro-batch: ``foreachBatch`` appending each
-micro-batch to the table, a new file per partition per batch (delta-rs's
-``write_deltalake(..., partition_by=["day"])``, or pyiceberg's ``table.append`` to a table
-partitioned by day, on the same embedded SQLite catalog rotsink uses). The sides run one
-after another in one session (after a short warm-up each), each fed one JSON file of
-``--rows`` rows a second for ``--seconds`` by a ``ProcessingTime("1 second")`` query, rows
-spread over four days:
+The sides run one after another in one session (after a short warm-up each), each fed one
+JSON file of ``--rows`` rows a second for ``--seconds`` by a ``ProcessingTime("1 second")``
+query, rows spread over four days:
 
-* ``per-batch``: the foreachBatch sink above;
+* ``spark``: the format's own streaming sink, ``writeStream.format("delta")`` (delta-spark) or
+  ``writeStream.format("iceberg")`` (iceberg-spark-runtime, into a table of a Spark Iceberg
+  catalog on SQLite), partitioned by day, where its jars are published for the running
+  PySpark (``tests.support.jvm.TABLE_READERS``: Delta up to 4.2, Iceberg up to 4.1; fetched
+  from Maven Central like the tests' jars); left out on others;
+* ``per-batch``: what Python users do without those jars, and what those sinks do per
+  micro-batch: ``foreachBatch`` appending each micro-batch to the table, a new file per
+  partition per batch (delta-rs's ``write_deltalake(..., partition_by=["day"])``, or
+  pyiceberg's ``table.append`` to a table partitioned by day, on the same embedded SQLite
+  catalog rotsink uses);
 * ``floor``: a Python sink that does nothing (``benchmarks/floors.py``): what the Python Data
   Source API costs a micro-batch;
 * ``rotsink``: ``format=parquet``, ``table.format``, ``partitionBy=day``, default rotation
@@ -22,11 +26,11 @@ spread over four days:
 Printed per side: micro-batches, the median trigger time (Spark's ``triggerExecution``), input
 rows/s and MB/s, peak memory of the JVM, the driver and the Python workers, the table's files
 at the end and per hour (files / run seconds * 3600, which undercounts rotsink's steady state:
-its open files are not counted), and then a one-day query through the table's own reader
-(delta-rs, pyiceberg) on each table (``count`` and ``sum`` of one day, a filter on the
-partition column), median of ``--repeats``.
-Ratios: files per hour of the per-batch sink over rotsink's (target >= 50x), rotsink's query
-time over the per-batch table's (target <= 0.5x), trigger times over the floor's.
+its open files are not counted), and then a one-day query through the same reader on each
+table (delta-rs, pyiceberg: ``count`` and ``sum`` of one day, a filter on the partition
+column), median of ``--repeats``.
+Ratios: files per hour of the format's sinks over rotsink's (target >= 50x), rotsink's query
+time over theirs (target <= 0.5x), trigger times over the floor's.
 """
 
 from __future__ import annotations
@@ -54,8 +58,9 @@ from common import (  # noqa: E402
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, day STRING"
 DAYS = ("2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26")
-SIDES = ("per-batch", "floor", "rotsink")
+SIDES = ("spark", "per-batch", "floor", "rotsink")
 IDENTIFIER = "bench.events"
+SPARK_CATALOG_DB = "spark-catalog.db"  # the Spark Iceberg sink's catalog, under the run's root
 
 
 def input_row(i: int) -> dict:
@@ -90,6 +95,30 @@ def iceberg_table(out: str, schema=None):
         return catalog.load_table(IDENTIFIER)
 
 
+def spark_iceberg_table(out: Path):
+    """The Spark Iceberg sink's table of the run writing ``out``, as pyiceberg loads it from
+    the same SQLite catalog (tables named after ``out``)."""
+    from pyiceberg.catalog import load_catalog
+
+    db = out.parent / SPARK_CATALOG_DB
+    catalog = load_catalog("rotsink", type="sql", uri=f"sqlite:///{db}",
+                           warehouse=f"file://{out.parent}")
+    return catalog.load_table(f"bench.{out.name.replace('-', '_')}")
+
+
+def start_spark_sink(spark, writer, out: Path, table: str):
+    """The format's own streaming sink into a table partitioned by day."""
+    if table == "delta":
+        return writer.format("delta").partitionBy("day").start(str(out))
+    from tests.support.table_spark import ICEBERG_CATALOG
+
+    name = f"{ICEBERG_CATALOG}.bench.{out.name.replace('-', '_')}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.bench")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} (id BIGINT, name STRING, score DOUBLE, "
+              f"day STRING) USING iceberg PARTITIONED BY (day) LOCATION 'file://{out}'")
+    return writer.toTable(name, format="iceberg")
+
+
 def append_with_delta_rs(table: str):
     """The per-batch Delta sink: each micro-batch appended by delta-rs, on the driver."""
     def append(frame, batch_id: int) -> None:
@@ -107,6 +136,8 @@ def append_with_delta_rs(table: str):
 def start(spark, side: str, source: Path, out: Path, *, trigger: dict, table: str):
     df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     writer = df.writeStream.option("checkpointLocation", f"{out}-ck").trigger(**trigger)
+    if side == "spark":
+        return start_spark_sink(spark, writer, out, table)
     if side == "per-batch":
         append = append_with_delta_rs if table == "delta" else append_with_pyiceberg
         return writer.foreachBatch(append(str(out))).start()
@@ -139,15 +170,17 @@ def run(spark, root: Path, side: str, args) -> dict:
             "out": out}
 
 
-def table_files(out: Path, table: str) -> int:
+def table_files(out: Path, table: str, side: str) -> int:
     if table == "iceberg":
-        return len(iceberg_table(str(out)).inspect.files())
+        loaded = spark_iceberg_table(out) if side == "spark" else iceberg_table(str(out))
+        return len(loaded.inspect.files())
     from deltalake import DeltaTable
 
     return len(DeltaTable(str(out)).file_uris())
 
 
-def one_day_query_s(out: Path, repeats: int, table: str) -> tuple[float, int, float]:
+def one_day_query_s(out: Path, repeats: int, table: str, side: str
+                    ) -> tuple[float, int, float]:
     """Median seconds of ``count`` and ``sum(score)`` over one day, through the table's own
     reader with the day pushed down as a partition filter (a fresh table load each time, as
     a query engine does)."""
@@ -160,8 +193,9 @@ def one_day_query_s(out: Path, repeats: int, table: str) -> tuple[float, int, fl
             # the filtered partition column selected too: pyiceberg 0.12 returns no row when a
             # scan filters on an identity partition column its files lack and selects it not
             # (iceberg-python#2028); rotsink's files, like Spark's, hold no partition column
-            data = iceberg_table(str(out)).scan(row_filter=f"day == '{DAYS[1]}'",
-                                                selected_fields=("score", "day")).to_arrow()
+            loaded = spark_iceberg_table(out) if side == "spark" else iceberg_table(str(out))
+            data = loaded.scan(row_filter=f"day == '{DAYS[1]}'",
+                               selected_fields=("score", "day")).to_arrow()
         else:
             from deltalake import DeltaTable
 
@@ -179,41 +213,52 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="runs of the one-day query")
     parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="rotsink-delta-bench-"))
-    spark = quiet_session("rotsink-table-sink")
+    root = Path(tempfile.mkdtemp(prefix="rotsink-table-bench-"))
+    from tests.support.jvm import table_reader_formats
+    from tests.support.table_spark import reader_session
+
+    own_sink = args.table in table_reader_formats()
+    sides = SIDES if own_sink else tuple(side for side in SIDES if side != "spark")
+    jars, conf = reader_session((args.table,) if own_sink else (),
+                                iceberg_db=root / SPARK_CATALOG_DB)
+    spark = quiet_session("rotsink-table-sink", conf=conf, extra_jars=jars)
     floors.register(spark)
     print(f"table {args.table}: one micro-batch of {args.rows} rows a second for "
           f"{args.seconds} s per side, partitioned by day ({len(DAYS)} days); PySpark "
-          f"{spark.version}")
-    for side in SIDES:  # warm-up: a few batches each, not measured
+          f"{spark.version}; the format's own Spark sink "
+          + ("measured" if own_sink else "not published for this Spark: left out"))
+    for side in sides:  # warm-up: a few batches each, not measured
         warm = root / f"warm-{side}-src"
         warm.mkdir()
         (warm / "in.json").write_text(json.dumps({"id": 0, "name": "w", "score": 0.5,
                                                   "day": DAYS[0]}) + "\n")
         start(spark, side, warm, root / f"warm-{side}", trigger={"availableNow": True},
               table=args.table).awaitTermination()
-    results = {side: run(spark, root, side, args) for side in SIDES}
+    results = {side: run(spark, root, side, args) for side in sides}
     for side, r in results.items():
-        files = table_files(r["out"], args.table) if side != "floor" else 0
+        files = table_files(r["out"], args.table, side) if side != "floor" else 0
         r["files_per_hour"] = files / r["seconds"] * 3600
         print(f"{side:>16}: {r['batches']} batches, median trigger {r['trigger_ms']:.0f} ms, "
               f"{r['rows'] / r['seconds']:,.0f} rows/s, {r['mb_per_s']:.2f} MB/s, "
               f"{format_memory(r['memory'])}"
               + ("" if side == "floor" else f"; {files} table files, "
                                             f"{r['files_per_hour']:,.0f} files/hour"))
-    queried = {side: one_day_query_s(results[side]["out"], args.repeats, args.table)
-               for side in ("per-batch", "rotsink")}
+    tables = tuple(side for side in sides if side != "floor")
+    queried = {side: one_day_query_s(results[side]["out"], args.repeats, args.table, side)
+               for side in tables}
     for side, (seconds, count, total) in queried.items():
         print(f"{side:>16}: one-day query {seconds * 1000:.1f} ms (count {count}, "
               f"sum {total:,.1f})")
-    per_batch, ours = results["per-batch"], results["rotsink"]
-    floor_ms = results["floor"]["trigger_ms"]
-    print(f"files per hour, per-batch sink / rotsink: "
-          f"{ratio(per_batch['files_per_hour'], ours['files_per_hour'])} (target >= 50x); "
-          f"one-day query, rotsink / per-batch table: "
-          f"{ratio(queried['rotsink'][0], queried['per-batch'][0])} (target <= 0.5x); "
-          f"median trigger, rotsink / floor {ratio(ours['trigger_ms'], floor_ms)}, "
-          f"per-batch sink / floor {ratio(per_batch['trigger_ms'], floor_ms)}")
+    ours, floor_ms = results["rotsink"], results["floor"]["trigger_ms"]
+    for side in tables[:-1]:
+        theirs = results[side]
+        print(f"{side} / rotsink, files per hour: "
+              f"{ratio(theirs['files_per_hour'], ours['files_per_hour'])} (target >= 50x); "
+              f"rotsink / {side}, one-day query: "
+              f"{ratio(queried['rotsink'][0], queried[side][0])} (target <= 0.5x); "
+              f"median trigger over the floor's: {side} "
+              f"{ratio(theirs['trigger_ms'], floor_ms)}, rotsink "
+              f"{ratio(ours['trigger_ms'], floor_ms)}")
     spark.stop()
     shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -20,6 +20,11 @@ class UnsupportedQueryError(RotsinkError):
     complete mode)."""
 
 
+class UnsupportedSparkVersionError(UnsupportedQueryError):
+    """A feature needs a newer PySpark than the one running; the message names the feature,
+    the version it needs and the version found."""
+
+
 class CorruptLogError(RotsinkError):
     """A metadata log file cannot be parsed; the message names the file and the line."""
 

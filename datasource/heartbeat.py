@@ -15,14 +15,20 @@ trigger, not once per interval, and its rows would be generated, moved and dropp
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # PySpark >= 4.2
 from pyspark.sql.types import StructType
 
+from datasource.compat import available_now_bases
 from datasource.options import parse_duration_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as AvailableNow
+else:  # PySpark 4.2's marker of sources with availableNow hooks; no base before it
+    class AvailableNow(*available_now_bases()):
+        pass
 
 HEARTBEAT_FORMAT = "rotsink_heartbeat"
 INTERVAL = "interval"
@@ -69,13 +75,22 @@ class HeartbeatDataSource(DataSource):
         return HeartbeatReader(int(self.options.get(INTERVAL, "10000")))
 
 
-class HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets ``{"tick": whole intervals since 1970}``; no partitions, so no rows."""
+class HeartbeatReader(DataSourceStreamReader, AvailableNow):
+    """Offsets ``{"tick": whole intervals since 1970}``; no partitions, so no rows.
+
+    Before PySpark 4.2 Spark asks a Python source for ``latestOffset()`` alone, and in an
+    ``availableNow`` run asks it once, at the start, through its wrapper of sources without
+    availableNow hooks: the reader cannot tell such a run from a trigger. There the offset
+    also names this reader (``run``: one per query start), so each start, an availableNow
+    run's included, differs from the checkpoint's offset once and makes one idle
+    micro-batch, as 4.2's hooks make one per availableNow run.
+    """
 
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
         self.available_now = False
         self.target: int | None = None
+        self.run = time.time_ns()
 
     def _tick(self) -> int:
         return int(time.time() * 1000) // self.interval_ms
@@ -83,8 +98,12 @@ class HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         return {"tick": self._tick()}
 
-    def latestOffset(self, start: dict, limit: Any) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        """PySpark 4.2 passes the micro-batch's start and a read limit; earlier ones nothing
+        (see the class docstring)."""
         tick = self._tick()
+        if start is None:
+            return {"tick": tick, "run": self.run}
         if self.available_now:
             if self.target is None:  # one interval per availableNow run
                 self.target = start["tick"] + 1

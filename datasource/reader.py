@@ -119,7 +119,7 @@ class RotSinkReader(DataSourceReader):
     """Plans on the driver (one committed state), reads on executors (split by split)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from datasource.compat import to_arrow_schema
 
         options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
         for name in FEED_OPTIONS:
@@ -145,7 +145,7 @@ class RotSinkReader(DataSourceReader):
                 raise EncryptionKeyError(f"{self.path} is encrypted: set the option "
                                          "encryption.key (or encryption.keys) to read it")
             self.keys.ring()  # a reference that does not resolve fails here, at planning
-        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.arrow_schema = to_arrow_schema(schema)
         text = options.get(NUM_PARTITIONS.lower())
         self.num_partitions = None if text is None else parse_int(NUM_PARTITIONS, text, minimum=1)
         self.max_partition_bytes = _max_partition_bytes(options)

@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (  # PySpark >= 4.2
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import StructType
 
 from commit_protocol.change_feed import (
@@ -38,6 +32,7 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
+from datasource.compat import ADMISSION_CONTROL, available_now_bases, to_arrow_schema
 from datasource.options import (
     MAX_BATCHES_PER_TRIGGER,
     MAX_BYTES_PER_TRIGGER,
@@ -51,18 +46,28 @@ from datasource.options import (
 )
 from datasource.reader import HAND_ON_BYTES, open_state, session_time_zone
 
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.datasource import ReadLimit
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as AvailableNow
+else:  # PySpark 4.2's marker of sources with availableNow hooks; no base before it
+    class AvailableNow(*available_now_bases()):
+        pass
+
 
 @dataclass(frozen=True)
 class PiecesPartition(InputPartition):
     pieces: tuple[Piece, ...]
 
 
-class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Plans on the driver from the sink's log; reads pieces on executors."""
+class RotSinkStreamReader(DataSourceStreamReader, AvailableNow):
+    """Plans on the driver from the sink's log; reads pieces on executors.
+
+    On PySpark 4.2 and newer Spark asks for each micro-batch's end from its start, within a
+    read limit. Earlier releases ask ``latestOffset()`` with neither: each micro-batch then
+    reads everything committed, and the feed's limits are refused when the query starts.
+    """
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         options = {k.lower(): v for k, v in options.items()}  # Spark passes lower-cased keys
         _, _, state = open_state(options)
         self.path = driver_path(options["path"])
@@ -80,13 +85,16 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise EncryptionKeyError(f"{self.path} is encrypted: set the option "
                                          "encryption.key (or encryption.keys) to read it")
             self.keys.ring()
-        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.arrow_schema = to_arrow_schema(schema)
         self.starting = options.get(STARTING_BATCH.lower(), "earliest").strip().lower()
         if self.starting not in ("earliest", "latest"):
             parse_int(STARTING_BATCH, self.starting, minimum=0)
         self.max_batches = _limit(options, MAX_BATCHES_PER_TRIGGER, parse_int)
         self.max_files = _limit(options, MAX_FILES_PER_TRIGGER, parse_int)
         self.max_bytes = _limit(options, MAX_BYTES_PER_TRIGGER, _size)
+        for key in (MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER):
+            if key.lower() in options:
+                ADMISSION_CONTROL.require(f"option {key}={options[key.lower()]!r}")
         text = options.get(NUM_PARTITIONS.lower())
         self.num_partitions = 2 if text is None else parse_int(NUM_PARTITIONS, text, minimum=1)
         self.target: int | None = None  # availableNow: the last sink batch of this run
@@ -121,23 +129,42 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return (FeedPosition(-1) if first == 0 else
                 FeedPosition.of(log.read_state(first - 1))).to_json()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """Runs on the driver: the end of the next micro-batch. PySpark 4.2 passes its start
+        and a read limit; earlier releases nothing (see the class docstring)."""
         log, latest = self._log()
+        if start is None:
+            if self.until is not None:
+                # the micro-batch's start is unknown here: stop at the change, and the
+                # restarted query reads on from its checkpoint with the new columns
+                raise self._schema_changed("")
+            return FeedPosition.of(log.read_state(latest)).to_json()
         if self.target is not None:
             latest = min(latest, self.target)
         position = FeedPosition.from_json(start)
         if self.until is not None:
             if position.batch >= self.until:
-                raise FeedSchemaChangedError(
-                    f"the sink at {self.path} added column(s) "
-                    f"{', '.join(self.unknown_columns)} at its batch {self.until + 1} "
-                    "(schema.evolution), after this change feed started: restart the query "
-                    "to read them (the rows delivered so far are not read again; rows of "
-                    "earlier batches read with nulls there). Its micro-batches so far reached "
-                    f"sink batch {position.batch}")
+                raise self._schema_changed(f". Its micro-batches so far reached sink batch "
+                                           f"{position.batch}")
             latest = min(latest, self.until)
         if latest <= position.batch:
             return start
+        return self._end_within(log, position, latest, limit)
+
+    def _schema_changed(self, reached: str) -> FeedSchemaChangedError:
+        assert self.until is not None
+        return FeedSchemaChangedError(
+            f"the sink at {self.path} added column(s) {', '.join(self.unknown_columns)} at its "
+            f"batch {self.until + 1} (schema.evolution), after this change feed started: "
+            "restart the query to read them (the rows delivered so far are not read again; "
+            f"rows of earlier batches read with nulls there){reached}")
+
+    def _end_within(self, log: MetadataLog, position: FeedPosition, latest: int,
+                    limit: ReadLimit | None) -> dict:
+        """The end of a micro-batch from ``position`` to at most ``latest`` within ``limit``
+        and the feed's own limits (PySpark 4.2's admission control)."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+
         max_files, max_bytes = self.max_files, self.max_bytes
         if isinstance(limit, ReadMaxFiles):
             max_files = limit.max_files
@@ -150,6 +177,9 @@ class RotSinkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return FeedPosition.of(log.read_state(end)).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """Runs on the driver (PySpark 4.2 and newer)."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+
         if self.max_files:
             return ReadMaxFiles(self.max_files)
         if self.max_bytes:

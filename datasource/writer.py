@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import WriterCommitMessage
 
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
@@ -31,9 +31,14 @@ from commit_protocol.schema_evolution import (
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.tables import TABLE_KEY
+from datasource.compat import stream_writer_bases
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as StreamWriterBase
+else:  # the class Spark feeds Arrow batches on this PySpark (datasource.compat)
+    class StreamWriterBase(*stream_writer_bases()):
+        pass
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class TaskCommitMessage(WriterCommitMessage):
     report: TaskReport
 
 
-class RotSinkStreamWriter(DataSourceStreamArrowWriter):
+class RotSinkStreamWriter(StreamWriterBase):
     """Created on the driver once per micro-batch (and again for its commit or abort).
 
     The writer of the planning reads the committed state once and freezes it into a

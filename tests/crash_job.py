@@ -11,6 +11,12 @@ driver, its JVM, Spark's Python workers) kills the whole driver, as a crash woul
 ``TASKS`` > 0 repartitions the rows into that many tasks per micro-batch (a restart may change
 it: the slots of a task partition that no longer runs are then rolled by the driver).
 
+With the key ``_spark_table_reads`` in ``OPTIONS_JSON`` (a file) and ``table.format`` set, the
+same application reads the table with Spark's own reader of the format while its query
+commits (:mod:`tests.support.table_spark`), a JSON line per read: ``{"version", "ids"}``, or
+``{"error"}``; after the query's end, one ``{"final": true, "ids", "parquet"}`` line holds the
+table's rows and ``spark.read.parquet(out)``'s, read one after the other.
+
 Prints ``READY`` once the query runs and ``DONE`` when it has consumed all input.
 """
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from commit_protocol.failpoints import KILL_PGID_ENV_VAR
 from tests.support.streams import SCHEMA, SCHEMA_V2
@@ -27,6 +34,7 @@ KAFKA = "kafka://"
 # A key of OPTIONS_JSON that is no sink option: "v2" reads the input with SCHEMA_V2 (the
 # field the crash loop's producer added mid-loop; the sink has schema.evolution set)
 INPUT_SCHEMA = "_input_schema"
+SPARK_TABLE_READS = "_spark_table_reads"
 KAFKA_RECORDS_PER_BATCH = 100
 
 
@@ -43,23 +51,82 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
         spark.sparkContext.setLogLevel("ERROR")
         df = kafka_rows(spark, source)
     else:
-        spark = local_session(app_name="rotsink-crash-loop", conf=quick_driver())
+        options = json.loads(options_json)
+        reads_file = options.get(SPARK_TABLE_READS)
+        jars, conf = table_readers(options, out) if reads_file else ((), {})
+        spark = local_session(app_name="rotsink-crash-loop", extra_jars=jars,
+                              conf={**conf, **quick_driver(jars)})
         spark.sparkContext.setLogLevel("ERROR")
-        schema = SCHEMA_V2 if json.loads(options_json).get(INPUT_SCHEMA) == "v2" else SCHEMA
+        schema = SCHEMA_V2 if options.get(INPUT_SCHEMA) == "v2" else SCHEMA
         df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
     if int(tasks):
         df = df.repartition(int(tasks))
     writer = (df.writeStream.format("rotsink").option("checkpointLocation", checkpoint)
               .trigger(availableNow=True))
-    for key, value in json.loads(options_json).items():
-        if key != INPUT_SCHEMA:
+    options = json.loads(options_json)
+    for key, value in options.items():
+        if not key.startswith("_"):
             writer = writer.option(key, value)
     query = writer.start(out)
     print("READY", flush=True)
+    reads_file = options.get(SPARK_TABLE_READS)
+    if reads_file:
+        read_beside(spark, query, options, out, reads_file)
     query.awaitTermination()
     print("DONE", flush=True)
     spark.stop()
     return 0
+
+
+def table_readers(options: dict, out: str) -> tuple[tuple, dict[str, str]]:
+    """Jars and settings of Spark's reader of the output's table format (the embedded
+    Iceberg catalog beside ``out``)."""
+    from pathlib import Path
+
+    from tests.support.table_spark import reader_session
+
+    return reader_session((options["table.format"],),
+                          iceberg_db=Path(out) / "_iceberg" / "catalog.db")
+
+
+def read_beside(spark, query, options: dict, out: str, reads_file: str) -> None:
+    """Spark's reader of the table, read again and again while ``query`` runs, then once
+    more beside ``spark.read.parquet(out)`` after its end (see the module docstring)."""
+    from pathlib import Path
+
+    from tests.support.table_spark import read_table, table_missing
+
+    table_format = options["table.format"]
+    table = out if table_format == "delta" else options["table.identifier"]
+    # Iceberg's JDBC catalog cannot open a SQLite file in a folder not made yet: rotsink
+    # makes it as the query starts
+    made = Path(out) / ("_delta_log" if table_format == "delta" else "_iceberg/catalog.db")
+    while query.isActive and not made.exists():
+        time.sleep(0.2)
+    with open(reads_file, "a") as lines:
+        def write(line: dict) -> None:
+            lines.write(json.dumps(line) + "\n")
+            lines.flush()
+
+        while query.isActive:
+            try:
+                version, _, ids = read_table(spark, table_format, table)
+            except Exception as e:  # noqa: BLE001 -- reported to the crash loop, which fails
+                if table_missing(e):
+                    time.sleep(0.2)  # made by the first commit that finalizes files
+                else:
+                    write({"error": f"{type(e).__name__}: {str(e)[:800]}"})
+                continue
+            write({"version": version, "ids": ids})
+        query.awaitTermination()
+        try:
+            _, _, ids = read_table(spark, table_format, table)
+        except Exception as e:
+            if not table_missing(e):
+                raise
+            ids = []
+        parquet = sorted(r.id for r in spark.read.parquet(out).select("id").collect())
+        write({"final": True, "ids": ids, "parquet": parquet})
 
 
 def quick_driver(extra_jars=()) -> dict[str, str]:

@@ -50,7 +50,7 @@ from commit_protocol.failpoints import (
     TASK_POINTS,
     parse,
 )
-from tests.crash_job import INPUT_SCHEMA
+from tests.crash_job import INPUT_SCHEMA, SPARK_TABLE_READS
 from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.support.feed_follower import Follower
@@ -124,6 +124,8 @@ class Tally:
     repaired: int = 0           # commits cut short, rolled forward by verify --repair
     table_checks: int = 0       # lives after which the table (table.format) was read whole
     table_rows: int = 0         # rows its last read returned
+    spark_table_reads: int = 0  # reads of the table by Spark's reader in the lives' apps
+    spark_final_checks: int = 0  # lives whose app read the table beside spark.read.parquet
     fired: Counter = field(default_factory=Counter)      # any action, by point
     killed_at: Counter = field(default_factory=Counter)  # killall that fired, by point
     problems: list[str] = field(default_factory=list)
@@ -158,6 +160,10 @@ class CrashLoop:
     evolved: bool = False
     # a Spark session: the reader beside the lives reads through pyspark_rotsink.read
     fast_path_spark: Any = None
+    # each life's application also reads the table (table.format) with Spark's own reader
+    # of the format while its query commits (tests/crash_job.py): on a PySpark that has one
+    spark_table_reads: bool = False
+    _spark_table_ids: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         if self.schema_change:
@@ -289,6 +295,8 @@ class CrashLoop:
             ending = self._run_child(life, armed, self.logs / f"life-{index:04d}.log")
             if life.kind == "failpoint":
                 ending = self._count_failpoint(life, armed, ending)
+            if self.spark_table_reads:
+                self._check_spark_reads(index, life, self._spark_reads_file(armed))
             self._verify(index, life)
         finally:
             self.reader.stop()
@@ -308,6 +316,8 @@ class CrashLoop:
         if self.lone_task_for_driver_rolls:
             tasks = 1 if life.point in DRIVER_CONVERT_POINTS else 2
         options = {**self.options, INPUT_SCHEMA: "v2"} if self.evolved else self.options
+        if self.spark_table_reads:
+            options = {**options, SPARK_TABLE_READS: str(self._spark_reads_file(armed))}
         command = [sys.executable, "-m", "tests.crash_job", self.source_arg, self.out_url,
                    str(self.checkpoint), json.dumps(options), str(tasks)]
         with open(log, "w") as stderr:
@@ -378,6 +388,38 @@ class CrashLoop:
                 self.tally.task_failures += times
         fired = any(armed.parent.glob(f"{armed.name}.{life.point}.fired*"))
         return ending if fired else "not fired"
+
+    @staticmethod
+    def _spark_reads_file(armed: Path) -> Path:
+        return armed.with_suffix(".spark-reads.jsonl")
+
+    def _check_spark_reads(self, index: int, life: Life, reads_file: Path) -> None:
+        """Before any repair: every read Spark's table reader made in this life's application
+        is one version holding input rows once each and every row an earlier read held (the
+        table is only appended to); after a run to its end, the table's rows equal
+        ``spark.read.parquet(out)``'s in the same application."""
+        lines = reads_file.read_text().splitlines() if reads_file.exists() else []
+        where = f"life {index} ({life.label}): Spark's {self.options['table.format']} reader"
+        for line in map(json.loads, lines):
+            if "error" in line:
+                self.tally.problems.append(f"{where} failed: {line['error']}")
+                continue
+            ids = Counter(line["ids"])
+            if line.get("final"):
+                self.tally.spark_final_checks += 1
+                if ids != Counter(line["parquet"]):
+                    self.tally.problems.append(
+                        f"{where}: {sum(ids.values())} rows in the table, "
+                        f"{len(line['parquet'])} by spark.read.parquet")
+            else:
+                self.tally.spark_table_reads += 1
+            twice = sum(n - 1 for n in ids.values() if n > 1)
+            unknown = sum(1 for i in ids if not 0 <= i < self.rows_in)
+            vanished = sum((self._spark_table_ids - ids).values())
+            if twice or unknown or vanished:
+                self.tally.problems.append(f"{where}: {twice} rows twice, {unknown} not in the "
+                                           f"input, {vanished} of an earlier read gone")
+            self._spark_table_ids = ids
 
     def _verify(self, index: int, life: Life) -> None:
         """What ``rotsink verify --repair`` does after every run (authenticating, when the
@@ -626,6 +668,9 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         *([f"table ({loop.options['table.format']}) read after each of {t.table_checks} lives "
            f"by its own reader: {t.table_rows} rows at the end, as the finalized files"]
           if loop.options.get("table.format") else []),
+        *([f"Spark's {loop.options['table.format']} reader in each life's application: "
+           f"{t.spark_table_reads} reads while the query committed, {t.spark_final_checks} "
+           "after a run's end beside spark.read.parquet"] if loop.spark_table_reads else []),
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
         f"finalized rows {outcome.finalized_rows}, Spark's reader "

@@ -103,6 +103,28 @@ def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
     assert loop.tally.table_rows == outcome.finalized_rows > 0
 
 
+@pytest.mark.compat
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_short_crash_loop_with_a_table_and_spark_s_reader(spark, tmp_path, shown, table_format):
+    """What each PySpark release must show (``pytest -m compat``): a rolling Parquet query into
+    a table, its driver killed at random and between the log file and the table commit, loses
+    and duplicates nothing; where the release has Spark's own reader of the format, every
+    life's application reads the table with it while its query commits (after a kill, the
+    restarted driver's application), and after a run to its end equal to
+    ``spark.read.parquet(out)``."""
+    from tests.support.jvm import table_reader_formats
+
+    loop = table_loop(tmp_path, table_format, seed=SEED)
+    if table_format == "iceberg":
+        loop.options["table.identifier"] = "lake.events"
+    loop.spark_table_reads = table_format in table_reader_formats()
+    outcome = run_loop(spark, loop, shown, random_kills=1, points=("table.before_commit",))
+    assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
+    assert loop.tally.table_rows == outcome.finalized_rows > 0
+    if loop.spark_table_reads:
+        assert loop.tally.spark_table_reads > 0 and loop.tally.spark_final_checks > 0
+
+
 @pytest.mark.slow
 def test_crash_loop_on_s3_with_encryption(spark, tmp_path, shown, seaweedfs_endpoint):
     """On SeaweedFS, not moto: its requests run concurrently, as S3's do (moto's pass through

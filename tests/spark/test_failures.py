@@ -9,7 +9,8 @@ from pyspark.errors import StreamingQueryException
 from tests.support.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
 
 
-@pytest.mark.parametrize("filters", ["plain", "zstd+encrypted"])
+@pytest.mark.parametrize("filters", [pytest.param("plain", marks=pytest.mark.compat),
+                                     "zstd+encrypted"])
 def test_task_failing_mid_write_is_retried_with_exact_output(spark, tmp_path, failpoints, filters):
     options = {"rotation.maxRecords": "25"}
     if filters != "plain":
@@ -29,6 +30,7 @@ def test_task_failing_mid_write_is_retried_with_exact_output(spark, tmp_path, fa
             len(rotsink_ids(spark, out, includeInProgress="false"))
 
 
+@pytest.mark.compat
 def test_driver_killed_before_log_write_recovers_on_restart(spark, tmp_path, failpoints):
     total = write_numbered_source(tmp_path / "in", files=4, rows_per_file=10)
     out, ck = tmp_path / "out", tmp_path / "ck"
@@ -48,6 +50,7 @@ def _stream(spark, tmp_path):
     return spark.readStream.schema(SCHEMA).json(str(tmp_path / "in"))
 
 
+@pytest.mark.compat
 def test_complete_mode_is_refused(spark, tmp_path):
     counts = _stream(spark, tmp_path).groupBy("grp").count()
     query = (counts.writeStream.format("rotsink").outputMode("complete")
@@ -58,6 +61,7 @@ def test_complete_mode_is_refused(spark, tmp_path):
         query.awaitTermination()
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("options, message", [
     ({"rotation.interval": "soon"}, "option rotation.interval='soon'"),
     ({"format": "text"}, "text"),
@@ -79,6 +83,7 @@ def test_second_query_on_the_same_path_is_refused(spark, tmp_path):
     assert rotsink_ids(spark, out) == list(range(5))
 
 
+@pytest.mark.compat
 def test_format_rotsink_works_without_register(spark, tmp_path):
     """Static registration: the installed top-level module ``pyspark_rotsink``."""
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=3)
@@ -86,6 +91,7 @@ def test_format_rotsink_works_without_register(spark, tmp_path):
     assert spark.read.format("rotsink").load(str(tmp_path / "out")).count() == 3
 
 
+@pytest.mark.compat
 def test_explicit_register_also_works(spark, tmp_path):
     from datasource.source import RotSinkDataSource
 

@@ -55,6 +55,7 @@ def finalized_files(out):
     return log.finalized_entries(latest)
 
 
+@pytest.mark.compat
 def test_idle_input_still_finishes_files_within_inactivity_and_restarts_exactly(spark,
                                                                               tmp_path):
     total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
@@ -100,7 +101,7 @@ def test_without_a_heartbeat_idle_rows_stay_in_progress(spark, tmp_path):
     assert len(spark_ids(spark, out)) < total
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["jsonl", pytest.param("parquet", marks=pytest.mark.compat)])
 def test_available_now_run_without_input_finishes_every_file(spark, tmp_path, fmt):
     total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
     out, ck = tmp_path / "out", tmp_path / "ck"

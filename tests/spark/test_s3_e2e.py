@@ -62,7 +62,8 @@ def visible_files(fs, url: str) -> list[str]:
                   if not any(part.startswith(("_", ".")) for part in o.split("/")))
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text", "parquet", "orc"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text",
+                                 pytest.param("parquet", marks=pytest.mark.compat), "orc"])
 def test_every_row_exactly_once_on_s3(spark, tmp_path, s3, fmt):
     fs, out, options = s3
     total = write_numbered_source(tmp_path / "in", files=4, rows_per_file=50)

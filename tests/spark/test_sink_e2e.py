@@ -51,6 +51,7 @@ def text_ids(spark, out: Path, **options: str) -> list[int]:
     return sorted(json.loads(r.value)["id"] for r in reader.load(str(out)).collect())
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "text", "avro", "parquet", "orc"])
 def test_every_row_exactly_once_in_both_readers(spark, tmp_path, fmt):
     total = write_numbered_source(tmp_path / "in", files=4, rows_per_file=50)
@@ -144,6 +145,7 @@ def test_partitioned_output_uses_hive_dirs_spark_discovers(spark, tmp_path):
     assert sorted((r.id, r.grp) for r in spark_rows) == sorted((r.id, r.grp) for r in rows)
 
 
+@pytest.mark.compat
 def test_restart_continues_the_same_in_progress_files(spark, tmp_path):
     write_numbered_source(tmp_path / "in", files=3, rows_per_file=10)
     out, ck = tmp_path / "out", tmp_path / "ck"

@@ -1,14 +1,16 @@
 """The JVM artifacts the pipeline tests need, fetched from Maven Central into ``.jvm-cache/``.
 
-Two sets, each resolved by Maven from a pom under ``tests/jvm/`` and copied with its
+Three sets, each resolved by Maven from a pom under ``tests/jvm/`` and copied with its
 dependencies into a folder of its own (they must not share a classpath):
 
 - ``spark-packages``: what a PySpark user adds with ``--packages`` for Kafka in and S3 out,
   Spark's Kafka source, Spark's Avro reader and Hadoop's ``s3a`` filesystem, at the installed
-  PySpark's versions;
+  PySpark's versions (a folder per PySpark version);
+- ``table-reader``: Spark's own Delta and Iceberg readers built for the installed PySpark's
+  Spark release, where one is published (:data:`TABLE_READERS`);
 - ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`.
 
-``python -m tests.support.jvm`` fetches both (``.ci/run`` does, before the tests) and builds
+``python -m tests.support.jvm`` fetches them (``.ci/run`` does, before the tests) and builds
 the class-data archives of the crash loops' drivers (:mod:`tests.support.class_archive`); the
 session fixtures call :func:`spark_packages` and :func:`kafka_broker_classpath`, which fetch what is
 missing. Without ``mvn`` or Java they fail with what to install: never a silent skip.
@@ -27,11 +29,25 @@ ROOT = Path(__file__).resolve().parents[2]
 POMS = ROOT / "tests" / "jvm"
 CACHE = ROOT / ".jvm-cache"
 
-# Spark's Kafka source is released with Spark; Maven Central may lag a PySpark release on PyPI
-# (PySpark 4.3.0 was on PyPI, its spark-sql-kafka not on Maven Central, on 2026-11-25). Then
-# the newest connector of an earlier release is tried: its API (DataSource V2) is stable
-# within Spark 4, and the tests prove the pairing they run.
+# Spark's Kafka source and Avro reader are released with Spark; Maven Central may lag a PySpark
+# release on PyPI (on 2026-11-26 it served spark-sql-kafka up to 4.0.4, 4.1.3 and 4.2.0,
+# spark-avro up to 4.0.2, 4.1.1 and 4.2.0, none for 4.3). Then the newest earlier patch of the
+# same release is tried, and for a release with none, the newest connector of an earlier
+# release: its API (DataSource V2) is stable within Spark 4, and the tests prove the pairing
+# they run.
 SPARK_FALLBACKS = ("4.2.0",)
+
+# Spark's own table readers as published for each Spark release (Maven Central, 2026-11-26):
+# (group, artifact, version). None yet for Spark 4.3: delta-spark's 4.2 build fails on it with
+# a NoSuchMethodError in LogicalRDD, iceberg-spark-runtime's 4.1 build on 4.2 and 4.3 with an
+# IncompatibleClassChangeError.
+TABLE_READERS: dict[tuple[int, int], dict[str, tuple[str, str, str]]] = {
+    (4, 0): {"delta": ("io.delta", "delta-spark_4.0_2.13", "4.4.0"),
+             "iceberg": ("org.apache.iceberg", "iceberg-spark-runtime-4.0_2.13", "1.11.0")},
+    (4, 1): {"delta": ("io.delta", "delta-spark_4.1_2.13", "4.4.0"),
+             "iceberg": ("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", "1.12.0")},
+    (4, 2): {"delta": ("io.delta", "delta-spark_4.2_2.13", "4.4.0")},
+}
 
 
 class JvmSetupError(RuntimeError):
@@ -66,11 +82,24 @@ def spark_packages() -> Artifacts:
     """Jars to put on Spark's classpath beside PySpark's own (which are left out)."""
     import pyspark
 
-    folder = _fetch("spark-packages", candidates=(pyspark.__version__, *SPARK_FALLBACKS),
-                    hadoop=hadoop_version())
+    folder = _fetch("spark-packages", folder=f"spark-packages-{pyspark.__version__}",
+                    candidates=spark_candidates(pyspark.__version__), hadoop=hadoop_version())
     shipped = {_artifact_name(j) for j in pyspark_jars().glob("*.jar")}
     jars = tuple(sorted(j for j in folder.glob("*.jar") if _artifact_name(j) not in shipped))
     return Artifacts(jars, (folder / "VERSIONS").read_text().strip())
+
+
+def spark_candidates(version: str) -> tuple[str, ...]:
+    """The Spark versions whose connectors are tried for PySpark ``version``, in order.
+
+    >>> spark_candidates("4.1.4")
+    ('4.1.4', '4.1.3', '4.1.2', '4.1.1', '4.1.0', '4.2.0')
+    >>> spark_candidates("4.3.0")
+    ('4.3.0', '4.2.0')
+    """
+    major, minor, patch = (int(part) for part in version.split(".")[:3])
+    same_release = tuple(f"{major}.{minor}.{p}" for p in range(patch, -1, -1))
+    return same_release + tuple(v for v in SPARK_FALLBACKS if v not in same_release)
 
 
 def kafka_broker_classpath() -> str:
@@ -78,42 +107,56 @@ def kafka_broker_classpath() -> str:
     return ":".join(str(j) for j in sorted(folder.glob("*.jar")))
 
 
-def iceberg_spark_jars() -> tuple[Path, ...]:
-    """Spark's Iceberg reader: iceberg-spark-runtime for Spark 4.1 (a jar of its own) and the
-    SQLite JDBC driver (its other dependencies are Spark's)."""
-    folder = _fetch("iceberg-spark")
-    return tuple(sorted(j for j in folder.glob("*.jar")
-                        if j.name.startswith(("iceberg-spark-runtime", "sqlite-jdbc"))))
+def table_reader_formats() -> tuple[str, ...]:
+    """The table formats whose Spark reader is published for the installed PySpark."""
+    from datasource.compat import pyspark_version
+
+    return tuple(TABLE_READERS.get(pyspark_version(), {}))
 
 
-def delta_spark_jars() -> tuple[Path, ...]:
-    """Spark's Delta reader: delta-spark for Spark 4.2 and Delta's own jars (its other
-    dependencies are Spark's, which the PySpark running it ships)."""
-    return tuple(sorted(_fetch("delta-spark").glob("delta-*.jar")))
+def table_reader_jars(table_format: str) -> tuple[Path, ...]:
+    """Spark's reader of ``table_format`` for the installed PySpark: delta-spark and Delta's
+    own jars, or iceberg-spark-runtime (a jar of its own) and the SQLite JDBC driver; their
+    other dependencies are Spark's."""
+    from datasource.compat import pyspark_version
+
+    version = pyspark_version()
+    if table_format not in TABLE_READERS.get(version, {}):
+        raise JvmSetupError(f"no Spark {table_format} reader is published for Spark "
+                            f"{'.'.join(map(str, version))} (tests.support.jvm.TABLE_READERS)")
+    group, artifact, release = TABLE_READERS[version][table_format]
+    folder = _fetch("table-reader", folder=f"table-reader-{artifact}-{release}",
+                    properties={"reader.group": group, "reader.artifact": artifact,
+                                "reader.version": release})
+    wanted = ("delta-",) if table_format == "delta" else ("iceberg-spark-runtime", "sqlite-jdbc")
+    return tuple(sorted(j for j in folder.glob("*.jar") if j.name.startswith(wanted)))
 
 
-def _fetch(name: str, *, candidates: tuple[str, ...] = ("",), hadoop: str = "") -> Path:
-    """Copy the pom's dependencies into ``.jvm-cache/<name>/`` unless already there."""
-    folder = CACHE / name
-    if (folder / "VERSIONS").exists():
-        return folder
+def _fetch(pom: str, *, folder: str = "", candidates: tuple[str, ...] = ("",),
+           hadoop: str = "", properties: dict[str, str] | None = None) -> Path:
+    """Copy the dependencies of ``tests/jvm/<pom>/pom.xml`` into ``.jvm-cache/<folder>/``
+    (default: the pom's name) unless already there."""
+    target = CACHE / (folder or pom)
+    if (target / "VERSIONS").exists():
+        return target
     mvn = _require_tools()
     errors = []
     for spark in candidates:
-        shutil.rmtree(folder, ignore_errors=True)
-        command = [mvn, "-B", "-q", "-f", str(POMS / name / "pom.xml"),
-                   "dependency:copy-dependencies", f"-DoutputDirectory={folder}",
-                   "-DincludeScope=runtime"]
+        shutil.rmtree(target, ignore_errors=True)
+        command = [mvn, "-B", "-q", "-f", str(POMS / pom / "pom.xml"),
+                   "dependency:copy-dependencies", f"-DoutputDirectory={target}",
+                   "-DincludeScope=runtime",
+                   *(f"-D{key}={value}" for key, value in (properties or {}).items())]
         if spark:
             command += [f"-Dspark.version={spark}", f"-Dhadoop.version={hadoop}"]
         done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode == 0:
             versions = (f"spark-sql-kafka {spark}, spark-avro {spark}, hadoop-aws {hadoop}"
-                        if spark else name)
-            (folder / "VERSIONS").write_text(versions + "\n")
-            return folder
+                        if spark else " ".join((properties or {}).values()) or pom)
+            (target / "VERSIONS").write_text(versions + "\n")
+            return target
         errors.append(f"{' '.join(command)}\n{_maven_error(done.stdout + done.stderr)}")
-    raise JvmSetupError(f"Maven could not fetch the JVM artifacts of {name}:\n"
+    raise JvmSetupError(f"Maven could not fetch the JVM artifacts of {pom}:\n"
                         + "\n".join(errors))
 
 
@@ -135,21 +178,27 @@ def _require_tools() -> str:
     return mvn
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Fetch what is missing and build the class-data archives of the test drivers: for the
+    crash loops of the whole suite, or with ``--compat`` for those of ``pytest -m compat``
+    (plain drivers, and drivers reading their table with Spark's own reader)."""
+    compat = "--compat" in (sys.argv[1:] if argv is None else argv)
     try:
         packages = spark_packages()
         kafka_broker_classpath()
-        delta_spark_jars()
-        iceberg_spark_jars()
+        readers = table_reader_formats()
+        reader_jars = [table_reader_jars(table_format) for table_format in readers]
     except JvmSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, delta-spark, "
-          "iceberg-spark-runtime")
+    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, Spark's table "
+          f"readers: {', '.join(readers) or 'none for this Spark'}")
     from tests.support.class_archive import class_archive
 
-    built = [class_archive(jars) for jars in ((), packages.jars)]  # the crash loops' drivers
-    print(f"class-data archives of the test drivers: {sum(a is not None for a in built)} of 2")
+    classpaths = [(), *reader_jars] if compat else [(), packages.jars]
+    built = [class_archive(jars) for jars in classpaths]
+    print(f"class-data archives of the test drivers: {sum(a is not None for a in built)} of "
+          f"{len(built)}")
     return 0
 
 

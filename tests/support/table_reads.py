@@ -1,11 +1,10 @@
 """Reads of a table by readers no one here wrote, beside a query that commits to it: the
-in-process ones (delta-rs, pyiceberg, polars) in threads, Spark's own from its reader's lines
-(tests/support/table_spark.py), all kept as ``(table version, ids)`` for the tests to check."""
+in-process ones (delta-rs, pyiceberg, polars) in threads, kept as ``(table version, ids)`` for
+the tests to check."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections import Counter
@@ -24,17 +23,6 @@ class Reads:
     def __init__(self) -> None:
         self.seen: list[tuple[int, Counter]] = []
         self.failed: list[str] = []
-
-    @classmethod
-    def of_lines(cls, out_file: Path) -> Reads:
-        """The reads a Spark reader wrote to ``out_file``, a JSON line each."""
-        reads = cls()
-        for line in map(json.loads, out_file.read_text().splitlines()):
-            if "error" in line:
-                reads.failed.append(line["error"])
-            else:
-                reads.seen.append((line["version"], Counter(line["ids"])))
-        return reads
 
 
 def read_in_a_loop(out: Path, reads: Reads, done: threading.Event, read: Read,

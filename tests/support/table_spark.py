@@ -1,89 +1,102 @@
-"""Spark's own table readers for the tests, each in a venv of the newest PySpark it supports,
-as a separate process: delta-spark is published for Spark up to 4.2 (its 4.2 build fails on
-4.3 with a NoSuchMethodError in ``LogicalRDD``), iceberg-spark-runtime up to 4.1 (its 4.1
-build fails on 4.2 and 4.3 with an IncompatibleClassChangeError), and rotsink installs 4.3."""
+"""Spark's own Delta Lake and Iceberg readers in the application that writes, as users run them.
+
+delta-spark and iceberg-spark-runtime are published per Spark release, and not yet for the
+newest (:data:`tests.support.jvm.TABLE_READERS`): the tests that use them run in the compat
+virtualenvs of older PySpark releases (``pytest -m compat``, ``docs/development.md``), where
+the session of the tests (``tests/conftest.py``) and each crash-loop driver
+(``tests/crash_job.py``) start with the readers of that release on the classpath.
+
+An Iceberg table is read through a Spark Iceberg catalog over the catalog rotsink commits to:
+a JDBC catalog on the same SQLite file. Iceberg's JDBC catalog keeps a table under the name of
+the Spark catalog that opens it, and pyiceberg's SQL catalog under the name rotsink opens it
+with (``rotsink``): so the Spark catalog is named ``rotsink`` too.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
-PYSPARK = {"delta": "4.2.0", "iceberg": "4.1.4"}
-Result = TypeVar("Result")
-# reads Spark's reader must make while the query commits: a JVM on a shared core takes seconds
-# a read, so CI asks for a few; ROTSINK_SPARK_TABLE_READS=50 asks for more, on demand
-SPARK_READS_BESIDE = int(os.environ.get("ROTSINK_SPARK_TABLE_READS", "2"))
-READER = Path(__file__).resolve().parents[1] / "table_spark_reader.py"
+ICEBERG_CATALOG = "rotsink"  # the name rotsink's pyiceberg catalog has
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
-def reader_python(table_format: str, venv: Path) -> Path:
-    """A venv with the PySpark the format's Spark reader runs on (from PyPI, or pip's cache);
-    returns its interpreter."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                        "--no-compile", f"pyspark=={PYSPARK[table_format]}"], check=True,
-                       stdin=subprocess.DEVNULL)
-    return python
+def reader_session(formats: tuple[str, ...], *, iceberg_db: Path | None = None
+                   ) -> tuple[tuple[Path, ...], dict[str, str]]:
+    """The jars and settings of a session with Spark's readers of ``formats``: Delta as the
+    session catalog's extension, Iceberg as the catalog ``rotsink`` on the SQLite file
+    ``iceberg_db`` (its catalog cache off, so each read sees the newest snapshot)."""
+    from tests.support.jvm import table_reader_jars
+
+    jars: list[Path] = []
+    extensions: list[str] = []
+    conf: dict[str, str] = {}
+    if "delta" in formats:
+        jars += table_reader_jars("delta")
+        extensions.append(DELTA_EXTENSION)
+        conf.update({"spark.sql.catalog.spark_catalog":
+                     "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+                     # a snapshot's state is rebuilt in 50 partitions by default: seconds a
+                     # read on a busy core, for a table of a few dozen commits
+                     "spark.databricks.delta.snapshotPartitions": "1"})
+    if "iceberg" in formats:
+        assert iceberg_db is not None, "an Iceberg reader needs its catalog's SQLite file"
+        jars += table_reader_jars("iceberg")
+        extensions.append(ICEBERG_EXTENSION)
+        prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+        conf.update({prefix: "org.apache.iceberg.spark.SparkCatalog",
+                     f"{prefix}.type": "jdbc", f"{prefix}.uri": f"jdbc:sqlite:{iceberg_db}",
+                     f"{prefix}.warehouse": f"file://{iceberg_db.parent}",
+                     f"{prefix}.cache-enabled": "false"})
+    if extensions:
+        conf["spark.sql.extensions"] = ",".join(extensions)
+    return tuple(jars), conf
 
 
-def start_reader(table_format: str, python: Path, table: str, out_file: Path, stop_file: Path,
-                 *, min_reads: int, catalog_db: str = "", orphans_file: str = ""
-                 ) -> subprocess.Popen:
-    """The reader (``tests/table_spark_reader.py``), started now; it stops once ``stop_file``
-    exists and it has read ``min_reads`` times (then, given ``orphans_file``, runs Iceberg's
-    orphan removal on the table)."""
-    from tests.support.jvm import delta_spark_jars, iceberg_spark_jars
-
-    jars = delta_spark_jars() if table_format == "delta" else iceberg_spark_jars()
-    # its own PySpark and interpreter: nothing of this session's Spark settings
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_HOME"))}
-    env["PYSPARK_PYTHON"] = str(python)
-    return subprocess.Popen([str(python), str(READER), table_format, table, str(out_file),
-                             str(stop_file), str(min_reads), ",".join(map(str, jars)),
-                             catalog_db, orphans_file], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env)
+def iceberg_catalog_options(iceberg_db: Path) -> dict[str, str]:
+    """rotsink's ``table.catalog.*`` options for the SQL catalog on ``iceberg_db`` that the
+    session's Spark catalog ``rotsink`` opens too."""
+    return {"table.catalog.type": "sql", "table.catalog.uri": f"sqlite:///{iceberg_db}",
+            "table.catalog.warehouse": f"file://{iceberg_db.parent}"}
 
 
-def wait_for_first_read(reader: subprocess.Popen, out_file: Path, *, timeout_s: float = 300
-                        ) -> None:
-    """Polls until the reader has read once (its JVM's start takes a while)."""
-    deadline = time.monotonic() + timeout_s
-    while not (out_file.exists() and out_file.read_text()):
-        assert reader.poll() is None, reader.stderr.read()[-3000:] if reader.stderr else ""
-        assert time.monotonic() < deadline, "the Spark reader did not read"
-        time.sleep(0.2)
+def read_table(spark, table_format: str, table: str) -> tuple[int, int | None, list[int]]:
+    """The newest version of ``table`` (a Delta path, an Iceberg identifier in the catalog
+    ``rotsink``) read by Spark as one version: ``(version, the rotsink batch it carries,
+    sorted ids)``. SQL names the version (``DESCRIBE HISTORY``, Iceberg's ``snapshots``
+    table) and reads Iceberg's rows (``VERSION AS OF``); the DataFrame reader Delta's."""
+    if table_format == "delta":
+        newest = spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()
+        assert newest is not None, "a Delta table without a commit"
+        version = newest["version"]
+        rows = spark.read.format("delta").option("versionAsOf", version).load(table)
+        batch = delta_batch(Path(table), version)
+    else:
+        name = f"{ICEBERG_CATALOG}.{table}"
+        newest = spark.sql(f"SELECT snapshot_id, summary['rotsink.batch'] AS batch FROM "
+                           f"{name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
+        assert newest is not None, "an Iceberg table without a snapshot"
+        version, batch = newest["snapshot_id"], newest["batch"]
+        batch = None if batch is None else int(batch)
+        rows = spark.sql(f"SELECT id FROM {name} VERSION AS OF {version}")
+    return version, batch, sorted(r.id for r in rows.select("id").collect())
 
 
-def run_beside_reader(run: Callable[[int, int], Result], out_file: Path, *, first_file: int,
-                      files: int, more_files: int = 6,
-                      reads_beside: int = SPARK_READS_BESIDE, versions: int = 3,
-                      runs: int = max(8, 2 * SPARK_READS_BESIDE)) -> tuple[Result, int, int]:
-    """Runs a query beside the reader writing ``out_file`` until the reader has read at least
-    ``reads_beside`` times while the query was committing and seen ``versions`` table
-    versions: ``run(first_file, files)`` writes that many input files and runs the query to
-    its end, over ``files`` input files, then over ``more_files`` at a time, at most ``runs``
-    times. A JVM reader on a busy machine may take seconds a read, so one run can end before
-    it reads twice. Returns the last ``run``'s result, the input files written and the reads
-    that overlapped a run."""
-    running: list[tuple[float, float]] = []
-    written = 0
-    while True:
-        start = time.time()
-        result = run(first_file + written, files if not running else more_files)
-        running.append((start, time.time()))
-        written += files if len(running) == 1 else more_files
-        lines = [json.loads(line) for line in out_file.read_text().splitlines()]
-        beside = sum(any(line["start"] < end and line["end"] > start for start, end in running)
-                     for line in lines)
-        seen = {line["version"] for line in lines if "version" in line}
-        if (beside >= reads_beside and len(seen) >= versions) or len(running) == runs:
-            return result, written, beside
+def delta_batch(table: Path, version: int) -> int | None:
+    """The rotsink batch that Delta version ``version`` carries: the ``txn`` action of its
+    commit file (None for a commit without one, another writer's)."""
+    commit = table / "_delta_log" / f"{version:020d}.json"
+    for line in commit.read_text().splitlines():
+        action = json.loads(line)
+        if "txn" in action:
+            return int(action["txn"]["version"])
+    return None
+
+
+def table_missing(error: Exception) -> bool:
+    """Whether a read failed only because the table does not exist yet."""
+    text = f"{type(error).__name__}: {error}"
+    return any(sign in text for sign in ("is not a Delta table", "DELTA_MISSING_DELTA_TABLE",
+                                         "NoSuchTableException", "TABLE_OR_VIEW_NOT_FOUND",
+                                         "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"))

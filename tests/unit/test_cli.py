@@ -7,6 +7,8 @@ import pytest
 from datasource.cli import main
 from tests.unit.test_committer import make, report, task_file
 
+pytestmark = pytest.mark.compat  # what every PySpark release must show (pytest -m compat)
+
 
 def committed_path(tmp_path):
     c = make(tmp_path, max_batches=1)
