@@ -14,6 +14,9 @@ Arrow batches into the sink's tasks    4.1      4.0 hands them through its batch
 (``DataSourceStreamArrowWriter``)               Arrow path (:func:`stream_writer_bases`)
 filters pushed into Python readers     4.1      no pruning: every file is planned and read
 (``DataSourceReader.pushFilters``)
+``spark.dataSource.register`` of a     4.1      refused (``DATA_SOURCE_ALREADY_EXISTS``):
+name found statically (replaced, with           ``format("rotsink")`` uses the installed
+a log line)                                     rotsink
 streaming-source admission control     4.2      the change feed reads all that is
 (``latestOffset(start, limit)``,                committed at each trigger; its read limits
 ``ReadLimit``,                                  are refused; ``availableNow`` runs through
@@ -94,6 +97,8 @@ which PySpark 9.0 brought; this is PySpark ...
 
 ARROW_STREAM_WRITER = Feature("Arrow batches into streaming sinks", (4, 1))
 FILTER_PUSHDOWN = Feature("filter pushdown into Python data sources", (4, 1))
+REGISTER_OVER_STATIC = Feature("spark.dataSource.register of a name Spark found installed",
+                               (4, 1))
 ADMISSION_CONTROL = Feature("admission control for Python streaming sources "
                             "(latestOffset(start, limit))", (4, 2))
 
@@ -128,9 +133,13 @@ def available_now_bases() -> tuple[type, ...]:
 
 def to_arrow_schema(schema: StructType) -> pa.Schema:
     """``schema`` as Arrow, timestamps with time zone in UTC (what a Python data source hands
-    Spark and gets from it); 4.2 renamed the keyword that says so."""
+    Spark and gets from it); 4.2 renamed the keyword that says so (``timestamp_utc=True``
+    before it)."""
+    import inspect
+
     from pyspark.sql.pandas.types import to_arrow_schema as convert
 
-    options: dict[str, Any] = ({"timezone": "UTC"} if pyspark_version() >= (4, 2)
+    options: dict[str, Any] = ({"timezone": "UTC"}
+                               if "timezone" in inspect.signature(convert).parameters
                                else {"timestamp_utc": True})
     return convert(schema, **options)

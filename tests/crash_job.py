@@ -35,6 +35,7 @@ KAFKA = "kafka://"
 # field the crash loop's producer added mid-loop; the sink has schema.evolution set)
 INPUT_SCHEMA = "_input_schema"
 SPARK_TABLE_READS = "_spark_table_reads"
+CLASS_ARCHIVE = "_class_archive"  # "off": the driver's JVM starts without a class-data archive
 KAFKA_RECORDS_PER_BATCH = 100
 
 
@@ -55,7 +56,8 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
         reads_file = options.get(SPARK_TABLE_READS)
         jars, conf = table_readers(options, out) if reads_file else ((), {})
         spark = local_session(app_name="rotsink-crash-loop", extra_jars=jars,
-                              conf={**conf, **quick_driver(jars)})
+                              conf={**conf, **quick_driver(
+                                  jars, archive=options.get(CLASS_ARCHIVE) != "off")})
         spark.sparkContext.setLogLevel("ERROR")
         schema = SCHEMA_V2 if options.get(INPUT_SCHEMA) == "v2" else SCHEMA
         df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
@@ -118,6 +120,7 @@ def read_beside(spark, query, options: dict, out: str, reads_file: str) -> None:
                     write({"error": f"{type(e).__name__}: {str(e)[:800]}"})
                 continue
             write({"version": version, "ids": ids})
+            time.sleep(0.5)  # a core left to the query between reads
         query.awaitTermination()
         try:
             _, _, ids = read_table(spark, table_format, table)
@@ -129,11 +132,11 @@ def read_beside(spark, query, options: dict, out: str, reads_file: str) -> None:
         write({"final": True, "ids": ids, "parquet": parquet})
 
 
-def quick_driver(extra_jars=()) -> dict[str, str]:
+def quick_driver(extra_jars=(), *, archive: bool = True) -> dict[str, str]:
     """A life's driver JVM starts from a class-data archive (tests.support.class_archive)."""
     from tests.support.class_archive import driver_java_options
 
-    return {"spark.driver.extraJavaOptions": driver_java_options(extra_jars)}
+    return {"spark.driver.extraJavaOptions": driver_java_options(extra_jars, archive=archive)}
 
 
 def kafka_rows(spark, source: str):

@@ -50,7 +50,7 @@ from commit_protocol.failpoints import (
     TASK_POINTS,
     parse,
 )
-from tests.crash_job import INPUT_SCHEMA, SPARK_TABLE_READS
+from tests.crash_job import CLASS_ARCHIVE, INPUT_SCHEMA, SPARK_TABLE_READS
 from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.support.feed_follower import Follower
@@ -163,6 +163,7 @@ class CrashLoop:
     # each life's application also reads the table (table.format) with Spark's own reader
     # of the format while its query commits (tests/crash_job.py): on a PySpark that has one
     spark_table_reads: bool = False
+    class_archives: bool = True  # False: a short loop's drivers start without one
     _spark_table_ids: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -318,6 +319,8 @@ class CrashLoop:
         options = {**self.options, INPUT_SCHEMA: "v2"} if self.evolved else self.options
         if self.spark_table_reads:
             options = {**options, SPARK_TABLE_READS: str(self._spark_reads_file(armed))}
+        if not self.class_archives:
+            options = {**options, CLASS_ARCHIVE: "off"}
         command = [sys.executable, "-m", "tests.crash_job", self.source_arg, self.out_url,
                    str(self.checkpoint), json.dumps(options), str(tasks)]
         with open(log, "w") as stderr:

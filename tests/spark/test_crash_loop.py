@@ -118,6 +118,7 @@ def test_short_crash_loop_with_a_table_and_spark_s_reader(spark, tmp_path, shown
     if table_format == "iceberg":
         loop.options["table.identifier"] = "lake.events"
     loop.spark_table_reads = table_format in table_reader_formats()
+    loop.class_archives = False  # a few lives: building the archive costs more than it saves
     outcome = run_loop(spark, loop, shown, random_kills=1, points=("table.before_commit",))
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
     assert loop.tally.table_rows == outcome.finalized_rows > 0

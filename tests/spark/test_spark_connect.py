@@ -87,7 +87,6 @@ def test_two_streaming_runs_are_read_back_exactly_once(client, written):
     assert 0 < len(finished) < total
 
 
-@pytest.mark.compat
 def test_the_fast_path_through_connect(client, written):
     """``pyspark_rotsink.read`` in a Connect client: Connect plans again at every action, so
     the finalized files go to Spark's reader as the explicit list of one batch, and the rows

@@ -72,6 +72,7 @@ class SparkReads(threading.Thread):
                 time.sleep(1)
                 continue
             self.seen.append((version, batch, Counter(ids), time.time()))
+            self.done.wait(1)  # a core left to the query between reads
 
 
 def table_rows(spark, table_format: str, out: Path, tmp_path: Path) -> Counter:

@@ -33,11 +33,12 @@ from tests.support.jvm import CACHE
 FAST_START = "-XX:TieredStopAtLevel=1"
 
 
-def driver_java_options(extra_jars: Sequence[Path] = ()) -> str:
+def driver_java_options(extra_jars: Sequence[Path] = (), *, archive: bool = True) -> str:
     """``spark.driver.extraJavaOptions`` for a short-lived test driver: the archive of its
-    classpath (built now if missing; none when it cannot be built) and the quick compiler."""
-    archive = class_archive(extra_jars)
-    shared = f"-XX:SharedArchiveFile={archive} " if archive is not None else ""
+    classpath (built now if missing; none when it cannot be built, or without ``archive``:
+    a loop of a few lives gains less than a build costs) and the quick compiler."""
+    archive_path = class_archive(extra_jars) if archive else None
+    shared = f"-XX:SharedArchiveFile={archive_path} " if archive_path is not None else ""
     return shared + FAST_START
 
 

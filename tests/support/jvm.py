@@ -179,15 +179,16 @@ def _require_tools() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Fetch what is missing and build the class-data archives of the test drivers: for the
-    crash loops of the whole suite, or with ``--compat`` for those of ``pytest -m compat``
-    (plain drivers, and drivers reading their table with Spark's own reader)."""
+    """Fetch what is missing and build the class-data archives of the crash loops' drivers;
+    with ``--compat`` (for ``pytest -m compat``, whose short loop starts its drivers without
+    one) only fetch."""
     compat = "--compat" in (sys.argv[1:] if argv is None else argv)
     try:
         packages = spark_packages()
         kafka_broker_classpath()
         readers = table_reader_formats()
-        reader_jars = [table_reader_jars(table_format) for table_format in readers]
+        for table_format in readers:
+            table_reader_jars(table_format)
     except JvmSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
           f"readers: {', '.join(readers) or 'none for this Spark'}")
     from tests.support.class_archive import class_archive
 
-    classpaths = [(), *reader_jars] if compat else [(), packages.jars]
+    classpaths = [] if compat else [(), packages.jars]
     built = [class_archive(jars) for jars in classpaths]
     print(f"class-data archives of the test drivers: {sum(a is not None for a in built)} of "
           f"{len(built)}")
