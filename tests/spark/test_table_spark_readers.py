@@ -2,22 +2,22 @@
 PySpark releases they are published for (``tests.support.jvm.TABLE_READERS``: none yet for
 the newest, so these tests run in the compat virtualenvs, ``pytest -m compat``).
 
-One session streams into rotsink with ``table.format`` and, in a thread beside the query,
+One session streams into rotsink with ``table.format`` and, after each run of the query,
 reads the table through Spark's reader (Delta by path with ``DESCRIBE HISTORY``; Iceberg
 through a Spark Iceberg catalog over the SQL catalog rotsink commits to, with
-``spark.table``): every read is one table version and returns exactly the rows of the files
+``spark.table``): each read is one table version and returns exactly the rows of the files
 Spark's log listed as finalized at the batch that version carries (read from
 ``_spark_metadata`` and the files by the tests' own code). Then the table's own maintenance
 through Spark SQL (Delta's VACUUM with no retention, Iceberg's snapshot expiry and orphan
 removal) takes nothing rotsink owns, and the query goes on exactly once. The same readers
-read the table across driver kills in ``tests/spark/test_crash_loop.py``.
+read the table while the query commits, and across driver kills, in every life of
+``tests/spark/test_crash_loop.py``'s table loop.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,7 +31,7 @@ from tests.support.table_spark import ICEBERG_CATALOG, iceberg_catalog_options, 
 
 pytestmark = pytest.mark.compat
 READERS = table_reader_formats()  # the formats whose Spark reader this PySpark has
-RUNS, FILES_PER_RUN = 2, 4
+RUNS, FILES_PER_RUN = 3, 3
 
 
 def start_query(spark, tmp_path: Path, table_format: str, catalog_db: Path):
@@ -50,29 +50,6 @@ def start_query(spark, tmp_path: Path, table_format: str, catalog_db: Path):
 
 def identifier(tmp_path: Path) -> str:
     return "lake." + "".join(c if c.isalnum() else "_" for c in tmp_path.name)
-
-
-class SparkReads(threading.Thread):
-    """Spark's reader of the table, reading in a thread of the session until stopped:
-    ``(version, batch, ids, ended)`` per read, the failures apart."""
-
-    def __init__(self, spark, table_format: str, table: str) -> None:
-        super().__init__(daemon=True)
-        self.spark, self.table_format, self.table = spark, table_format, table
-        self.seen: list[tuple[int, int | None, Counter, float]] = []
-        self.failed: list[str] = []
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            try:
-                version, batch, ids = read_table(self.spark, self.table_format, self.table)
-            except Exception as e:  # noqa: BLE001 -- the test asserts there are none
-                self.failed.append(f"{type(e).__name__}: {str(e)[:500]}")
-                time.sleep(1)
-                continue
-            self.seen.append((version, batch, Counter(ids), time.time()))
-            self.done.wait(1)  # a core left to the query between reads
 
 
 def table_rows(spark, table_format: str, out: Path, tmp_path: Path) -> Counter:
@@ -112,43 +89,33 @@ if READERS:  # no test where this PySpark has no Spark table reader
         out = tmp_path / "out"
         table = str(out) if table_format == "delta" else identifier(tmp_path)
 
-        def run(first_file: int, files: int) -> float:
+        def run(first_file: int, files: int) -> None:
             write_numbered_source(tmp_path / "in", files=files, rows_per_file=20,
                                   start_file=first_file)
             start_query(spark, tmp_path, table_format, iceberg_catalog_db).awaitTermination()
-            return time.time()
 
-        run(0, 2)  # the table exists
-        reads = SparkReads(spark, table_format, table)
-        reads.start()
-        ran = [run(2 + i * FILES_PER_RUN, FILES_PER_RUN) for i in range(RUNS)]
-        deadline = time.monotonic() + 300
-        while len(reads.seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)  # a JVM read on a busy core takes seconds
-        reads.done.set()
-        reads.join()
-        assert reads.failed == []
-        expected: dict[int, Counter] = {}
-        for version, batch, ids, _ in reads.seen:
+        versions = {}
+        for i in range(RUNS):
+            run(i * FILES_PER_RUN, FILES_PER_RUN)
+            version, batch, ids = read_table(spark, table_format, table)
             assert batch is not None, f"table version {version} carries no rotsink batch"
-            expected.setdefault(batch, finalized_ids(out, batch))
-            assert ids == expected[batch], (version, batch)
-        total = (2 + RUNS * FILES_PER_RUN) * 20
+            assert Counter(ids) == finalized_ids(out, batch), (version, batch)
+            versions[version] = batch
+        assert len(set(versions.values())) == RUNS, "each run moves the table"
+        total = RUNS * FILES_PER_RUN * 20
         parquet = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
         assert table_rows(spark, table_format, out, tmp_path) == parquet
         assert sum(parquet.values()) > 0 and set(parquet) <= set(range(total))
-        beside = sum(1 for *_, ended in reads.seen if ended < ran[-1])
 
         deleted = maintain(spark, table_format, out, tmp_path)
         if table_format == "iceberg":
             assert deleted == [f"file:{out}/grp=g0/stray.parquet"]
         assert rotsink_ids(spark, out) == list(range(total))  # nothing rotsink reads went
-        run(total // 20, FILES_PER_RUN)  # and the query goes on, exactly once
+        run(RUNS * FILES_PER_RUN, FILES_PER_RUN)  # and the query goes on, exactly once
         total += FILES_PER_RUN * 20
         parquet = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
         assert table_rows(spark, table_format, out, tmp_path) == parquet
         assert rotsink_ids(spark, out) == list(range(total))
-        shown(f"Spark's {table_format} reader in the writing application: {len(reads.seen)} "
-              f"reads, {beside} while the query committed, {len(expected)} batches checked "
-              f"against the log; after Spark's maintenance the query went on exactly once")
-        assert len(expected) >= 2, "the reads must see the table move"
+        shown(f"Spark's {table_format} reader in the writing application: {len(versions)} "
+              "table versions read, each equal to the log's finalized files at its batch; "
+              "after Spark's maintenance the query went on exactly once")
