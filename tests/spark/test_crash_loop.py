@@ -101,7 +101,7 @@ def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
     commit."""
     from tests.support.jvm import table_reader_formats
 
-    loop = table_loop(tmp_path, table_format, seed=SEED, schema_change=True)
+    loop = table_loop(tmp_path, table_format, seed=SEED, schema_change=KILLS > 0)
     if table_format == "iceberg":
         loop.options["table.identifier"] = "lake.events"
     loop.spark_table_reads = table_format in table_reader_formats()

@@ -66,6 +66,9 @@ def maintain(spark, table_format: str, out: Path, tmp_path: Path) -> list[str]:
     file put among rotsink's. Returns the files orphan removal deleted."""
     if table_format == "delta":
         spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        # VACUUM lists the table's directories in as many tasks as this says (10,000 by
+        # default: 35 s for this small table on two cores, 1.6 s with 4)
+        spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
         spark.sql(f"VACUUM delta.`{out}` RETAIN 0 HOURS").collect()
         return []
     table = f"{ICEBERG_CATALOG}.{identifier(tmp_path)}"
