@@ -2,8 +2,12 @@
 its ``DefaultSource``, so ``format("rotsink")`` works after ``pip install`` with no
 ``spark.dataSource.register`` call."""
 
-from datasource.fast_read import read
-from datasource.heartbeat import with_heartbeat
-from datasource.source import RotSinkDataSource as DefaultSource
+from datasource.compat import check_supported
+
+check_supported()  # a PySpark without the Python streaming sink, named before anything fails
+
+from datasource.fast_read import read  # noqa: E402
+from datasource.heartbeat import with_heartbeat  # noqa: E402
+from datasource.source import RotSinkDataSource as DefaultSource  # noqa: E402
 
 __all__ = ["DefaultSource", "read", "with_heartbeat"]

@@ -65,6 +65,17 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
+def check_supported() -> None:
+    """Refuse a PySpark older than 4.0, which has no Python streaming sink, by name (pip
+    refuses to install rotsink beside one; this catches a forced install)."""
+    if pyspark_version() < OLDEST:
+        import pyspark
+
+        raise UnsupportedSparkVersionError(
+            f"rotsink needs PySpark {'.'.join(map(str, OLDEST))} or newer (the Python "
+            f"streaming sink); this is PySpark {pyspark.__version__}")
+
+
 @dataclass(frozen=True)
 class Feature:
     """Something rotsink uses that PySpark brought in ``since``."""

@@ -58,3 +58,12 @@ def test_the_sink_s_writer_class_on_each_release(monkeypatch):
 def test_a_release_is_parsed_from_its_version():
     assert compat.parse_version(pyspark.__version__) == compat.pyspark_version()
     assert compat.pyspark_version() >= compat.OLDEST
+
+
+def test_a_pyspark_older_than_4_0_is_refused_by_name(monkeypatch):
+    compat.check_supported()  # the running one is supported
+    monkeypatch.setattr(compat, "pyspark_version", lambda: (3, 5))
+    with pytest.raises(UnsupportedSparkVersionError,
+                       match=rf"^rotsink needs PySpark 4\.0 or newer \(the Python streaming "
+                             rf"sink\); this is PySpark {pyspark.__version__}$"):
+        compat.check_supported()
