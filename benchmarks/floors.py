@@ -18,10 +18,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from datasource.compat import stream_writer_bases
+from datasource.compat import StreamWriterBase
 
 
-class _CountingWriter(*stream_writer_bases()):  # type: ignore[misc]  # Arrow, as rotsink's
+class _CountingWriter(StreamWriterBase):  # Arrow batches, as rotsink's writer gets them
     def write(self, iterator):
         for _ in iterator:
             pass

@@ -124,7 +124,7 @@ def stream_writer_bases() -> tuple[type, ...]:
     Arrow batches themselves whenever it is a ``DataSourceArrowWriter``, and its streaming
     path checks no other type: a writer that is both gets Arrow batches, as on 4.1, with no
     per-row conversion (identical in 4.0.0 through 4.0.5;
-    ``tests/spark/test_compat.py`` pins it).
+    ``tests/spark/test_spark_versions.py`` pins it).
     """
     from pyspark.sql import datasource
 
@@ -154,3 +154,16 @@ def to_arrow_schema(schema: StructType) -> pa.Schema:
                                if "timezone" in inspect.signature(convert).parameters
                                else {"timestamp_utc": True})
     return convert(schema, **options)
+
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as StreamWriterBase
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as AvailableNow
+else:
+    class StreamWriterBase(*stream_writer_bases()):
+        """The base of rotsink's stream writer on this PySpark: a class Spark feeds Arrow
+        batches (:func:`stream_writer_bases`)."""
+
+    class AvailableNow(*available_now_bases()):
+        """4.2's marker of a streaming source with ``availableNow`` hooks; nothing before
+        4.2, where Spark wraps the source instead (:data:`ADMISSION_CONTROL`)."""

@@ -15,20 +15,14 @@ trigger, not once per interval, and its rows would be generated, moved and dropp
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from datasource.compat import available_now_bases
+from datasource.compat import AvailableNow
 from datasource.options import parse_duration_ms
-
-if TYPE_CHECKING:
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as AvailableNow
-else:  # PySpark 4.2's marker of sources with availableNow hooks; no base before it
-    class AvailableNow(*available_now_bases()):
-        pass
 
 HEARTBEAT_FORMAT = "rotsink_heartbeat"
 INTERVAL = "interval"

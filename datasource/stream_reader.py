@@ -32,7 +32,7 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import open_storage
-from datasource.compat import ADMISSION_CONTROL, available_now_bases, to_arrow_schema
+from datasource.compat import ADMISSION_CONTROL, AvailableNow, to_arrow_schema
 from datasource.options import (
     MAX_BATCHES_PER_TRIGGER,
     MAX_BYTES_PER_TRIGGER,
@@ -48,10 +48,7 @@ from datasource.reader import HAND_ON_BYTES, open_state, session_time_zone
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as AvailableNow
-else:  # PySpark 4.2's marker of sources with availableNow hooks; no base before it
-    class AvailableNow(*available_now_bases()):
-        pass
+
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,10 @@ from commit_protocol.schema_evolution import (
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.tables import TABLE_KEY
-from datasource.compat import stream_writer_bases
+from datasource.compat import StreamWriterBase
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql.datasource import DataSourceStreamArrowWriter as StreamWriterBase
-else:  # the class Spark feeds Arrow batches on this PySpark (datasource.compat)
-    class StreamWriterBase(*stream_writer_bases()):
-        pass
 
 
 @dataclass(frozen=True)
