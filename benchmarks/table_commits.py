@@ -53,6 +53,7 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
     from commit_protocol.config import RotationPolicy, SinkConfig
     from commit_protocol.plan import WritePlan
     from commit_protocol.storage import open_storage
+    from commit_protocol.tables import table_format_named
     from commit_protocol.tables.follow import TableFollower
     from commit_protocol.task_writer import TaskWriter
 
@@ -69,7 +70,8 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
 
     TableFollower.follow = timed  # type: ignore[method-assign]
     cfg = SinkConfig(path=url, format="parquet", compression="snappy", file_suffix=".parquet",
-                     partition_by=("day",), table_format=None if table == "plain" else table,
+                     partition_by=("day",),
+                     table_format=None if table == "plain" else table_format_named(table),
                      table_options=json.loads(os.environ.get("TABLE_OPTIONS", "{}")),
                      fs_options={"endpoint_url": endpoint} if endpoint else {},
                      rotation=RotationPolicy(max_batches=2, interval_ms=0, inactivity_ms=0))

@@ -51,7 +51,6 @@ from commit_protocol.schema_evolution import evolved, retires_in_progress, schem
 from commit_protocol.state import Publish, SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
-from commit_protocol.tables import TABLE_KEY, TABLE_OPTIONS_KEY, recorded_options
 from commit_protocol.tables.follow import follower
 from commit_protocol.uris import to_uri
 
@@ -271,8 +270,7 @@ class Committer:
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
         extra = state.extra if self.config.table_format is None else \
-            {**state.extra, TABLE_KEY: self.config.table_format,
-             TABLE_OPTIONS_KEY: recorded_options(self.config.table_options)}
+            {**state.extra, **self.config.table_format.record(self.config)}
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra)
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import FORMATS
+
+if TYPE_CHECKING:
+    from commit_protocol.tables import TableFormat
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class SinkConfig:
     fsync: bool = True
     # table.format: a table (delta, iceberg) that follows the log (commit_protocol.tables);
     # table.* options (catalog settings...) without the prefix
-    table_format: str | None = None
+    table_format: TableFormat | None = None
     table_options: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -7,6 +7,7 @@ import sys
 
 from commit_protocol.errors import RotsinkError
 from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
+from commit_protocol.tables import TABLE_FORMATS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,10 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", help="working directory (default: a new temp directory)")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches to stream")
     demo.add_argument("--rows", type=int, default=500, help="rows per micro-batch")
-    demo.add_argument("--table", choices=("delta", "iceberg"),
+    demo.add_argument("--table", choices=sorted(TABLE_FORMATS),
                       help="write Parquet into a table of this format too, and read it back "
-                           "with its own reader (needs pip install 'rotsink[delta]' or "
-                           "'rotsink[iceberg]')")
+                           "with its own reader (needs pip install 'rotsink[<format>]')")
     paths = {}
     for name, text in (("inspect", "print the committed batches and in-progress files"),
                        ("verify", "check that storage matches the log: exit 0 if it does, "

@@ -8,8 +8,12 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from datasource.inspect import batch_summaries
+
+if TYPE_CHECKING:
+    from commit_protocol.tables import TableFormat
 
 DEMO_OPTIONS = {
     "format": "jsonl",
@@ -38,10 +42,12 @@ def run_demo(workdir: str | None, *, batches: int, rows: int, table: str | None 
 
     options = DEMO_OPTIONS if table is None else \
         {**DEMO_OPTIONS, **TABLE_OPTIONS, "table.format": table}
+    table_format = None
     if table is not None:
         from commit_protocol.tables import table_format_named
 
-        table_format_named(table).check_installed()
+        table_format = table_format_named(table)
+        table_format.check_installed()
     root = Path(workdir or tempfile.mkdtemp(prefix="rotsink-demo-"))
     source, out, checkpoint = root / "input", root / "output", root / "checkpoint"
     _write_input(source, batches, rows)
@@ -58,8 +64,8 @@ def run_demo(workdir: str | None, *, batches: int, rows: int, table: str | None 
         writer.trigger(availableNow=True).start(str(out)).awaitTermination()
         print(f"streamed in {time.time() - started:.1f}s with options {options}\n")
         _print_commits(str(out))
-        if table is not None:
-            return _read_table_back(spark, str(out), table)
+        if table_format is not None:
+            return _read_table_back(spark, str(out), table_format)
         return _read_back(spark, str(out), batches * rows)
     finally:
         spark.stop()
@@ -74,33 +80,15 @@ def _print_commits(out: str) -> None:
               f"{len(s.in_progress)} file(s) in progress")
 
 
-def _read_table_back(spark, out: str, table_format: str) -> int:
+def _read_table_back(spark, out: str, table_format: TableFormat) -> int:
     """The table as its own reader reads it: exactly the rows of Spark's Parquet reader."""
-    if table_format == "delta":
-        from deltalake import DeltaTable
-
-        delta = DeltaTable(out)
-        ids = delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
-        print(f"\nDelta table (delta-rs): version {delta.version()}, "
-              f"{len(delta.file_uris())} files, {len(ids)} rows")
-    else:
-        from commit_protocol.storage import open_storage
-        from commit_protocol.tables.iceberg import IcebergFollowedTable
-        from datasource.options import parse_sink_options
-
-        config = parse_sink_options({"path": out, "format": "parquet", "table.format": "iceberg"})
-        iceberg = IcebergFollowedTable(open_storage(out).root_uri, config).loaded()
-        assert iceberg is not None
-        ids = iceberg.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
-        print(f"\nIceberg table {config.table_options.get('identifier', 'rotsink.output')} "
-              f"(pyiceberg, embedded catalog {out}/_iceberg/catalog.db): "
-              f"{len(iceberg.snapshots())} snapshots, {len(iceberg.inspect.files())} files, "
-              f"{len(ids)} rows")
+    read = table_format.read_back(out)
+    print(f"\n{read.description}")
     spark_ids = [r.id for r in spark.read.parquet(out).select("id").collect()]
     in_progress = spark.read.format("rotsink").option("includeFinalized", "false").load(out)
     print(f"Spark's Parquet reader (honours _spark_metadata): {len(spark_ids)} rows; "
           f"{in_progress.count()} more rows are committed in files still in progress")
-    ok = sorted(ids) == sorted(spark_ids) and len(set(ids)) == len(ids)
+    ok = sorted(read.ids) == sorted(spark_ids) and len(set(read.ids)) == len(read.ids)
     print("OK: the table lists exactly the finalized files, every row once" if ok
           else "MISMATCH")
     return 0 if ok else 1

@@ -16,6 +16,7 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import OptionError
 from commit_protocol.formats import FORMATS, file_codec, format_named
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
+from commit_protocol.tables import a_format_takes
 from datasource.table_options import check_table_options, table_format
 
 PATH = "path"
@@ -39,10 +40,9 @@ ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
 TABLE_FORMAT = "table.format"
-TABLE_IDENTIFIER = "table.identifier"
-# table.storage.<KEY> (delta-rs storage options), table.catalog.<property> (pyiceberg's
-# catalog): given to the table library as they are
-TABLE_PREFIXES = ("table.storage.", "table.catalog.")
+# table.<key>: an option of the table format (table.identifier, table.catalog.<property>,
+# table.storage.<KEY>...), which the format checks (commit_protocol.tables.TableFormat)
+TABLE_PREFIX = "table."
 
 # Encrypted row files get their own suffix: no Spark reader can decode them, and the name
 # should say so rather than let a ".gz" reader fail on it.
@@ -63,7 +63,7 @@ SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_REC
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
                 RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, FSYNC,
                 ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION,
-                TABLE_FORMAT, TABLE_IDENTIFIER)
+                TABLE_FORMAT)
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, INCLUDE_FINALIZED, AS_OF_BATCH, NUM_PARTITIONS,
@@ -184,9 +184,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         schema_evolution=_schema_evolution(get(SCHEMA_EVOLUTION, "none")),
         fsync=parse_bool(FSYNC, get(FSYNC, "true")),
         table_format=table_format(given(TABLE_FORMAT)),
-        table_options={k[len("table."):]: v for k, v in options.items()
-                       if k.lower().startswith(TABLE_PREFIXES)
-                       or k.lower() == TABLE_IDENTIFIER.lower()},
+        table_options={k[len(TABLE_PREFIX):]: v for k, v in options.items()
+                       if k.lower().startswith(TABLE_PREFIX)
+                       and k.lower() != TABLE_FORMAT.lower()},
     )
     check_table_options(config)
     return config
@@ -229,7 +229,8 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
     for key, value in options.items():
         lowered = key.lower()
         if lowered in names or lowered.startswith(FS_PREFIX) or (
-                not reading and lowered.startswith(TABLE_PREFIXES)):
+                not reading and lowered.startswith(TABLE_PREFIX)
+                and a_format_takes(lowered[len(TABLE_PREFIX):])):
             continue
         side = {name.lower() for name in other}
         if lowered in side:

@@ -43,7 +43,8 @@ class RotSinkDataSource(DataSource):
                 "use outputMode('append')")
         config = parse_sink_options(dict(self.options))
         check_schema(config.format, config.partition_by, schema)
-        check_table_schema(config.table_format, config.partition_by, schema)
+        if config.table_format is not None:
+            check_table_schema(config.table_format.name, config.partition_by, schema)
         return RotSinkStreamWriter(config, schema.json())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -1,43 +1,47 @@
-"""The ``table.*`` options (``table.format``, ``table.identifier``, ``table.catalog.*``,
-``table.storage.*``), checked on the driver when the query starts: what a table cannot follow
-is refused naming both options."""
+"""The ``table.*`` options (``table.format`` and the options of that format), checked on the
+driver when the query starts: what a table cannot follow is refused naming both options.
+What each format takes is its own (``commit_protocol.tables``); what no table can follow
+is here."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError
 
+if TYPE_CHECKING:
+    from commit_protocol.tables import TableFormat
 
-def table_format(text: str | None) -> str | None:
+
+def table_format(text: str | None) -> TableFormat | None:
+    """The format ``table.format`` names; None for no table (absent, "" or "none")."""
     from commit_protocol.tables import table_format_named
 
     if text is None or text.strip().lower() in ("", "none"):
         return None
-    return table_format_named(text.strip().lower()).name
+    return table_format_named(text.strip().lower())
 
 
 def check_table_options(config: SinkConfig) -> None:
     """What a table cannot follow, refused naming both options: formats its readers do not
     take, files its readers cannot decrypt, and rotsink features that would make the table
-    and the log list different files or put rotsink's files where table maintenance looks."""
-    from commit_protocol.tables import TABLE_FORMATS
-
-    if config.table_format is None:
+    and the log list different files or put rotsink's files where table maintenance looks;
+    then the format's own options (:meth:`TableFormat.check_options`)."""
+    entry = config.table_format
+    if entry is None:
+        if config.table_options:
+            key, value = next(iter(config.table_options.items()))
+            raise OptionError(f"option table.{key}={value!r} is for a table: set "
+                              "table.format (delta or iceberg)")
         return
-    given = f"option table.format={config.table_format!r}"
-    entry = TABLE_FORMATS[config.table_format]
+    given = f"option table.format={entry.name!r}"
     entry.check_installed()
-    identifier = config.table_options.get("identifier")
-    if identifier is not None and (config.table_format != "iceberg" or identifier.count(".") < 1
-                                   or "" in identifier.split(".")):
-        raise OptionError(f"option table.identifier={identifier!r}: expected namespace.table, "
-                          "for table.format=iceberg")
     if config.format not in entry.formats:
-        raise OptionError(f"{given} with option format={config.format!r}: a "
-                          f"{config.table_format} table takes format "
-                          f"{' or '.join(entry.formats)}")
+        raise OptionError(f"{given} with option format={config.format!r}: a {entry.name} "
+                          f"table takes format {' or '.join(entry.formats)}")
     if config.keys is not None:
-        raise OptionError(f"{given} with option encryption.key: {config.table_format} "
+        raise OptionError(f"{given} with option encryption.key: {entry.name} "
                           "readers cannot decrypt rotsink's Parquet files; encrypt at rest in "
                           "the store instead (e.g. S3 server-side encryption)")
     if config.retention_ms is not None:
@@ -49,3 +53,4 @@ def check_table_options(config: SinkConfig) -> None:
                           "markers it writes into partition directories are deleted by the "
                           "table's VACUUM; table readers see a batch's files when the table "
                           "commit lists them")
+    entry.check_options(config)

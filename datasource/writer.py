@@ -30,11 +30,13 @@ from commit_protocol.schema_evolution import (
 )
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
-from commit_protocol.tables import TABLE_KEY
+from commit_protocol.tables import recorded_table
 from datasource.compat import StreamWriterBase
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from commit_protocol.tables import TableFormat
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,10 @@ class RotSinkStreamWriter(StreamWriterBase):
         if self._plan is None:
             committer = self._committer()
             state = committer.latest_state()
-            if (committer.storage.root_uri, self.config.table_format) not in _TABLES_STARTED:
+            started = (committer.storage.root_uri, self.config.table_format)
+            if started not in _TABLES_STARTED:
                 committer.start_table(state)  # refuse a foreign table, catch ours up
-                _TABLES_STARTED.add((committer.storage.root_uri, self.config.table_format))
+                _TABLES_STARTED.add(started)
             retire = False
             if state is not None:
                 check_compatible(self.config, self.schema_json, state)
@@ -127,7 +130,7 @@ class RotSinkStreamWriter(StreamWriterBase):
 _frozen = False
 # Outputs whose table this planning process checked and caught up (once per query start: the
 # commits keep it up to date from then on)
-_TABLES_STARTED: set[tuple[str, str | None]] = set()
+_TABLES_STARTED: set[tuple[str, TableFormat | None]] = set()
 
 
 def freeze_task_modules(fmt: str) -> None:
@@ -199,9 +202,11 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
             f"option log.compactInterval={config.compact_interval}: {config.path} was written "
             f"with {state.compact_interval}; readers derive it from the log, so it is fixed for "
             "the life of a path")
-    table = state.extra.get(TABLE_KEY)
-    if table is not None and table != config.table_format:
-        raise OptionError(f"option table.format={config.table_format or 'none'!r}: a {table} "
+    recorded = recorded_table(state.extra)
+    if recorded is not None and recorded[0] != config.table_format:
+        given = None if config.table_format is None else config.table_format.name
+        table = recorded[0].name
+        raise OptionError(f"option table.format={given or 'none'!r}: a {table} "
                           f"table follows {config.path}'s log; keep table.format={table} (without "
                           "it, the table would stop listing new files)")
     if tuple(state.partition_by) != config.partition_by:

@@ -76,7 +76,7 @@ class ParquetWriter:
 
         # A table's readers (pyiceberg's scan) refuse a file whose stored Arrow schema holds
         # a zone other than UTC, as Spark's session zone is: the same instants, said in UTC
-        self._utc = utc_schema(table.schema) if getattr(config, "table_format", None) else None
+        self._utc = utc_schema(table.schema) if config.table_format is not None else None
         schema = table.schema if self._utc is None else self._utc
         self._writer = pq.ParquetWriter(handle, schema, compression=config.compression,
                                         compression_level=config.compression_level,

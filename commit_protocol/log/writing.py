@@ -1,13 +1,14 @@
-"""What a log file holds, composed for :meth:`MetadataLog.stage
-<commit_protocol.log.metadata_log.MetadataLog.stage>`: the version line, rotsink's state entry
+"""What a log file holds, composed for ``MetadataLog.stage``
+(:mod:`commit_protocol.log.metadata_log`): the version line, rotsink's state entry
 (the head; a compaction adds the snapshot), the entries a compaction carries over from the log
 so far -- streamed, so memory stays flat in the number of entries -- and the entries of the
-files the batch finalizes."""
+files the batch finalizes. It needs of the log only what :class:`ListedLog` says, and so
+never imports the log that calls it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from commit_protocol import failpoints
 from commit_protocol.errors import CorruptLogError
@@ -21,18 +22,29 @@ from commit_protocol.log.files import (
 from commit_protocol.log.lines import BLOCK_SIZE, OWN_BLOCK, dumps, joined, kept_lines
 from commit_protocol.naming import STATE_DIR
 from commit_protocol.state import SinkState
+from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 from commit_protocol.uris import EntryPaths, to_uri
 
-if TYPE_CHECKING:
-    from commit_protocol.log.metadata_log import MetadataLog
+
+class ListedLog(Protocol):
+    """What composing a log file reads of the log (a ``MetadataLog``)."""
+
+    storage: Storage
+    interval: int
+
+    def batch_ids(self) -> list[int]:
+        """The committed batch ids, listed afresh."""
+
+    def listing_files(self, batch_id: int) -> list[str]:
+        """The log files that list the output as of ``batch_id``."""
 
 # A log file up to this size is kept in memory for its publish (an object store takes it in
 # one PUT instead of reading the intent back); a larger compaction streams to its intent.
 KEPT_BYTES = 8 << 20
 
 
-def file_chunks(log: MetadataLog, state: SinkState, previous: SinkState | None,
+def file_chunks(log: ListedLog, state: SinkState, previous: SinkState | None,
                 new_entries: list[dict[str, Any]], now_ms: int,
                 retention_ms: int | None) -> Iterator[bytes]:
     """The bytes of ``state.batch_id``'s log file, in chunks: the version line and the head
@@ -53,7 +65,7 @@ def file_chunks(log: MetadataLog, state: SinkState, previous: SinkState | None,
     yield from joined(dumps(e) for e in new_entries)
 
 
-def compacted_lines(log: MetadataLog, batch_id: int, oldest: int | None) -> Iterator[bytes]:
+def compacted_lines(log: ListedLog, batch_id: int, oldest: int | None) -> Iterator[bytes]:
     """The finalized entries listed as of ``batch_id``, as the next compaction writes them.
 
     The sink's own lines are checked a block at a time and copied byte for byte (no JSON

@@ -9,11 +9,17 @@ holds N is recognised and left alone. A driver killed between the two commit poi
 table one batch behind, which the next commit, the next start of the query or ``rotsink
 verify --repair`` brings up to date from rotsink's log, before anything else.
 
-One registry entry per table format (:data:`TABLE_FORMATS`: the ``table.format`` value, the
-module implementing it, and what it refuses at start). Its module defines
-``open_table(storage, config) -> Table``: the small interface below, with every table
-library call behind it (delta-rs for Delta, pyiceberg for Iceberg), so that nothing else in
-rotsink branches on a table format. Adding one is a module and a line.
+A table format is one object (:class:`TableFormat`), found by its ``table.format`` name in
+one registry (:data:`TABLE_FORMATS`: the name and the module defining ``FORMAT``, imported
+when the format is first named, as fsspec's ``known_implementations`` are). The object
+carries everything about the format: the library it needs and the extra that installs it,
+the sink formats it lists, the ``table.*`` options it takes and how it checks them, the
+:class:`Table` it opens on an output (every table library call behind that small
+interface), and how the demo reads the table back. The options are parsed into a
+``SinkConfig`` holding the object; from then on callers hold the object, never the name,
+and nothing else in rotsink branches on a table format. The name alone is what a committed
+state records (:func:`recorded_table` reads it back). Adding a format (Hudi, say) is one
+module defining ``FORMAT`` and one line in :data:`TABLE_FORMATS`.
 """
 
 from __future__ import annotations
@@ -81,9 +87,11 @@ class TableCommit:
 class Table(Protocol):
     """A table following one output path (runs on the driver, or in ``rotsink verify``)."""
 
-    def committed_batch(self, owner: str) -> int | None:
-        """The newest rotsink batch the table holds, read fresh; None when the table does
-        not exist or ``owner`` never committed to it."""
+    def committed_batch(self, owner: str, *, fresh: bool = True) -> int | None:
+        """The newest rotsink batch of ``owner`` the table holds, read from the table now
+        (``fresh``), or as this process last knew the table, which costs no request (a
+        commit checks the table again before it commits); None when the table does not exist
+        or ``owner`` never committed to it."""
 
     def check(self, *, owner: str | None, schema_json: str,
               partition_by: tuple[str, ...]) -> None:
@@ -101,16 +109,29 @@ class Table(Protocol):
 
 
 @dataclass(frozen=True)
+class TableRead:
+    """A table read back whole by its own library (the demo's check): what it is, in one
+    line, and the ids of its rows."""
+
+    description: str
+    ids: list[int]
+
+
+@dataclass(frozen=True)
 class TableFormat:
-    """One ``table.format``: see the package docstring."""
+    """One ``table.format``: see the package docstring. Frozen and picklable: a
+    ``SinkConfig`` carries it to the executors."""
 
     name: str
-    module: str
     # the library the driver needs (its import name) and the extra that installs it
     library: str
     extra: str
     # what the format cannot take from the sink, checked when the query starts
     formats: tuple[str, ...] = ("parquet",)
+    # the table.* options it takes (without "table."): whole keys, and prefixes of keys the
+    # table library takes as they are
+    option_keys: tuple[str, ...] = ()
+    option_prefixes: tuple[str, ...] = ()
 
     def check_installed(self) -> None:
         """Refuse, when the query starts, a table whose library the driver lacks."""
@@ -121,27 +142,66 @@ class TableFormat:
                               "package in the driver's Python: pip install "
                               f"'rotsink[{self.extra}]'")
 
+    def takes(self, key: str) -> bool:
+        """Whether ``table.<key>`` is an option of this format."""
+        return key in self.option_keys or key.startswith(self.option_prefixes)
 
-TABLE_FORMATS: dict[str, TableFormat] = {f.name: f for f in (
-    TableFormat("delta", "commit_protocol.tables.delta", library="deltalake", extra="delta"),
-    TableFormat("iceberg", "commit_protocol.tables.iceberg", library="pyiceberg",
-                extra="iceberg"),
-)}
+    def check_options(self, config: SinkConfig) -> None:
+        """Refuse, naming the option, what this format cannot take (driver, at start)."""
+        for key, value in config.table_options.items():
+            if not self.takes(key):
+                taken = [f"table.{k}" for k in self.option_keys] + \
+                    [f"table.{p}*" for p in self.option_prefixes]
+                raise OptionError(f"option table.{key}={value!r} is not taken by "
+                                  f"table.format={self.name} (it takes "
+                                  f"{', '.join(taken) or 'no other table option'})")
+
+    def open(self, storage: Storage, config: SinkConfig) -> Table:
+        """The table that follows the output on ``storage`` (the library imported now)."""
+        raise NotImplementedError
+
+    def read_back(self, out: str) -> TableRead:
+        """The table of the local output ``out``, written with no ``table.*`` option but
+        the format, read whole by the format's own library (``rotsink demo --table``)."""
+        raise NotImplementedError
+
+    def record(self, config: SinkConfig) -> dict[str, object]:
+        """What a committed state records of the table (``SinkState.extra``), so that
+        ``rotsink verify`` and a restart find it: the format's name and its options,
+        secrets only as references."""
+        return {TABLE_KEY: self.name, TABLE_OPTIONS_KEY: recorded_options(config.table_options)}
+
+
+# table.format name -> the module defining its FORMAT
+TABLE_FORMATS: dict[str, str] = {
+    "delta": "commit_protocol.tables.delta",
+    "iceberg": "commit_protocol.tables.iceberg",
+}
 
 
 def table_format_named(name: str) -> TableFormat:
+    """The format named ``name`` (``table.format``, or what a state recorded)."""
     if name not in TABLE_FORMATS:
         raise OptionError(f"option table.format={name!r}: expected one of "
                           f"{', '.join(sorted(TABLE_FORMATS))}")
-    return TABLE_FORMATS[name]
+    found: TableFormat = importlib.import_module(TABLE_FORMATS[name]).FORMAT
+    return found
 
 
-def open_table(storage: Storage, config: SinkConfig) -> Table:
-    """The table of ``config.table_format`` at the output path (the library imported now)."""
-    assert config.table_format is not None
-    module = importlib.import_module(table_format_named(config.table_format).module)
-    table: Table = module.open_table(storage, config)
-    return table
+def a_format_takes(key: str) -> bool:
+    """Whether ``table.<key>`` is an option of any table format (a typo is none's)."""
+    return any(table_format_named(name).takes(key) for name in TABLE_FORMATS)
+
+
+def recorded_table(extra: Mapping[str, object]) -> tuple[TableFormat, dict[str, str]] | None:
+    """The table format and options a committed state recorded (:meth:`TableFormat.record`);
+    None for an output no table follows."""
+    name = extra.get(TABLE_KEY)
+    if name is None:
+        return None
+    options = extra.get(TABLE_OPTIONS_KEY) or {}
+    assert isinstance(options, dict)
+    return table_format_named(str(name)), {str(k): str(v) for k, v in options.items()}
 
 
 def owner_of(query_id: str) -> str:

@@ -15,20 +15,21 @@ from dataclasses import dataclass
 from commit_protocol.config import SinkConfig
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TABLE_KEY, TABLE_OPTIONS_KEY, open_table, owner_of
+from commit_protocol.tables import owner_of, recorded_table
 
 
 def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] | None,
                  table_options: dict[str, str] | None = None) -> SinkConfig | None:
     """The config of the table an output's state says follows its log (with the table options
     the state recorded, ``table_options`` over them); None without one."""
-    table_format = state.extra.get(TABLE_KEY)
-    if table_format is None:
+    recorded = recorded_table(state.extra)
+    if recorded is None:
         return None
-    options = {**state.extra.get(TABLE_OPTIONS_KEY, {}), **(table_options or {})}
+    table_format, options = recorded
     return SinkConfig(path=storage.root_uri, format=state.format,
-                      partition_by=tuple(state.partition_by), table_format=str(table_format),
-                      fs_options=dict(fs_options or {}), table_options=options,
+                      partition_by=tuple(state.partition_by), table_format=table_format,
+                      fs_options=dict(fs_options or {}),
+                      table_options={**options, **(table_options or {})},
                       compact_interval=state.compact_interval)
 
 
@@ -43,8 +44,9 @@ def check_table(storage: Storage, log_file: str, state: SinkState, config: SinkC
                 listed: dict[str, int], *, timeout_s: float) -> TableCheck:
     """Compare the table with ``listed`` (path -> size, the log's finalized files as of
     ``state.batch_id``, whose log file is ``log_file``)."""
-    name = f"the {config.table_format} table"
-    table = open_table(storage, config)
+    assert config.table_format is not None
+    name = f"the {config.table_format.name} table"
+    table = config.table_format.open(storage, config)
     files = table.files()
     problems = [f"{path}: listed by {name} but not by the log: table readers return rows "
                 "Spark's readers do not" for path in sorted(set(files) - set(listed))]

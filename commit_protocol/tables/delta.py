@@ -31,6 +31,7 @@ SeaweedFS do.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol import failpoints
@@ -38,7 +39,7 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableCommit, TableFile, option_values
+from commit_protocol.tables import TableCommit, TableFile, TableFormat, TableRead, option_values
 from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
 from commit_protocol.tables.delta_stats import delta_stats
 
@@ -48,9 +49,26 @@ if TYPE_CHECKING:
 STORAGE_PREFIX = "storage."  # table.storage.<KEY>: passed to delta-rs as it is
 _ATTEMPTS = 5  # reads and commits when other writers' commits (an OPTIMIZE) land between
 
-def open_table(storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
-    uri, options = delta_location(storage.root_uri, config)
-    return DeltaFollowedTable(uri, options)
+
+@dataclass(frozen=True)
+class DeltaFormat(TableFormat):
+    """``table.format=delta``: the table at the output's root, by delta-rs."""
+
+    def open(self, storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
+        uri, options = delta_location(storage.root_uri, config)
+        return DeltaFollowedTable(uri, options)
+
+    def read_back(self, out: str) -> TableRead:
+        from deltalake import DeltaTable
+
+        delta = DeltaTable(out)
+        ids = delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+        return TableRead(f"Delta table (delta-rs): version {delta.version()}, "
+                         f"{len(delta.file_uris())} files, {len(ids)} rows", ids)
+
+
+FORMAT = DeltaFormat("delta", library="deltalake", extra="delta",
+                     option_prefixes=(STORAGE_PREFIX,))
 
 
 def delta_location(root_uri: str, config: SinkConfig) -> tuple[str, dict[str, str]]:
@@ -94,10 +112,11 @@ class DeltaFollowedTable:
         known = snapshot(self.uri, self.options, fresh=fresh)
         return None if known is None else known.ready()
 
-    def committed_batch(self, owner: str) -> int | None:
-        """As this process last knew the table: a newer commit by another writer fails the
-        next commit, which then reads the table again (:meth:`commit`)."""
-        known = snapshot(self.uri, self.options, fresh=False)
+    def committed_batch(self, owner: str, *, fresh: bool = True) -> int | None:
+        """Not ``fresh``: as this process last knew the table (no request); a newer commit
+        by another writer then fails the next commit, which reads the table again
+        (:meth:`commit`)."""
+        known = snapshot(self.uri, self.options, fresh=fresh)
         return None if known is None else known.mark(owner)
 
     def files(self) -> dict[str, int]:

@@ -37,7 +37,7 @@ from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
-from commit_protocol.tables import Table, TableCommit, TableFile, open_table, owner_of
+from commit_protocol.tables import Table, TableCommit, TableFile, owner_of
 from commit_protocol.uris import from_uri
 
 if TYPE_CHECKING:
@@ -82,9 +82,14 @@ class TableFollower:
         self._footers: dict[str, bytes] = {}
 
     @property
+    def _name(self) -> str:
+        return self.config.table_format.name if self.config.table_format else "none"
+
+    @property
     def table(self) -> Table:
         if self._table is None:
-            self._table = open_table(self.storage, self.config)
+            assert self.config.table_format is not None
+            self._table = self.config.table_format.open(self.storage, self.config)
         return self._table
 
     def follow(self, state: SinkState, *, now_ms: int,
@@ -116,7 +121,7 @@ class TableFollower:
         query_id = current.query_id if current is not None else \
             self.log.read_head(latest).state.query_id
         owner = owner_of(query_id)
-        mark = self.table.committed_batch(owner)
+        mark = self.table.committed_batch(owner, fresh=False)  # each commit checks afresh
         first = 0 if mark is None else mark + 1
         followed = _FOLLOWED.get(self.storage.root_uri)
         if followed is not None and followed[0] == owner:  # batches after the mark, seen
@@ -133,7 +138,7 @@ class TableFollower:
         _FOLLOWED[self.storage.root_uri] = (owner, latest)
         if done and (current is None or done != [latest]):
             logger.warning("table %s: committed batch(es) %s that a driver killed between its "
-                           "two commit points had left out", self.config.table_format, done)
+                           "two commit points had left out", self._name, done)
         return done
 
     def _logged_batch(self, batch_id: int) -> _Batch | None:
@@ -159,7 +164,7 @@ class TableFollower:
                        state.schema_json, changes_columns=True)
         logger.warning("table %s: log files of earlier batches are gone; reconciling: %d "
                        "finalized file(s) the table lacks, committed as batch %d",
-                       self.config.table_format, len(missing), latest)
+                       self._name, len(missing), latest)
         return [latest] if self._commit(batch, owner, now_ms=now_ms) else []
 
     def _files(self, files: tuple[tuple[str, int], ...], now_ms: int) -> list[TableFile]:

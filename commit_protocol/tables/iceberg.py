@@ -28,13 +28,21 @@ read) makes the commit conditional on it; a lost race reads the table afresh and
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
-from commit_protocol.tables import SECRET_WORDS, TableCommit, TableFile, option_values
+from commit_protocol.tables import (
+    SECRET_WORDS,
+    TableCommit,
+    TableFile,
+    TableFormat,
+    TableRead,
+    option_values,
+)
 from commit_protocol.tables.iceberg_schema import iceberg_schema, partition_value
 
 if TYPE_CHECKING:
@@ -48,8 +56,39 @@ NO_RETRY = {"commit.retry.num-retries": "0"}
 _ATTEMPTS = 5
 
 
-def open_table(storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
-    return IcebergFollowedTable(storage.root_uri, config)
+
+@dataclass(frozen=True)
+class IcebergFormat(TableFormat):
+    """``table.format=iceberg``: a table in a catalog, by pyiceberg."""
+
+    def check_options(self, config: SinkConfig) -> None:
+        super().check_options(config)
+        identifier = config.table_options.get(IDENTIFIER)
+        if identifier is not None and (identifier.count(".") < 1
+                                       or "" in identifier.split(".")):
+            raise OptionError(f"option table.identifier={identifier!r}: expected "
+                              "namespace.table, for table.format=iceberg")
+
+    def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
+        return IcebergFollowedTable(storage.root_uri, config)
+
+    def read_back(self, out: str) -> TableRead:
+        from commit_protocol.config import SinkConfig
+        from commit_protocol.storage import open_storage
+
+        storage = open_storage(out)
+        followed = IcebergFollowedTable(storage.root_uri,
+                                        SinkConfig(path=out, format="parquet", table_format=self))
+        table = followed.loaded()
+        assert table is not None, f"no Iceberg table follows {out}"
+        ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+        return TableRead(f"Iceberg table {followed.identifier} (pyiceberg, embedded catalog "
+                         f"{out}/_iceberg/catalog.db): {len(table.snapshots())} snapshots, "
+                         f"{len(table.inspect.files())} files, {len(ids)} rows", ids)
+
+
+FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",
+                       option_keys=(IDENTIFIER,), option_prefixes=(CATALOG_PREFIX,))
 
 
 def catalog_properties(root_uri: str, options: dict[str, str],
@@ -131,7 +170,9 @@ class IcebergFollowedTable:
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
 
-    def committed_batch(self, owner: str) -> int | None:
+    def committed_batch(self, owner: str, *, fresh: bool = True) -> int | None:
+        """Always read fresh (a catalog lookup); the table read is kept for the commit that
+        follows, which starts its transaction from it."""
         self._read = self.loaded()
         return _mark(self._read, owner)
 

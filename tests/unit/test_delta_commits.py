@@ -21,7 +21,7 @@ from commit_protocol.errors import TableError
 from commit_protocol.plan import WritePlan
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import delta_snapshots, follow
+from commit_protocol.tables import delta_snapshots, follow, table_format_named
 from commit_protocol.task_writer import TaskWriter
 from commit_protocol.verification import verify_output
 
@@ -53,7 +53,8 @@ def table_config(path: str, **kw) -> SinkConfig:
     rotation = RotationPolicy(max_batches=kw.pop("max_batches", 2), interval_ms=0,
                               inactivity_ms=0)
     return SinkConfig(path=path, format="parquet", compression="snappy",
-                      file_suffix=".parquet", partition_by=("grp",), table_format="delta",
+                      file_suffix=".parquet", partition_by=("grp",),
+                      table_format=table_format_named("delta"),
                       rotation=rotation, compact_interval=3, **kw)
 
 

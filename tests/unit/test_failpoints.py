@@ -11,6 +11,7 @@ import pytest
 from commit_protocol import failpoints
 from commit_protocol.committer import Committer
 from commit_protocol.naming import partition_claim
+from commit_protocol.tables import table_format_named
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
 
 SOURCES = Path(__file__).parents[2] / "commit_protocol"
@@ -50,7 +51,8 @@ def protocol_run(tmp_path: Path) -> None:
     Committer(storage_of(grown), grown, GROWN_SCHEMA_JSON).commit(2, [], now_ms=2)
     # A Delta table following a Parquet output: created by batch 0, which rolls a file; a
     # column added by batch 1 (its own table commit first), whose inactivity roll follows.
-    table = dataclasses.replace(bulk, path=str(tmp_path / "table"), table_format="delta",
+    table = dataclasses.replace(bulk, path=str(tmp_path / "table"),
+                                table_format=table_format_named("delta"),
                                 partition_commit_delay_ms=None)
     Committer(storage_of(table), table, TABLE_SCHEMA_JSON).commit(
         0, [run_task(tmp_path, table, 0, [rows(0, 4)])], now_ms=0)

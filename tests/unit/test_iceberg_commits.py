@@ -19,7 +19,7 @@ from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import open_table
+from commit_protocol.tables import table_format_named
 from commit_protocol.verification import verify_output
 from tests.unit.test_delta_commits import (
     GROWN_JSON,
@@ -41,8 +41,11 @@ def fresh_process_memory():
     forget()
 
 
+ICEBERG = table_format_named("iceberg")
+
+
 def iceberg_config(path: str, **kw) -> SinkConfig:
-    return dataclasses.replace(table_config(path, **kw), table_format="iceberg")
+    return dataclasses.replace(table_config(path, **kw), table_format=ICEBERG)
 
 
 def table_of(cfg: SinkConfig):
@@ -65,7 +68,7 @@ def assert_table_follows_the_log(cfg: SinkConfig) -> None:
     from tests.support.tables import finalized_ids
 
     storage = open_storage(cfg.path, cfg.fs_options)
-    assert open_table(storage, cfg).files() == finalized(cfg)
+    assert ICEBERG.open(storage, cfg).files() == finalized(cfg)
     paths = table_of(cfg).inspect.files().column("file_path").to_pylist()
     assert len(paths) == len(set(paths))
     ids = Counter(table_of(cfg).scan().to_arrow().column("id").to_pylist())
@@ -162,7 +165,7 @@ def test_a_zombie_commit_of_a_batch_the_table_holds_changes_nothing(tmp_path):
     for batch_id in range(2):
         commit_batch(cfg, batch_id)
     storage = open_storage(cfg.path)
-    zombie = open_table(storage, cfg)
+    zombie = ICEBERG.open(storage, cfg)
     assert zombie.committed_batch(f"rotsink-{QUERY}") == 1  # it read the table here
     commit_batch(cfg, 2)
     commit_batch(cfg, 3)  # the successor's: batch 3 finalizes files
