@@ -19,10 +19,12 @@ One snapshot per micro-batch that finalizes files: a fast append of the batch's 
 (metrics from their footers), with the batch id in the snapshot summary and the table's
 high-water mark (``rotsink.batch``) in the same transaction, and added columns
 (``schema.evolution=addColumns``) too. pyiceberg has no idempotent commit and retries a
-commit that lost a race on top of the winner, which would commit a batch twice: the table
-is made with ``commit.retry.num-retries=0``, the mark is read from the table object the
-transaction starts from, and the append's own requirement (the main branch at the snapshot
+commit that lost a race on top of the winner, which would commit a batch twice: rotsink's
+own transactions start from a table object that says no retries (in memory only: the table
+keeps no such property, and other writers racing rotsink retry as they always do), the mark
+is read from that object, and the append's own requirement (the main branch at the snapshot
 read) makes the commit conditional on it; a lost race reads the table afresh and looks again.
+The table is created asking engines for copy-on-write deletes, updates and merges.
 """
 
 from __future__ import annotations
@@ -52,7 +54,11 @@ if TYPE_CHECKING:
 CATALOG_PREFIX = "catalog."
 IDENTIFIER = "identifier"
 MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
-NO_RETRY = {"commit.retry.num-retries": "0"}
+NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
+# Asked of every engine at creation: row-level changes rewrite files (copy-on-write) rather
+# than add delete files, which path readers (Spark's, rotsink's) cannot apply
+COPY_ON_WRITE = {f"write.{change}.mode": "copy-on-write"
+                 for change in ("delete", "update", "merge")}
 _ATTEMPTS = 5
 
 
@@ -231,12 +237,9 @@ class IcebergFollowedTable:
             try:
                 if table is None:
                     self._create(commit)
-                elif table.properties.get("commit.retry.num-retries") != "0":
-                    with table.transaction() as tx:  # pyiceberg must not retry our commits
-                        tx.set_properties(NO_RETRY)
-                    continue
-                else:
-                    self._append(table, commit)
+                else:  # rotsink before this one set retries off for every writer: removed
+                    leftover = table.properties.get(NUM_RETRIES) == "0"
+                    self._append(_without_retries(table), commit, remove_leftover=leftover)
                 return True
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
@@ -252,7 +255,7 @@ class IcebergFollowedTable:
         namespace = self.identifier.rpartition(".")[0]
         if namespace:
             self.catalog.create_namespace_if_not_exists(namespace)
-        properties = {**NO_RETRY, OWNER: commit.owner, "format-version": "2",
+        properties = {**COPY_ON_WRITE, OWNER: commit.owner, "format-version": "2",
                       "schema.name-mapping.default":
                           create_mapping_from_schema(schema).model_dump_json()}
         location: dict[str, Any] = {}
@@ -265,8 +268,11 @@ class IcebergFollowedTable:
         self._append_to(tx, commit)
         tx.commit_transaction()
 
-    def _append(self, table: IcebergTable, commit: TableCommit) -> None:
+    def _append(self, table: IcebergTable, commit: TableCommit, *,
+                remove_leftover: bool = False) -> None:
         with table.transaction() as tx:
+            if remove_leftover:
+                tx.remove_properties(NUM_RETRIES)
             have = {f.name for f in tx.table_metadata.schema().fields}
             added = [f for f in iceberg_schema(commit.schema_json).fields if f.name not in have]
             if added:
@@ -309,6 +315,19 @@ class IcebergFollowedTable:
             file_format=FileFormat.PARQUET, partition=Record(*partition),
             file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
             equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def _without_retries(table: IcebergTable) -> IcebergTable:
+    """``table`` whose transactions pyiceberg does not retry: it retries a commit that lost a
+    race on top of the winner, re-based (the same batch twice), as many times as the
+    ``commit.retry.num-retries`` of the table object the transaction starts from says (4 by
+    default). Said 0 here, on this object alone: its catalog commit applies only the
+    transaction's updates to the table as the catalog holds it, so nothing is written to the
+    table and its other writers keep their own retries."""
+    metadata = table.metadata
+    table.metadata = metadata.model_copy(
+        update={"properties": {**metadata.properties, NUM_RETRIES: "0"}})
+    return table
 
 
 def _mark(table: IcebergTable | None, owner: str) -> int | None:

@@ -118,7 +118,7 @@ def test_the_table_lists_exactly_the_finalized_files(cfg):
     assert batches_of(table) == ["0", "1", "3", "5"]
     assert (table.properties["rotsink.batch"], table.properties["rotsink.owner"]) == \
         ("5", f"rotsink-{QUERY}")
-    assert table.properties["commit.retry.num-retries"] == "0"
+    assert "commit.retry.num-retries" not in table.properties  # other writers keep retrying
     rows = table.scan().to_arrow()
     nulls = rows.filter(pa.compute.is_null(pa.compute.field("grp")))
     assert nulls.num_rows == 6 * ROWS // 3  # from the default partition's typed value
@@ -313,26 +313,58 @@ def test_snapshot_expiry_keeps_the_high_water_mark(tmp_path):
     assert_table_follows_the_log(cfg)
 
 
-def test_pyiceberg_s_own_retry_would_commit_a_batch_twice_and_is_kept_off(tmp_path):
-    """Why the table has ``commit.retry.num-retries=0``: with pyiceberg's default, a stale
-    writer's append that loses the race is re-based and committed again (the same batch twice);
-    a table whose setting was changed gets it back before rotsink's next commit."""
+def test_pyiceberg_s_own_retry_would_commit_a_batch_twice_so_rotsink_s_commits_have_none(
+        tmp_path):
+    """Why rotsink's commits are not retried: with pyiceberg's default, a stale writer's
+    append that loses the race is re-based and committed again (the same batch twice). The
+    table itself keeps pyiceberg's default (no property: other writers retry), and the
+    ``commit.retry.num-retries=0`` an earlier rotsink set on its tables is removed by the next
+    commit."""
     cfg = iceberg_config(str(tmp_path / "out"))
     for batch_id in range(2):
         commit_batch(cfg, batch_id)
-    with table_of(cfg).transaction() as tx:
-        tx.set_properties({"commit.retry.num-retries": "4"})  # pyiceberg's default behaviour
+    table = table_of(cfg)
+    assert "commit.retry.num-retries" not in table.properties
+    assert {table.properties[f"write.{c}.mode"] for c in ("delete", "update", "merge")} == \
+        {"copy-on-write"}
     stale, live = table_of(cfg), table_of(cfg)
-    for table in (live, stale):  # both append "batch 2" (here: no file) from the same state
-        with table.transaction() as tx:
+    for writer in (live, stale):  # both append "batch 2" (here: no file) from the same state
+        with writer.transaction() as tx:
             with tx.update_snapshot(snapshot_properties={"rotsink.batch": "2"}).fast_append():
                 pass
     assert batches_of(table_of(cfg)) == ["0", "1", "2", "2"]  # the stale one was re-based
+    with table_of(cfg).transaction() as tx:  # what rotsink before this version set
+        tx.set_properties({"commit.retry.num-retries": "0"})
     commit_batch(cfg, 2)
     commit_batch(cfg, 3)
     table = table_of(cfg)
-    assert table.properties["commit.retry.num-retries"] == "0"
+    assert "commit.retry.num-retries" not in table.properties
     assert batches_of(table)[-1] == "3"
+
+
+def test_another_writer_racing_rotsink_commits_on_its_own_retry(tmp_path):
+    """Another writer (a backfill through pyiceberg) read the table before rotsink's commit:
+    its append loses the race, and pyiceberg's retry (the table's default) lands it on top;
+    rotsink's next commit lands too, once, with nothing of the other writer's lost."""
+    import pyarrow as pa
+
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    other = table_of(cfg)  # read now, appends after rotsink's next commit
+    commit_batch(cfg, 2)
+    commit_batch(cfg, 3)
+    rows = pa.table({"id": pa.array([10_000], pa.int64()), "grp": pa.array(["g0"])})
+    other.append(rows.cast(other.schema().as_arrow()), snapshot_properties={"by": "backfill"})
+    commit_batch(cfg, 4)
+    commit_batch(cfg, 5)
+    table = table_of(cfg)
+    summaries = [s.summary.additional_properties for s in table.snapshots()]
+    assert [s.get("rotsink.batch") for s in summaries if "rotsink.batch" in s] == \
+        ["0", "1", "3", "5"]
+    assert sum(s.get("by") == "backfill" for s in summaries) == 1
+    ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+    assert ids.count(10_000) == 1
 
 
 def test_pyiceberg_filters_on_a_partition_column_only_when_it_is_selected(tmp_path,
