@@ -16,7 +16,7 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import OptionError
 from commit_protocol.formats import FORMATS, file_codec, format_named
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
-from commit_protocol.tables import a_format_takes
+from commit_protocol.tables import a_format_takes, table_option_names
 from datasource.table_options import check_table_options, table_format
 
 PATH = "path"
@@ -224,7 +224,8 @@ def reject_unknown(options: Mapping[str, str], *, reading: bool) -> None:
     ...
     commit_protocol.errors.OptionError: unknown option rotation.maxbyte='1'; did you mean ...
     """
-    own, other = (READ_OPTIONS, SINK_OPTIONS) if reading else (SINK_OPTIONS, READ_OPTIONS)
+    own, other = (READ_OPTIONS, SINK_OPTIONS) if reading else \
+        ((*SINK_OPTIONS, *sorted(table_option_names())), READ_OPTIONS)
     names = {name.lower(): name for name in own}
     for key, value in options.items():
         lowered = key.lower()

@@ -32,11 +32,12 @@ os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)
 def spark(iceberg_catalog_db):
     from datasource.session import local_session
     from tests.support.jvm import spark_packages, table_reader_formats
-    from tests.support.table_spark import reader_session
+    from tests.support.table_spark import SESSION_CATALOG, reader_session
 
     # Spark's Kafka source and hadoop-aws, as a user's --packages would add them, and Spark's
     # own Delta and Iceberg readers where they are published for this PySpark
-    readers, conf = reader_session(table_reader_formats(), iceberg_db=iceberg_catalog_db)
+    readers, conf = reader_session(table_reader_formats(), iceberg_db=iceberg_catalog_db,
+                                   catalog=SESSION_CATALOG)
     session = local_session(app_name="rotsink-tests", conf=conf,
                             extra_jars=(*spark_packages().jars, *readers))
     yield session
@@ -45,9 +46,9 @@ def spark(iceberg_catalog_db):
 
 @pytest.fixture(scope="session")
 def iceberg_catalog_db(tmp_path_factory) -> Path:
-    """The SQLite file of the Iceberg catalog that the session's Spark catalog ``rotsink``
-    opens (where Spark's Iceberg reader is published for this PySpark): rotsink commits
-    into it with ``tests.support.table_spark.iceberg_catalog_options``."""
+    """The SQLite file of the Iceberg catalog that the session's Spark catalog ``lake`` opens
+    (where Spark's Iceberg reader is published for this PySpark): rotsink commits into it
+    with ``tests.support.table_spark.iceberg_catalog_options``."""
     return tmp_path_factory.mktemp("iceberg-catalog") / "catalog.db"
 
 

@@ -188,6 +188,13 @@ def table_format_named(name: str) -> TableFormat:
     return found
 
 
+def table_option_names() -> set[str]:
+    """Every whole ``table.<key>`` option some format takes (the families under a prefix,
+    ``table.catalog.<property>``, apart)."""
+    return {f"table.{key}" for name in TABLE_FORMATS
+            for key in table_format_named(name).option_keys}
+
+
 def a_format_takes(key: str) -> bool:
     """Whether ``table.<key>`` is an option of any table format (a typo is none's)."""
     return any(table_format_named(name).takes(key) for name in TABLE_FORMATS)

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
 
 CATALOG_PREFIX = "catalog."
+CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
+DEFAULT_CATALOG_NAME = "rotsink"
 IDENTIFIER = "identifier"
 MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
 NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
@@ -94,7 +96,8 @@ class IcebergFormat(TableFormat):
 
 
 FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",
-                       option_keys=(IDENTIFIER,), option_prefixes=(CATALOG_PREFIX,))
+                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME),
+                       option_prefixes=(CATALOG_PREFIX,))
 
 
 def catalog_properties(root_uri: str, options: dict[str, str],
@@ -111,7 +114,8 @@ def catalog_properties(root_uri: str, options: dict[str, str],
     'http://127.0.0.1:9000'
     """
     given = option_values(options, CATALOG_PREFIX)
-    properties = {key: _resolved(key, value) for key, value in given.items()}
+    properties = {key: _resolved(key, value) for key, value in given.items()
+                  if key != CATALOG_NAME}
     endpoint = (fs_options or {}).get("endpoint_url")
     if endpoint and root_uri.split("://")[0].lower() in ("s3", "s3a") \
             and "s3.endpoint" not in properties:
@@ -127,6 +131,17 @@ def catalog_properties(root_uri: str, options: dict[str, str],
         properties = {"type": "sql", "uri": f"sqlite:///{root}/_iceberg/catalog.db",
                       "warehouse": f"{root_uri}/_iceberg", **properties}
     return properties
+
+
+def catalog_name(options: dict[str, str]) -> str:
+    """The name the catalog is opened under (``table.catalog.name``, default ``rotsink``): a
+    SQL or JDBC catalog keeps its tables under the name of the catalog that made them, so a
+    catalog shared with Spark's or Trino's shows rotsink's table under their catalog's name.
+
+    >>> catalog_name({}), catalog_name({"catalog.name": "lake"})
+    ('rotsink', 'lake')
+    """
+    return options.get(CATALOG_PREFIX + CATALOG_NAME, DEFAULT_CATALOG_NAME)
 
 
 def _resolved(key: str, value: str) -> str:
@@ -164,7 +179,7 @@ class IcebergFollowedTable:
         from pyiceberg.catalog import load_catalog
 
         if self._catalog is None:
-            self._catalog = load_catalog("rotsink", **self.properties)
+            self._catalog = load_catalog(catalog_name(self.options), **self.properties)
         return self._catalog
 
     # -- reading -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import pytest
 from tests.support.jvm import table_reader_formats
 from tests.support.spark_log import finalized_ids
 from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
-from tests.support.table_spark import ICEBERG_CATALOG, iceberg_catalog_options, read_table
+from tests.support.table_spark import SESSION_CATALOG, iceberg_catalog_options, read_table
 
 pytestmark = pytest.mark.compat
 READERS = table_reader_formats()  # the formats whose Spark reader this PySpark has
@@ -55,7 +55,7 @@ def identifier(tmp_path: Path) -> str:
 def table_rows(spark, table_format: str, out: Path, tmp_path: Path) -> Counter:
     """The table as Spark reads it now: ``spark.read.format("delta")`` or ``spark.table``."""
     rows = (spark.read.format("delta").load(str(out)) if table_format == "delta"
-            else spark.table(f"{ICEBERG_CATALOG}.{identifier(tmp_path)}"))
+            else spark.table(f"{SESSION_CATALOG}.{identifier(tmp_path)}"))
     return Counter(r.id for r in rows.select("id").collect())
 
 
@@ -71,16 +71,16 @@ def maintain(spark, table_format: str, out: Path, tmp_path: Path) -> list[str]:
         spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
         spark.sql(f"VACUUM delta.`{out}` RETAIN 0 HOURS").collect()
         return []
-    table = f"{ICEBERG_CATALOG}.{identifier(tmp_path)}"
+    table = f"{SESSION_CATALOG}.{identifier(tmp_path)}"
     now = dt.datetime.now(dt.timezone.utc)
-    spark.sql(f"CALL {ICEBERG_CATALOG}.system.expire_snapshots(table => '{table}', "
+    spark.sql(f"CALL {SESSION_CATALOG}.system.expire_snapshots(table => '{table}', "
               f"older_than => TIMESTAMP '{now:%Y-%m-%d %H:%M:%S}', retain_last => 1)").collect()
     (out / "grp=g0" / "stray.parquet").write_bytes(b"not rotsink's")
     ten_days_ago = time.time() - 10 * 86400
     for path in out.rglob("*"):
         os.utime(path, (ten_days_ago, ten_days_ago))
     cutoff = now - dt.timedelta(hours=25)
-    rows = spark.sql(f"CALL {ICEBERG_CATALOG}.system.remove_orphan_files(table => '{table}', "
+    rows = spark.sql(f"CALL {SESSION_CATALOG}.system.remove_orphan_files(table => '{table}', "
                      f"older_than => TIMESTAMP '{cutoff:%Y-%m-%d %H:%M:%S}')").collect()
     return sorted(r[0] for r in rows)
 
@@ -100,7 +100,8 @@ if READERS:  # no test where this PySpark has no Spark table reader
         versions = {}
         for i in range(RUNS):
             run(i * FILES_PER_RUN, FILES_PER_RUN)
-            version, batch, ids = read_table(spark, table_format, table)
+            version, batch, ids = read_table(spark, table_format, table,
+                                             catalog=SESSION_CATALOG)
             assert batch is not None, f"table version {version} carries no rotsink batch"
             assert Counter(ids) == finalized_ids(out, batch), (version, batch)
             versions[version] = batch

@@ -9,7 +9,9 @@ the session of the tests (``tests/conftest.py``) and each crash-loop driver
 An Iceberg table is read through a Spark Iceberg catalog over the catalog rotsink commits to:
 a JDBC catalog on the same SQLite file. Iceberg's JDBC catalog keeps a table under the name of
 the Spark catalog that opens it, and pyiceberg's SQL catalog under the name rotsink opens it
-with (``rotsink``): so the Spark catalog is named ``rotsink`` too.
+with: ``rotsink`` for the embedded catalog beside an output (the crash loop's drivers name
+their Spark catalog so), ``table.catalog.name`` otherwise (the session of the tests names its
+Spark catalog ``lake``, and rotsink's queries give that name).
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ICEBERG_CATALOG = "rotsink"  # the name rotsink's pyiceberg catalog has
+ICEBERG_CATALOG = "rotsink"  # the embedded catalog's name (table.catalog.name's default)
+SESSION_CATALOG = "lake"  # the Iceberg catalog of the tests' session
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
-def reader_session(formats: tuple[str, ...], *, iceberg_db: Path | None = None
-                   ) -> tuple[tuple[Path, ...], dict[str, str]]:
+def reader_session(formats: tuple[str, ...], *, iceberg_db: Path | None = None,
+                   catalog: str = ICEBERG_CATALOG) -> tuple[tuple[Path, ...], dict[str, str]]:
     """The jars and settings of a session with Spark's readers of ``formats``: Delta as the
-    session catalog's extension, Iceberg as the catalog ``rotsink`` on the SQLite file
+    session catalog's extension, Iceberg as the catalog ``catalog`` on the SQLite file
     ``iceberg_db`` (its catalog cache off, so each read sees the newest snapshot)."""
     from tests.support.jvm import table_reader_jars
 
@@ -44,7 +47,7 @@ def reader_session(formats: tuple[str, ...], *, iceberg_db: Path | None = None
         assert iceberg_db is not None, "an Iceberg reader needs its catalog's SQLite file"
         jars += table_reader_jars("iceberg")
         extensions.append(ICEBERG_EXTENSION)
-        prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+        prefix = f"spark.sql.catalog.{catalog}"
         conf.update({prefix: "org.apache.iceberg.spark.SparkCatalog",
                      f"{prefix}.type": "jdbc", f"{prefix}.uri": f"jdbc:sqlite:{iceberg_db}",
                      f"{prefix}.warehouse": f"file://{iceberg_db.parent}",
@@ -54,16 +57,19 @@ def reader_session(formats: tuple[str, ...], *, iceberg_db: Path | None = None
     return tuple(jars), conf
 
 
-def iceberg_catalog_options(iceberg_db: Path) -> dict[str, str]:
+def iceberg_catalog_options(iceberg_db: Path, catalog: str = SESSION_CATALOG
+                            ) -> dict[str, str]:
     """rotsink's ``table.catalog.*`` options for the SQL catalog on ``iceberg_db`` that the
-    session's Spark catalog ``rotsink`` opens too."""
-    return {"table.catalog.type": "sql", "table.catalog.uri": f"sqlite:///{iceberg_db}",
+    session's Spark catalog ``catalog`` opens too."""
+    return {"table.catalog.name": catalog, "table.catalog.type": "sql",
+            "table.catalog.uri": f"sqlite:///{iceberg_db}",
             "table.catalog.warehouse": f"file://{iceberg_db.parent}"}
 
 
-def read_table(spark, table_format: str, table: str) -> tuple[int, int | None, list[int]]:
+def read_table(spark, table_format: str, table: str, *, catalog: str = ICEBERG_CATALOG
+               ) -> tuple[int, int | None, list[int]]:
     """The newest version of ``table`` (a Delta path, an Iceberg identifier in the catalog
-    ``rotsink``) read by Spark as one version: ``(version, the rotsink batch it carries,
+    ``catalog``) read by Spark as one version: ``(version, the rotsink batch it carries,
     sorted ids)``. SQL names the version (``DESCRIBE HISTORY``, Iceberg's ``snapshots``
     table) and reads Iceberg's rows (``VERSION AS OF``); the DataFrame reader Delta's."""
     if table_format == "delta":
@@ -73,7 +79,7 @@ def read_table(spark, table_format: str, table: str) -> tuple[int, int | None, l
         rows = spark.read.format("delta").option("versionAsOf", version).load(table)
         batch = delta_batch(Path(table), version)
     else:
-        name = f"{ICEBERG_CATALOG}.{table}"
+        name = f"{catalog}.{table}"
         newest = spark.sql(f"SELECT snapshot_id, summary['rotsink.batch'] AS batch FROM "
                            f"{name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
         assert newest is not None, "an Iceberg table without a snapshot"

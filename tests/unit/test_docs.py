@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from commit_protocol.tables import table_option_names
 from datasource.cli import build_parser
 from datasource.options import CHECKPOINT_LOCATION, READ_OPTIONS, SINK_OPTIONS
 
@@ -26,7 +27,7 @@ def documented_options(text: str) -> set[str]:
 
 
 def code_options() -> set[str]:
-    return (set(SINK_OPTIONS) | set(READ_OPTIONS)) - {CHECKPOINT_LOCATION}
+    return (set(SINK_OPTIONS) | set(READ_OPTIONS) | table_option_names()) - {CHECKPOINT_LOCATION}
 
 
 def test_every_option_is_in_the_reference_and_every_reference_row_is_an_option():

@@ -385,3 +385,21 @@ def test_pyiceberg_filters_on_a_partition_column_only_when_it_is_selected(tmp_pa
     assert table.scan(row_filter="grp == 'a'", selected_fields=("id",)).to_arrow().num_rows == 0
     by_polars = pl.scan_iceberg(table).filter(pl.col("grp") == "a").select("id").collect()
     assert by_polars.height == expected
+
+
+def test_the_catalog_s_name_is_the_one_a_shared_catalog_shows_the_table_under(tmp_path):
+    """A SQL catalog keeps a table under the name of the catalog that made it: with
+    ``table.catalog.name``, a catalog Spark or Trino opens under its own name (here ``lake``)
+    shows rotsink's table; under another name the same database shows nothing."""
+    from pyiceberg.catalog import load_catalog
+
+    db = tmp_path / "catalog.db"
+    shared = {"type": "sql", "uri": f"sqlite:///{db}", "warehouse": f"file://{tmp_path}"}
+    cfg = iceberg_config(str(tmp_path / "out"), table_options={
+        "catalog.name": "lake", "identifier": "events.clicks",
+        **{f"catalog.{key}": value for key, value in shared.items()}})
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    assert load_catalog("lake", **shared).list_tables("events") == [("events", "clicks")]
+    assert load_catalog("rotsink", **shared).list_namespaces() == []
+    assert_table_follows_the_log(cfg)

@@ -73,6 +73,8 @@ def test_durations(text, ms):
     ({"table.format": "delta", "format": "parquet", "encryption.key": "env:HOME"},
      "with option encryption.key: delta readers cannot decrypt"),
     ({"table.fromat": "delta"}, "unknown option table.fromat='delta'; did you mean table.format"),
+    ({"table.identifer": "a.b"}, "unknown option table.identifer='a.b'; did you mean "
+                                 "table.identifier"),
     ({"table.format": "delta", "format": "parquet", "table.identifier": "lake.events"},
      r"option table.identifier='lake.events' is not taken by table.format=delta \(it takes "
      r"table.storage.\*\)"),
@@ -83,7 +85,8 @@ def test_durations(text, ms):
         "duplicate-partition", "typo", "fsync-not-a-boolean", "avro-codec",
         "level-range", "level-without-codec", "raw-key-bytes", "unset-key-env", "id-without-key",
         "table-unknown", "table-row-format", "table-retention", "table-markers",
-        "table-encrypted", "table-typo", "table-option-of-another-format",
+        "table-encrypted", "table-typo", "table-typo-of-a-format-s-option",
+        "table-option-of-another-format",
         "table-option-without-a-table"])
 def test_bad_options_name_option_and_value(options, message, monkeypatch):
     monkeypatch.setenv("HOME", "0" * 64)  # a key by reference (the table-encrypted case)
