@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from commit_protocol.log import MetadataLog
+from commit_protocol.log import MetadataLog, open_committed
 from commit_protocol.log.files import batch_id_of, log_file_names
 from commit_protocol.naming import INTENT_DIR
 from commit_protocol.state import SinkState
@@ -102,9 +102,17 @@ def settle(storage: Storage, *, timeout_s: float,
 
 
 def intent_state(storage: Storage, name: str, batch_id: int) -> SinkState:
-    """The state the intent ``name`` of batch ``batch_id`` decided."""
-    return MetadataLog(storage, compact_interval=_naming_interval(name, batch_id)) \
-        .read_intent_state(batch_id)
+    """The state the intent ``name`` of batch ``batch_id`` decided.
+
+    An intent holds what changed since the batch before, and rebuilding the whole state may
+    walk back through the log files to the last compaction: the log is opened with the
+    path's own interval (the committed state's), since the files to walk back through are
+    found by it. Only before any commit is the interval guessed from the intent's name (the
+    first batch's intent holds a whole state)."""
+    committed = open_committed(storage)
+    log = committed[0] if committed is not None else \
+        MetadataLog(storage, compact_interval=_naming_interval(name, batch_id))
+    return log.read_intent_state(batch_id)
 
 
 def _naming_interval(name: str, batch_id: int) -> int:

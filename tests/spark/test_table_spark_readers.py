@@ -65,11 +65,18 @@ def maintain(spark, table_format: str, out: Path, tmp_path: Path) -> list[str]:
     removal of every file not listed, after all files were made 10 days old and a stray
     file put among rotsink's. Returns the files orphan removal deleted."""
     if table_format == "delta":
-        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        # VACUUM lists the table's directories in as many tasks as this says (10,000 by
-        # default: 35 s for this small table on two cores, 1.6 s with 4)
-        spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
-        spark.sql(f"VACUUM delta.`{out}` RETAIN 0 HOURS").collect()
+        # VACUUM lists the table's directories in as many tasks as the parallelism says
+        # (10,000 by default: 35 s for this small table on two cores, 1.6 s with 4)
+        settings = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
+        before = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        try:
+            spark.sql(f"VACUUM delta.`{out}` RETAIN 0 HOURS").collect()
+        finally:  # the session is shared with other tests
+            for key, value in before.items():
+                spark.conf.unset(key) if value is None else spark.conf.set(key, value)
         return []
     table = f"{SESSION_CATALOG}.{identifier(tmp_path)}"
     now = dt.datetime.now(dt.timezone.utc)

@@ -328,6 +328,44 @@ def test_pending_intent_is_reported_then_rolled_forward(tmp_path, monkeypatch, b
     assert verify(tmp_path, repair=True).repaired == []  # idempotent
 
 
+def test_an_intent_after_a_compaction_is_rolled_forward_by_a_new_process(tmp_path,
+                                                                          monkeypatch):
+    """``verify --repair`` in a process of its own (no state cached) rebuilds the intent's
+    state from the heads before it, back to the last compaction: under the path's interval
+    (10 here), not an interval guessed from the intent's name (the crash loop once saw
+    "cannot repair: metadata log files 0..34 are missing" so, batch 40 of interval 3)."""
+    import dataclasses
+
+    from commit_protocol.committer import Committer
+    from commit_protocol.log import STATES
+
+    c = make(tmp_path, max_batches=1)  # compaction every 3rd batch, old log files deleted
+    c = Committer(c.storage, dataclasses.replace(c.config, compact_interval=3,
+                                                 cleanup_delay_ms=0), c.schema_json)
+    now = int(time.time() * 1000)
+    for b in range(14):
+        f = task_file(tmp_path, f"_rotsink/inprogress/.t{b}", b"1\n",
+                      name=f"part-00000-{b:06d}-000.jsonl")
+        if b == 13:
+            monkeypatch.setenv(failpoints.ENV_VAR, "driver.before_log_write=raise")
+            with pytest.raises(failpoints.FailpointError):
+                c.commit(b, [report(b, f)], now_ms=now + b)
+            monkeypatch.delenv(failpoints.ENV_VAR)
+        else:
+            c.commit(b, [report(b, f)], now_ms=now + b)
+    assert not (tmp_path / "_spark_metadata" / "0").exists()  # cleaned up
+    then = time.time() - 120
+    os.utime(tmp_path / "_rotsink/intent/13", (then, then))
+    STATES.clear()  # a new process
+    result = verify(tmp_path)
+    assert result.pending == [13] and len(result.problems) == 1, result.problems
+    STATES.clear()
+    repaired = verify(tmp_path, repair=True)
+    assert repaired.ok, repaired.problems
+    assert repaired.repaired == [13]
+    assert "part-00000-000013-000.jsonl" in finalized_paths(tmp_path)
+
+
 def test_a_young_intent_is_waited_for_then_reported_once_it_stalls(tmp_path, monkeypatch):
     """A driver dead a moment ago: its intent is a commit in flight until the timeout, so
     verify waits (saying so), then reports it; ``--repair`` waits too, then finishes it."""
