@@ -170,11 +170,13 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     listed = _listed_files(storage, state, latest, names, problems)
     finalized = check_finalized(storage, listed, problems)
     in_progress, prefixes = check_in_progress(storage, state, problems, moved=moved)
-    problems += unlisted_visible(storage, set(listed) | explained)
+    table = table_config(storage, state, fs_options)
+    owned = () if table is None or table.table_format is None else \
+        table.table_format.owned_directories(table)
+    problems += unlisted_visible(storage, set(listed) | explained, tables_own=owned)
     problems += [f"{success_marker(d)}: the log's batch {latest} completed partition "
                  f"{d or '(root)'} but its marker is missing" for d in state.markers
                  if not storage.exists(success_marker(d))]
-    table = table_config(storage, state, fs_options)
     if table is not None:  # table.format: the table must list exactly the finalized files
         checked = check_table(storage, f"{LOG_DIR}/{names[latest][0]}", state, table, listed,
                               timeout_s=timeout_s)

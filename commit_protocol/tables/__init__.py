@@ -165,6 +165,12 @@ class TableFormat:
         the format, read whole by the format's own library (``rotsink demo --table``)."""
         raise NotImplementedError
 
+    def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
+        """Top-level directories below the output's root that hold the table's own files
+        (its metadata), none of them rotsink's: ``rotsink verify`` leaves them to the table.
+        None by default (Delta's ``_delta_log`` is hidden from every listing already)."""
+        return ()
+
     def record(self, config: SinkConfig) -> dict[str, object]:
         """What a committed state records of the table (``SinkState.extra``), so that
         ``rotsink verify`` and a restart find it: the format's name and its options,

@@ -55,6 +55,12 @@ CATALOG_PREFIX = "catalog."
 CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
 DEFAULT_CATALOG_NAME = "rotsink"
 IDENTIFIER = "identifier"
+# Where an embedded catalog's table keeps its metadata: <location>/metadata, which path-based
+# readers (ClickHouse's icebergLocal, DuckDB's iceberg_scan, Spark's path tables) read. An
+# earlier rotsink put it under _iceberg/metadata (hidden): its next commit moves new versions.
+METADATA_DIR = "metadata"
+METADATA_PATH = "write.metadata.path"
+LEGACY_METADATA_DIR = "_iceberg/metadata"
 MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
 NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
 # Asked of every engine at creation: row-level changes rewrite files (copy-on-write) rather
@@ -79,6 +85,11 @@ class IcebergFormat(TableFormat):
 
     def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
         return IcebergFollowedTable(storage.root_uri, config)
+
+    def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
+        """The embedded catalog's table keeps its metadata in ``metadata/`` below the
+        output's root, where path-based readers look for it."""
+        return (METADATA_DIR,) if is_embedded(config.table_options) else ()
 
     def read_back(self, out: str) -> TableRead:
         from commit_protocol.config import SinkConfig
@@ -133,6 +144,18 @@ def catalog_properties(root_uri: str, options: dict[str, str],
     return properties
 
 
+def is_embedded(options: dict[str, str]) -> bool:
+    """Whether the table lives at the output's root: in a SQL catalog (the embedded one
+    beside the output by default, or a database given by ``table.catalog.uri``); a REST
+    catalog places its tables itself.
+
+    >>> is_embedded({}), is_embedded({"catalog.type": "rest", "catalog.uri": "http://c"})
+    (True, False)
+    """
+    given = option_values(options, CATALOG_PREFIX)
+    return given.get("type") == "sql" or ("type" not in given and "uri" not in given)
+
+
 def catalog_name(options: dict[str, str]) -> str:
     """The name the catalog is opened under (``table.catalog.name``, default ``rotsink``): a
     SQL or JDBC catalog keeps its tables under the name of the catalog that made them, so a
@@ -170,7 +193,7 @@ class IcebergFollowedTable:
         self.properties = catalog_properties(root_uri, config.table_options,
                                              config.fs_options)
         self.identifier = config.table_options.get(IDENTIFIER) or _default_identifier(root_uri)
-        self.embedded = self.properties.get("type") == "sql"
+        self.embedded = is_embedded(config.table_options)
         self._catalog: Catalog | None = None
         self._read: IcebergTable | None = None  # as read by committed_batch, for the commit
 
@@ -252,9 +275,9 @@ class IcebergFollowedTable:
             try:
                 if table is None:
                     self._create(commit)
-                else:  # rotsink before this one set retries off for every writer: removed
-                    leftover = table.properties.get(NUM_RETRIES) == "0"
-                    self._append(_without_retries(table), commit, remove_leftover=leftover)
+                else:  # the leftovers read before retries are turned off in memory
+                    leftovers = self._leftovers(table)
+                    self._append(_without_retries(table), commit, leftovers=leftovers)
                 return True
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
@@ -274,20 +297,28 @@ class IcebergFollowedTable:
                       "schema.name-mapping.default":
                           create_mapping_from_schema(schema).model_dump_json()}
         location: dict[str, Any] = {}
-        if self.embedded:  # at the output's root, its metadata hidden under _iceberg/
+        if self.embedded:  # at the output's root, its metadata in <root>/metadata
             location = {"location": self.root}
-            properties["write.metadata.path"] = f"{self.root}/_iceberg/metadata"
         tx = self.catalog.create_table_transaction(
             self.identifier, schema=schema, partition_spec=_identity_spec(schema, commit),
             properties=properties, **location)
         self._append_to(tx, commit)
         tx.commit_transaction()
 
+    def _leftovers(self, table: IcebergTable) -> tuple[str, ...]:
+        """Table properties an earlier rotsink set that this one removes: retries off, which
+        bound every writer of the table, and its metadata hidden under ``_iceberg/metadata``
+        (new versions then go to ``metadata/``, where path-based readers look; the older
+        ones stay where the table's history names them)."""
+        properties = table.properties
+        return tuple(key for key, value in ((NUM_RETRIES, "0"), (METADATA_PATH,
+                     f"{self.root}/{LEGACY_METADATA_DIR}")) if properties.get(key) == value)
+
     def _append(self, table: IcebergTable, commit: TableCommit, *,
-                remove_leftover: bool = False) -> None:
+                leftovers: tuple[str, ...] = ()) -> None:
         with table.transaction() as tx:
-            if remove_leftover:
-                tx.remove_properties(NUM_RETRIES)
+            if leftovers:
+                tx.remove_properties(*leftovers)
             have = {f.name for f in tx.table_metadata.schema().fields}
             added = [f for f in iceberg_schema(commit.schema_json).fields if f.name not in have]
             if added:
