@@ -123,6 +123,8 @@ class Tally:
     finished_early: int = 0     # random lives whose query ended before the kill
     repaired: int = 0           # commits cut short, rolled forward by verify --repair
     table_checks: int = 0       # lives after which the table (table.format) was read whole
+    own_run_table_checks: int = 0  # of those, lives whose driver ran to its end: read before
+                                   # the repair too
     table_rows: int = 0         # rows its last read returned
     spark_table_reads: int = 0  # reads of the table by Spark's reader in the lives' apps
     spark_final_checks: int = 0  # lives whose app read the table beside spark.read.parquet
@@ -298,6 +300,10 @@ class CrashLoop:
                 ending = self._count_failpoint(life, armed, ending)
             if self.spark_table_reads:
                 self._check_spark_reads(index, life, self._spark_reads_file(armed))
+            if ending == "done" and self.options.get("table.format"):
+                # a driver that ran to its end brought the table up to date itself, from
+                # whatever a killed one before it left: checked before any repair
+                self._check_table(index, life, when="after the driver's own run")
             self._verify(index, life)
         finally:
             self.reader.stop()
@@ -438,31 +444,39 @@ class CrashLoop:
         result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
                                commit_timeout_s=0, fs_options=fs_options(self.options))
         if self.options.get("table.format"):
-            self._check_table(index, life)
+            self._check_table(index, life, when="after verify --repair")
         if result.latest is None and not result.pending and not result.repaired:
             return  # killed before the first commit: nothing to verify yet
         self.tally.repaired += len(result.repaired)
         self.tally.problems += [f"life {index} ({life.label}): {p}" for p in result.problems]
 
-    def _check_table(self, index: int, life: Life) -> None:
-        """After ``verify --repair``: the table, read by its own reader as any reader would, holds
-        exactly the rows of the finalized files (none lost, none twice). A commit worker
-        that outlived its driver may move the log meanwhile: looked at again, up to 3 times."""
-        from tests.support.tables import finalized_ids, table_ids
+    def _check_table(self, index: int, life: Life, *, when: str) -> None:
+        """The table, read by its own reader as any reader would, holds exactly the rows of
+        the finalized files (none lost, none twice): after a life that ran to its end, as its
+        driver left it, and after every life's ``verify --repair``. A commit worker that
+        outlived its driver may move the log meanwhile: looked at again, up to 3 times. The
+        finalized files are those ``_spark_metadata`` lists, read by the tests' own code."""
+        from tests.support.spark_log import finalized_ids, latest_batch
+        from tests.support.tables import table_ids
 
+        out = Path(self.out_url)
         for _ in range(3):
-            expected, found = finalized_ids(self.storage(), self.read_schema), \
-                table_ids(self.out_url, self.options)
+            latest = latest_batch(out)
+            expected = Counter() if latest is None else finalized_ids(out, latest)
+            found = table_ids(self.out_url, self.options)
             if found == expected:
                 break
             time.sleep(1)
-        self.tally.table_checks += 1
+        if when.startswith("after the driver"):
+            self.tally.own_run_table_checks += 1
+        else:
+            self.tally.table_checks += 1
         self.tally.table_rows = sum(found.values())
         if found != expected:
             lost = sum((expected - found).values())
             twice = sum(n - 1 for n in found.values() if n > 1)
             extra = sum(n for i, n in found.items() if i not in expected)
-            self.tally.problems.append(f"life {index} ({life.label}): the table holds "
+            self.tally.problems.append(f"life {index} ({life.label}), {when}: the table holds "
                                        f"{sum(found.values())} rows, the finalized files "
                                        f"{sum(expected.values())}: {lost} lost, {twice} twice, "
                                        f"{extra} not finalized")
@@ -669,6 +683,8 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
         f"commits rolled forward by verify --repair: {t.repaired}",
         *([f"table ({loop.options['table.format']}) read after each of {t.table_checks} lives "
+           f"(and before the repair of the {t.own_run_table_checks} whose driver ran to its "
+           "end) "
            f"by its own reader: {t.table_rows} rows at the end, as the finalized files"]
           if loop.options.get("table.format") else []),
         *([f"Spark's {loop.options['table.format']} reader in each life's application: "

@@ -116,6 +116,7 @@ def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
                        points=points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
     assert loop.tally.table_checks == loop.tally.lives
+    assert loop.tally.own_run_table_checks >= 1  # the final run, as its driver left the table
     assert loop.tally.table_rows == outcome.finalized_rows > 0
     if loop.spark_table_reads:
         assert loop.tally.spark_table_reads > 0 and loop.tally.spark_final_checks > 0

@@ -12,6 +12,14 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 
+def latest_batch(out: Path) -> int | None:
+    """The newest batch ``_spark_metadata`` holds a log file of (None: none yet)."""
+    log = out / "_spark_metadata"
+    ids = [int(p.name.removesuffix(".compact")) for p in log.glob("*")
+           if p.name.removesuffix(".compact").isdigit()] if log.is_dir() else []
+    return max(ids, default=None)
+
+
 def finalized_paths(out: Path, batch: int) -> list[Path]:
     """The files the log lists as of ``batch`` (its log files must still exist)."""
     log = out / "_spark_metadata"

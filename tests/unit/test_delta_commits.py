@@ -172,7 +172,11 @@ def test_a_crash_between_the_two_commits_is_caught_up_once(cfg, monkeypatch, poi
             assert any("table (holding batches up to 1) lacks" in p for p in found.problems)
         assert verify_output(storage, commit_timeout_s=0, repair=True,
                              fs_options=cfg.fs_options).ok
-    assert delta(cfg).transaction_version(f"rotsink-{QUERY}") == 3
+    table = delta(cfg)
+    assert table.transaction_version(f"rotsink-{QUERY}") == 3
+    # one version per batch that rolled files, batch 3's once (a second commit of it would
+    # re-add the same files, which the file list alone does not show); batch 4 rolls none
+    assert [h.get("rotsinkBatch") for h in reversed(table.history())] == [0, 1, 3]
     assert_table_follows_the_log(cfg)
 
 
