@@ -41,7 +41,6 @@ from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableCommit, TableFile, TableFormat, TableRead, option_values
 from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
-from commit_protocol.tables.delta_stats import delta_stats
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -237,6 +236,10 @@ def _properties(commit: TableCommit) -> Any:
 
 def _adds(commit: TableCommit) -> list[Any]:
     from deltalake.transaction import AddAction
+
+    # imported here, not with the module: parsing any table option (every query's planning)
+    # imports this module, and pyarrow alone costs a fresh Python process about 250 ms
+    from commit_protocol.tables.delta_stats import delta_stats
 
     return [AddAction(path=f.path, size=f.size, partition_values=_partition_values(f),
                       modification_time=f.mtime_ms, data_change=True,
