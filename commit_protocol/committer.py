@@ -164,6 +164,11 @@ class Committer:
                                             self.config.partition_commit_delay_ms)
         entries = [file_entry(to_uri(self.storage.root_uri, f.name), f.size, now_ms)
                    for f in merged.finalized]
+        dropped: frozenset[str] = frozenset()
+        if self.table is not None and latest is not None:  # other writers' changes, followed
+            step = self.table.log_step(state, batch_id, now_ms)
+            new_state = replace(new_state, extra={**new_state.extra, **step.extra})
+            entries, dropped = entries + step.entries, step.dropped
         self._make_durable(files=[f.temp for f in merged.finalized if f.rolled_by_driver],
                            directories=[INPROGRESS_DIR])
         failpoints.hit("driver.before_stage")
@@ -171,7 +176,7 @@ class Committer:
         try:
             data = self.log.stage(new_state, entries, previous=None if latest is None else state,
                                   now_ms=now_ms, retention_ms=self.config.retention_ms,
-                                  intent=intent)
+                                  intent=intent, dropped=dropped)
         except FileExistsError:
             self._staged_elsewhere(new_state)
             return CommitResult(batch_id, committed=False)

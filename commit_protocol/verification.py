@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.file_checks import (
@@ -40,6 +40,7 @@ from commit_protocol.repair import repair_output
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables.checks import check_table, table_config
+from commit_protocol.tables.sharing import Followed
 from commit_protocol.uris import from_uri
 
 
@@ -60,6 +61,7 @@ class Verification:
     pending: list[int]
     repaired: list[int]
     authenticated: int
+    notes: list[str] = field(default_factory=list)  # worth saying, not problems
 
     @property
     def ok(self) -> bool:
@@ -167,27 +169,47 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     except CorruptLogError as e:
         problems.append(str(e))  # without the latest state nothing else can be checked
         return Verification(latest, problems, 0, 0, [], [], pending, repaired, 0), in_flight
-    listed = _listed_files(storage, state, latest, names, problems)
+    logged = _listed_files(storage, state, latest, names, problems)
+    followed = Followed.of(state.extra)
+    listed = followed.applied(logged.items())  # as rotsink's readers list the output
+    problems += _vacuumed_early(storage, followed, logged)
     finalized = check_finalized(storage, listed, problems)
     in_progress, prefixes = check_in_progress(storage, state, problems, moved=moved)
     table = table_config(storage, state, fs_options)
     owned = () if table is None or table.table_format is None else \
         table.table_format.owned_directories(table)
-    problems += unlisted_visible(storage, set(listed) | explained, tables_own=owned)
+    notes: list[str] = []
+    if table is not None:  # table.format: the table must list the finalized files
+        log = MetadataLog(storage, compact_interval=state.compact_interval,
+                          names={batch_id: found[0] for batch_id, found in names.items()})
+        checked = check_table(storage, log, state, table, listed, timeout_s=timeout_s)
+        problems += checked.problems
+        notes += checked.notes
+        explained |= set(checked.added_since)  # other writers' files, followed next commit
+        in_flight = [*in_flight, _TABLE_COMMIT] if checked.in_flight else in_flight
+    problems += unlisted_visible(storage, set(logged) | set(listed) | explained
+                                 | followed.retired, tables_own=owned)
     problems += [f"{success_marker(d)}: the log's batch {latest} completed partition "
                  f"{d or '(root)'} but its marker is missing" for d in state.markers
                  if not storage.exists(success_marker(d))]
-    if table is not None:  # table.format: the table must list exactly the finalized files
-        checked = check_table(storage, f"{LOG_DIR}/{names[latest][0]}", state, table, listed,
-                              timeout_s=timeout_s)
-        problems += checked.problems
-        in_flight = [*in_flight, _TABLE_COMMIT] if checked.in_flight else in_flight
     authenticated = 0
     if deep or ring is not None:
         authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)
     return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
                         [i.path for i in orphans(storage, state)], pending, repaired,
-                        authenticated), in_flight
+                        authenticated, notes), in_flight
+
+
+def _vacuumed_early(storage: Storage, followed: Followed, logged: dict[str, int]) -> list[str]:
+    """Files the table removed that the log still lists for Spark's readers (until its next
+    compaction) but storage no longer holds: a VACUUM or orphan removal with a retention
+    shorter than a compaction interval of batches deleted them, and Spark's readers fail."""
+    gone = [path for path in sorted(followed.removed & set(logged))
+            if not storage.exists(path)]
+    return [f"{path}: removed by the table and deleted from storage (VACUUM or orphan "
+            "removal) before rotsink's next compaction left it out of the log: "
+            "spark.read of the output fails until then; keep the table's retention longer "
+            "than a compaction interval of batches" for path in gone]
 
 
 # -- the log ---------------------------------------------------------------------------------

@@ -128,7 +128,8 @@ def _encrypted(storage: Storage) -> bool:
 
 
 def verification_lines(result: Verification) -> list[str]:
-    """What ``rotsink verify`` prints: a summary, then one line per problem and repair."""
+    """What ``rotsink verify`` prints: a summary, then one line per note (worth knowing,
+    not wrong: a shared table's changes the log follows next), problem and repair."""
     head = ("nothing committed" if result.latest is None
             else f"committed up to batch {result.latest}")
     committed = sum(c.committed for c in result.in_progress)
@@ -137,5 +138,6 @@ def verification_lines(result: Verification) -> list[str]:
                f"({result.finalized_bytes} bytes), {len(result.in_progress)} in progress "
                f"({committed} committed bytes, {uncommitted} uncommitted), "
                f"{len(result.orphans)} orphan temp file(s), {result.authenticated} authenticated")
-    return ([summary] + [f"PROBLEM {p}" for p in result.problems]
+    return ([summary] + [f"NOTE {n}" for n in result.notes]
+            + [f"PROBLEM {p}" for p in result.problems]
             + [f"REPAIRED batch {b}" for b in result.repaired])

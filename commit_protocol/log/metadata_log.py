@@ -172,7 +172,7 @@ class MetadataLog:
 
     def stage(self, state: SinkState, new_entries: list[dict[str, Any]], *,
               previous: SinkState | None, now_ms: int, retention_ms: int | None,
-              intent: bool = True) -> bytes | None:
+              intent: bool = True, dropped: frozenset[str] = frozenset()) -> bytes | None:
         """The log file of ``state.batch_id``: written as its intent (``intent``), and
         returned for :meth:`publish`, unless it is a compaction larger than ``KEPT_BYTES``,
         which only its intent holds (None).
@@ -180,12 +180,13 @@ class MetadataLog:
         Its head holds what changed since ``previous`` (the committed state of the batch
         before; None for batch 0); a compaction batch adds the snapshot, and streams the
         previous compaction and the deltas since then into the new file, dropping entries
-        older than ``retention_ms``: memory stays flat in the number of entries. A batch
+        older than ``retention_ms`` and those of ``dropped`` (relative paths: files the
+        table the log follows removed): memory stays flat in the number of entries. A batch
         that renames nothing needs no intent (nothing happens between its decision and its
         log file), except a compaction too large to keep, published from its intent.
         """
         batch_id = state.batch_id
-        chunks = file_chunks(self, state, previous, new_entries, now_ms, retention_ms)
+        chunks = file_chunks(self, state, previous, new_entries, now_ms, retention_ms, dropped)
         kept: list[bytes] = []
         size = 0
         compaction = is_compaction_batch(batch_id, self.interval)

@@ -19,7 +19,14 @@ from commit_protocol.log.files import (
     is_state_line,
     raw_blocks,
 )
-from commit_protocol.log.lines import BLOCK_SIZE, OWN_BLOCK, dumps, joined, kept_lines
+from commit_protocol.log.lines import (
+    BLOCK_SIZE,
+    OWN_BLOCK,
+    dumps,
+    joined,
+    kept_lines,
+    parse_line,
+)
 from commit_protocol.naming import STATE_DIR
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
@@ -46,11 +53,12 @@ KEPT_BYTES = 8 << 20
 
 def file_chunks(log: ListedLog, state: SinkState, previous: SinkState | None,
                 new_entries: list[dict[str, Any]], now_ms: int,
-                retention_ms: int | None) -> Iterator[bytes]:
+                retention_ms: int | None,
+                dropped: frozenset[str] = frozenset()) -> Iterator[bytes]:
     """The bytes of ``state.batch_id``'s log file, in chunks: the version line and the head
     (what changed since ``previous``); for a compaction batch the snapshot, then every entry
-    listed as of the batch before (older than ``retention_ms`` dropped); then the entries of
-    the files this batch finalizes."""
+    listed as of the batch before (older than ``retention_ms``, and the relative paths
+    ``dropped``, left out); then the new entries (the files this batch finalizes)."""
     head = state.head_json(previous)
     compaction = is_compaction_batch(state.batch_id, log.interval)
     head["snapshot"] = compaction
@@ -60,7 +68,10 @@ def file_chunks(log: ListedLog, state: SinkState, previous: SinkState | None,
         yield dumps(state_entry(root, "rotsink_snapshot", state.snapshot_json(), now_ms))
     if compaction and state.batch_id > 0:
         oldest = None if retention_ms is None else now_ms - retention_ms
-        yield from joined(compacted_lines(log, state.batch_id - 1, oldest))
+        lines = compacted_lines(log, state.batch_id - 1, oldest)
+        if dropped:
+            lines = _without(lines, dropped, EntryPaths(root))
+        yield from joined(lines)
         failpoints.hit("log.during_compaction")
     yield from joined(dumps(e) for e in new_entries)
 
@@ -98,6 +109,20 @@ def compacted_lines(log: ListedLog, batch_id: int, oldest: int | None) -> Iterat
                 for _ in kept_lines(path, first, block, oldest, entry_paths):
                     pass
                 raise
+
+
+def _without(lines: Iterator[bytes], dropped: frozenset[str],
+             entry_paths: EntryPaths) -> Iterator[bytes]:
+    """``lines`` (chunks of whole entry lines) but the entries of the relative paths
+    ``dropped``: parsed one by one, which costs only the rare compaction that follows a
+    table's removals."""
+    for chunk in lines:
+        for line in chunk.splitlines(keepends=True):
+            if entry_paths.relative(parse_line(COMPACTION, 0, line)["path"]) not in dropped:
+                yield line
+
+
+COMPACTION = "(the compaction being written)"
 
 
 def state_entry(root_uri: str, key: str, body: dict[str, Any], now_ms: int) -> dict[str, Any]:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from commit_protocol.errors import CorruptLogError
+from commit_protocol.errors import CorruptLogError, TableError
 from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
 from commit_protocol.state import SinkState
+from commit_protocol.tables import TABLE_KEY
+from commit_protocol.tables.sharing import Followed, row_deletes_problem
 from commit_protocol.uris import from_uri
 
 
@@ -69,10 +71,17 @@ def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
     """Every file (and committed prefix) visible as of ``batch``, whose ``state`` is given.
 
     A path listed twice (a log file edited by hand) is refused: Spark's readers would return
-    its rows twice.
+    its rows twice. Where a table follows the log, the listing is the table's as the log
+    followed it (:mod:`commit_protocol.tables.sharing`): without the files other writers
+    removed, with those they added; a table holding rows deleted in place is refused.
     """
     files = []
     if include_finalized:
+        followed = Followed.of(state.extra)
+        if followed.row_deletes:
+            problem = row_deletes_problem(str(state.extra.get(TABLE_KEY, "table")),
+                                          followed.row_deletes)
+            raise TableError(f"{log.storage.root_uri}: {problem}")
         listed_in: dict[str, str] = {}
         for log_file, entry in log.listed_entries(batch):
             try:
@@ -85,7 +94,10 @@ def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
                     f"{listed_in[path]}): expected each file once; Spark's readers would "
                     "return its rows twice. Remove the duplicate line")
             listed_in[path] = log_file
-            files.append(CommittedFile(path, int(entry["size"]), directory_of(path), False))
+            if path not in followed.removed:
+                files.append(CommittedFile(path, int(entry["size"]), directory_of(path), False))
+        files += [CommittedFile(path, size, directory_of(path), False)
+                  for path, size in sorted(followed.added.items()) if path not in listed_in]
     if include_in_progress:
         files += in_progress_files(state)
     return files

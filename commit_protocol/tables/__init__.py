@@ -100,12 +100,23 @@ class Table(Protocol):
         existing table is another writer's), other partition columns, or a schema that is
         not the output's (a table may lack columns a batch adds, never have others)."""
 
-    def commit(self, commit: TableCommit) -> bool:
-        """Make ``commit`` one table commit, unless the table holds its batch already
-        (checked on a fresh read, against zombies too): then False."""
+    def commit(self, commit: TableCommit) -> int | None:
+        """Make ``commit`` one table commit and return the table version it made, unless the
+        table holds its batch already (checked on a fresh read, against zombies too): then
+        None."""
+
+    def version(self) -> int | None:
+        """The table's current version, read now: a number every commit of data raises
+        (Delta's version, the sequence number of Iceberg's current snapshot); None when
+        there is no table yet."""
 
     def files(self) -> dict[str, int]:
-        """Every file the table's current version lists: path below the root -> size."""
+        """Every data file the table's current version lists, read now: its path below the
+        output's root (a file elsewhere by its whole URI) -> size."""
+
+    def row_deletes(self) -> int:
+        """How many of the current version's data files have rows deleted in place (Delta's
+        deletion vectors, Iceberg's delete files), which path readers cannot apply."""
 
 
 @dataclass(frozen=True)

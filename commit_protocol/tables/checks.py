@@ -10,12 +10,14 @@ there, and the next start of the query or ``rotsink verify --repair`` catches th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from commit_protocol.config import SinkConfig
+from commit_protocol.log import MetadataLog
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import owner_of, recorded_table
+from commit_protocol.tables.sharing import row_deletes_problem
 
 
 def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] | None,
@@ -38,29 +40,69 @@ class TableCheck:
     problems: list[str]
     in_flight: bool  # the latest batch's table commit may still be under way
     files: int
+    # what other writers changed since the version the log followed: files the table
+    # removed, and files it lists that the log does not (the next commit follows them)
+    removed_since: int = 0
+    added_since: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def notes(self) -> list[str]:
+        if not (self.removed_since or self.added_since):
+            return []
+        return [f"other writers changed the table since the version rotsink's log follows: "
+                f"{self.removed_since} finalized file(s) removed, {len(self.added_since)} "
+                "added; the query's next commit follows them (a shared table, not a problem)"]
 
 
-def check_table(storage: Storage, log_file: str, state: SinkState, config: SinkConfig,
+def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig,
                 listed: dict[str, int], *, timeout_s: float) -> TableCheck:
-    """Compare the table with ``listed`` (path -> size, the log's finalized files as of
-    ``state.batch_id``, whose log file is ``log_file``)."""
+    """Compare the table with ``listed`` (path -> size: the log's finalized files as of
+    ``state.batch_id``, as the log followed the table's other writers).
+
+    What other writers changed since is no problem: a file the table removed that an
+    earlier batch finalized, a file the table lists below the output's root or elsewhere.
+    What is: a file the table lists that storage lacks or holds at another size, rows
+    deleted in place (path readers return them), and a batch the table lacks once its
+    table commit is no longer in flight (its driver died between the two commit points).
+    """
     assert config.table_format is not None
     name = f"the {config.table_format.name} table"
     table = config.table_format.open(storage, config)
+    owner = owner_of(state.query_id)
+    mark = table.committed_batch(owner)  # before the files: a commit in between is lagging
     files = table.files()
-    problems = [f"{path}: listed by {name} but not by the log: table readers return rows "
-                "Spark's readers do not" for path in sorted(set(files) - set(listed))]
-    problems += [f"{path}: {name} lists {files[path]} bytes, the log {size}"
-                 for path, size in sorted(listed.items()) if path in files and files[path] != size]
-    missing = sorted(set(listed) - set(files))
-    if not missing:
-        return TableCheck(problems, False, len(files))
-    mark = table.committed_batch(owner_of(state.query_id))
-    age_s = time.time() - storage.mtime_ms(log_file) / 1000
+    problems = [f"{path}: {name} lists {files[path]} bytes, the log {size}"
+                for path, size in sorted(listed.items()) if path in files and files[path] != size]
+    added = {path: size for path, size in files.items() if path not in listed}
+    problems += [f"{path}: listed by {name} (another writer's file) but missing from storage: "
+                 "the table's readers fail" for path in sorted(added)
+                 if "://" not in path and not storage.exists(path)]
+    deleted_in_place = table.row_deletes()
+    if deleted_in_place:
+        problems.append(row_deletes_problem(config.table_format.name, deleted_in_place))
+    missing = set(listed) - set(files)
+    behind = _lagging(log, mark, state.batch_id)
+    lagging = missing if behind is None else behind & missing
+    removed = len(missing - lagging)
+    if not lagging:
+        return TableCheck(problems, False, len(files), removed, added)
+    age_s = time.time() - storage.mtime_ms(log.path_of(state.batch_id)) / 1000
     if (mark is None or mark < state.batch_id) and age_s < timeout_s:
-        return TableCheck(problems, True, len(files))
+        return TableCheck(problems, True, len(files), removed, added)
     problems.append(
-        f"{name} (holding batches up to {mark}) lacks {len(missing)} finalized file(s) the "
-        f"log lists as of batch {state.batch_id}, first {missing[0]}: its driver died between "
-        "the two commits; restart the query or run `rotsink verify --repair`")
-    return TableCheck(problems, False, len(files))
+        f"{name} (holding batches up to {mark}) lacks {len(lagging)} finalized file(s) the "
+        f"log lists as of batch {state.batch_id}, first {min(lagging)}: its driver died "
+        "between the two commits; restart the query or run `rotsink verify --repair`")
+    return TableCheck(problems, False, len(files), removed, added)
+
+
+def _lagging(log: MetadataLog, mark: int | None, latest: int) -> set[str] | None:
+    """The files batches after ``mark`` finalized, up to ``latest``, from their log files;
+    None when one is cleaned up (the table is far behind: every file it lacks counts)."""
+    files: set[str] = set()
+    for batch_id in range(0 if mark is None else mark + 1, latest + 1):
+        try:
+            files.update(p.name for p in log.read_head(batch_id).state.publish)
+        except FileNotFoundError:
+            return None
+    return files

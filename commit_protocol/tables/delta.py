@@ -122,6 +122,10 @@ class DeltaFollowedTable:
         known = snapshot(self.uri, self.options, fresh=fresh)
         return None if known is None else known.mark(owner)
 
+    def version(self) -> int | None:
+        table = self.loaded()
+        return None if table is None else table.version()
+
     def files(self) -> dict[str, int]:
         table = self.loaded()
         if table is None:
@@ -129,6 +133,10 @@ class DeltaFollowedTable:
         actions = table.get_add_actions(flatten=True)
         return dict(zip(actions.column("path").to_pylist(),
                         actions.column("size_bytes").to_pylist(), strict=True))
+
+    def row_deletes(self) -> int:
+        table = self.loaded(fresh=False)
+        return 0 if table is None else sum(batch.num_rows for batch in table.deletion_vectors())
 
     def check(self, *, owner: str | None, schema_json: str,
               partition_by: tuple[str, ...]) -> None:
@@ -150,7 +158,7 @@ class DeltaFollowedTable:
         _check_columns(self.uri, json.loads(table.schema().to_json()), json.loads(schema_json))
 
     # -- committing ----------------------------------------------------------------------
-    def commit(self, commit: TableCommit) -> bool:
+    def commit(self, commit: TableCommit) -> int | None:
         """Read the mark (as last known, then afresh after a lost race), skip a batch the
         table holds, commit with no retry at exactly the next version."""
         from deltalake.exceptions import CommitFailedError, DeltaError
@@ -161,13 +169,12 @@ class DeltaFollowedTable:
                 if known is None:
                     self._create(commit)
                     forget(self.uri, self.options)
-                    return True
+                    return 0
                 with known.lock:
                     held = known.mark(commit.owner)
                     if held is not None and held >= commit.batch_id:
-                        return False
-                    self._append(known, commit)
-                    return True
+                        return None
+                    return self._append(known, commit)
             except CommitFailedError:
                 continue  # another commit landed first: read the table again
             except DeltaError as e:
@@ -190,7 +197,7 @@ class DeltaFollowedTable:
             storage_options=self.options or None, commit_properties=_properties(commit),
             post_commithook_properties=_NO_HOOKS())
 
-    def _append(self, known: Snapshot, commit: TableCommit) -> None:
+    def _append(self, known: Snapshot, commit: TableCommit) -> int:
         table = known.ready()
         added = _new_columns(json.loads(table.schema().to_json()),
                              json.loads(nullable(commit.schema_json)))
@@ -209,6 +216,7 @@ class DeltaFollowedTable:
                                        commit_properties=_properties(commit),
                                        post_commithook_properties=_NO_HOOKS())
         known.committed(commit.owner, commit.batch_id, version)
+        return version
 
 
 def _NO_HOOKS() -> Any:

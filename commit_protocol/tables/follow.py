@@ -26,19 +26,22 @@ commits read only the mark and commit their own batch.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import MetadataLog
+from commit_protocol.log.files import is_compaction_batch
+from commit_protocol.log.lines import file_entry
 from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 from commit_protocol.tables import Table, TableCommit, TableFile, owner_of
-from commit_protocol.uris import from_uri
+from commit_protocol.tables.sharing import FOLLOWED_KEY, Followed, row_deletes_problem
+from commit_protocol.uris import from_uri, to_uri
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -48,6 +51,20 @@ logger = logging.getLogger("rotsink.table")
 # How far this process brought each output's table: root URI -> (owner, batch). Batches up
 # to it need no table commit beyond those the table's mark shows.
 _FOLLOWED: dict[str, tuple[str, int]] = {}
+# The table versions this process's commits made, by root URI: versions since the one the
+# log followed that are all in here need no comparison of listings.
+_OWN_VERSIONS: dict[str, set[int]] = {}
+
+
+@dataclass(frozen=True)
+class LogStep:
+    """What a batch's log file records of the table's other writers: its state's ``extra``
+    entries, the entries of files others added (a compaction batch's listing takes them in)
+    and the paths a compaction leaves out (the table removed them)."""
+
+    extra: dict[str, object]
+    entries: list[dict[str, object]] = field(default_factory=list)
+    dropped: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -151,15 +168,89 @@ class TableFollower:
 
     def _commit(self, batch: _Batch, owner: str, *, now_ms: int) -> bool:
         files = self._files(batch.files, now_ms)
-        return self.table.commit(TableCommit(batch.batch_id, owner, batch.schema_json,
-                                             self.config.partition_by, tuple(files)))
+        version = self.table.commit(TableCommit(batch.batch_id, owner, batch.schema_json,
+                                                self.config.partition_by, tuple(files)))
+        if version is None:
+            return False
+        _OWN_VERSIONS.setdefault(self.storage.root_uri, set()).add(version)
+        return True
+
+    # -- other writers ---------------------------------------------------------------------
+    def followed(self, previous: SinkState) -> Followed:
+        """Before the log file of the batch after ``previous``: the other writers' changes
+        the log follows as of the table's current version (see
+        :mod:`commit_protocol.tables.sharing`). One request when no one else committed."""
+        before = Followed.of(previous.extra)
+        version = self.table.version()
+        if version is None or version == before.version:
+            return before
+        own = _OWN_VERSIONS.setdefault(self.storage.root_uri, set())
+        ours = before.version is not None and \
+            all(v in own for v in range(before.version + 1, version + 1))
+        own.difference_update([v for v in own if v <= version])  # never asked again
+        if ours:
+            return replace(before, version=version)  # only this process's commits since
+        failpoints.hit("table.before_follow")
+        owner = owner_of(previous.query_id)
+        mark = self.table.committed_batch(owner)  # before the files: see _lagging
+        table_files = self.table.files()
+        listed = before.applied((from_uri(self.storage.root_uri, e["path"]), int(e["size"]))
+                                for e in self.log.finalized_entries(previous.batch_id))
+        lagging = self._lagging(mark, previous.batch_id, listed)
+        removed = {p for p in listed if p not in table_files and p not in lagging}
+        added = {p: size for p, size in table_files.items()
+                 if p not in listed and "://" not in p}  # elsewhere: not this output's
+        followed = before.with_changes(version, removed, added, self.table.row_deletes())
+        if removed or added:
+            logger.warning("table %s: following version %d, which other writers changed: "
+                           "%d finalized file(s) removed, %d added", self._name, version,
+                           len(removed), len(added))
+        if followed.row_deletes:
+            logger.warning("table %s: %s", self._name,
+                           row_deletes_problem(self._name, followed.row_deletes))
+        failpoints.hit("table.after_follow")
+        return followed
+
+    def log_step(self, previous: SinkState, batch_id: int, now_ms: int) -> LogStep:
+        """What the log file of ``batch_id`` (after ``previous``) records of the table: the
+        changes followed so far in its state, and on a compaction batch the changes written
+        into the listing itself (Spark's readers see them from there on)."""
+        followed = self.followed(previous)
+        if not is_compaction_batch(batch_id, self.log.interval) or \
+                not (followed.changes_listing or followed.retired):
+            return LogStep({FOLLOWED_KEY: followed.recorded()})
+        root = self.storage.root_uri
+        entries = [file_entry(to_uri(root, path), size, now_ms)
+                   for path, size in sorted(followed.added.items())]
+        retiring = sorted(followed.retiring)  # those the table's clean-up deleted drop out
+        on_storage = [p for p, kept in zip(retiring, each(self.storage, self.storage.exists,
+                                                           retiring), strict=True) if kept]
+        return LogStep({FOLLOWED_KEY: followed.compacted(on_storage).recorded()}, entries,
+                       followed.removed)
+
+    def _lagging(self, mark: int | None, latest: int, listed: dict[str, int]) -> set[str]:
+        """The finalized files of batches after ``mark`` up to ``latest``: listed by the log,
+        not yet committed to the table (its driver died between the two commit points), so
+        not removed by anyone. The mark is read before the table's files: a commit landing
+        in between makes this set larger than needed, never smaller. Where those batches'
+        log files are gone, every listed file (nothing is taken as removed)."""
+        first = 0 if mark is None else mark + 1
+        files: set[str] = set()
+        for batch_id in range(first, latest + 1):
+            batch = self._logged_batch(batch_id)
+            if batch is None:
+                return set(listed)
+            files.update(path for path, _ in batch.files)
+        return files
 
     def _reconcile(self, latest: int, owner: str, *, now_ms: int) -> list[int]:
-        """One commit of every finalized file as of ``latest`` that the table lacks."""
-        listed = {from_uri(self.storage.root_uri, e["path"]): int(e["size"])
-                  for e in self.log.finalized_entries(latest)}
-        missing = sorted(set(listed) - set(self.table.files()))
+        """One commit of every finalized file as of ``latest`` that the table lacks (but
+        those the log followed the table in removing)."""
         state = self.log.read_head(latest).state
+        listed = Followed.of(state.extra).applied(
+            (from_uri(self.storage.root_uri, e["path"]), int(e["size"]))
+            for e in self.log.finalized_entries(latest))
+        missing = sorted(set(listed) - set(self.table.files()))
         batch = _Batch(latest, tuple((path, listed[path]) for path in missing),
                        state.schema_json, changes_columns=True)
         logger.warning("table %s: log files of earlier batches are gone; reconciling: %d "
@@ -216,3 +307,4 @@ def follower(storage: Storage, config: SinkConfig, log: MetadataLog) -> TableFol
 def forget() -> None:
     """Drop what this process remembers (tests that rewrite an output)."""
     _FOLLOWED.clear()
+    _OWN_VERSIONS.clear()

@@ -220,16 +220,27 @@ class IcebergFollowedTable:
         self._read = self.loaded()
         return _mark(self._read, owner)
 
-    def files(self) -> dict[str, int]:
+    def version(self) -> int | None:
         table = self.loaded()
-        if table is None or table.current_snapshot() is None:
+        current = None if table is None else table.current_snapshot()
+        return None if current is None else current.sequence_number
+
+    def files(self) -> dict[str, int]:
+        listed = _listed(self.loaded())
+        if listed is None:
             return {}
-        listed = table.inspect.files()
         prefix = self.root + "/"
         return {path[len(prefix):] if path.startswith(prefix) else path: size
-                for path, size in zip(listed.column("file_path").to_pylist(),
-                                      listed.column("file_size_in_bytes").to_pylist(),
-                                      strict=True)}
+                for path, size, content in zip(listed.column("file_path").to_pylist(),
+                                               listed.column("file_size_in_bytes").to_pylist(),
+                                               listed.column("content").to_pylist(),
+                                               strict=True)
+                if content == DATA_CONTENT}
+
+    def row_deletes(self) -> int:
+        listed = _listed(self.loaded())
+        contents = [] if listed is None else listed.column("content").to_pylist()
+        return sum(content != DATA_CONTENT for content in contents)
 
     def check(self, *, owner: str | None, schema_json: str,
               partition_by: tuple[str, ...]) -> None:
@@ -260,7 +271,7 @@ class IcebergFollowedTable:
                                  "output")
 
     # -- committing ----------------------------------------------------------------------
-    def commit(self, commit: TableCommit) -> bool:
+    def commit(self, commit: TableCommit) -> int | None:
         from pyiceberg.exceptions import (
             CommitFailedException,
             CommitStateUnknownException,
@@ -271,14 +282,16 @@ class IcebergFollowedTable:
             table, self._read = self._read or self.loaded(), None
             held = _mark(table, commit.owner)
             if held is not None and held >= commit.batch_id:
-                return False
+                return None
             try:
                 if table is None:
-                    self._create(commit)
+                    made = self._create(commit)
                 else:  # the leftovers read before retries are turned off in memory
                     leftovers = self._leftovers(table)
-                    self._append(_without_retries(table), commit, leftovers=leftovers)
-                return True
+                    made = self._append(_without_retries(table), commit, leftovers=leftovers)
+                current = made.current_snapshot()
+                assert current is not None and current.sequence_number is not None
+                return current.sequence_number
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
                 continue  # another commit landed first, or might have: read again
@@ -286,7 +299,7 @@ class IcebergFollowedTable:
                          f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "
                          "row; is another query or a maintenance job committing to it?")
 
-    def _create(self, commit: TableCommit) -> None:
+    def _create(self, commit: TableCommit) -> IcebergTable:
         from pyiceberg.table.name_mapping import create_mapping_from_schema
 
         schema = iceberg_schema(commit.schema_json)
@@ -303,7 +316,7 @@ class IcebergFollowedTable:
             self.identifier, schema=schema, partition_spec=_identity_spec(schema, commit),
             properties=properties, **location)
         self._append_to(tx, commit)
-        tx.commit_transaction()
+        return tx.commit_transaction()
 
     def _leftovers(self, table: IcebergTable) -> tuple[str, ...]:
         """Table properties an earlier rotsink set that this one removes: retries off, which
@@ -315,7 +328,8 @@ class IcebergFollowedTable:
                      f"{self.root}/{LEGACY_METADATA_DIR}")) if properties.get(key) == value)
 
     def _append(self, table: IcebergTable, commit: TableCommit, *,
-                leftovers: tuple[str, ...] = ()) -> None:
+                leftovers: tuple[str, ...] = ()) -> IcebergTable:
+        """Commit the batch on ``table``; returns it, brought to the version committed."""
         with table.transaction() as tx:
             if leftovers:
                 tx.remove_properties(*leftovers)
@@ -326,6 +340,7 @@ class IcebergFollowedTable:
                     for field in added:
                         update.add_column(field.name, field.field_type, required=False)
             self._append_to(tx, commit)
+        return table
 
     def _append_to(self, tx: Any, commit: TableCommit) -> None:
         """Stage the mark and the batch's snapshot (an empty one for a batch without files,
@@ -361,6 +376,19 @@ class IcebergFollowedTable:
             file_format=FileFormat.PARQUET, partition=Record(*partition),
             file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
             equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def _listed(table: IcebergTable | None) -> Any:
+    """The data and delete files of the table's current snapshot (pyiceberg's
+    ``inspect.files``); None when it has none (pyiceberg fails on a snapshot without
+    manifests, as the first of a batch without files)."""
+    current = None if table is None else table.current_snapshot()
+    if table is None or current is None or not current.manifests(table.io):
+        return None
+    return table.inspect.files()
+
+
+DATA_CONTENT = 0  # a manifest entry's content: data; 1 and 2 are position and equality deletes
 
 
 def _without_retries(table: IcebergTable) -> IcebergTable:

@@ -307,7 +307,10 @@ def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, ma
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
-def test_verify_names_a_file_the_table_lists_and_the_log_does_not(tmp_path):
+def test_another_writer_s_file_is_followed_and_one_storage_lacks_is_a_problem(tmp_path):
+    """A file another writer added to the table is no problem: ``verify`` notes it and the
+    next commit follows it. A file the table lists that storage lacks is one: the table's
+    readers fail on it."""
     from deltalake.transaction import AddAction, CommitProperties
 
     cfg = table_config(str(tmp_path / "out"))
@@ -316,13 +319,17 @@ def test_verify_names_a_file_the_table_lists_and_the_log_does_not(tmp_path):
     stray = tmp_path / "out" / "grp=a" / "stray.parquet"
     stray.write_bytes((tmp_path / "out" / next(iter(finalized(cfg)))).read_bytes())
     table = delta(cfg)
-    table.create_write_transaction(
-        [AddAction("grp=a/stray.parquet", stray.stat().st_size, {"grp": "a"}, 0, True, "{}")],
-        mode="append", schema=table.schema(), partition_by=["grp"],
-        commit_properties=CommitProperties())
-    problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
-    assert any(p.startswith("grp=a/stray.parquet: listed by the delta table but not by the log")
-               for p in problems), problems
+    for path, size in (("grp=a/stray.parquet", stray.stat().st_size), ("grp=a/gone.parquet", 9)):
+        table.create_write_transaction(
+            [AddAction(path, size, {"grp": "a"}, 0, True, "{}")], mode="append",
+            schema=table.schema(), partition_by=["grp"], commit_properties=CommitProperties())
+    result = verify_output(open_storage(cfg.path), commit_timeout_s=0)
+    assert result.problems == ["grp=a/gone.parquet: listed by the delta table (another "
+                               "writer's file) but missing from storage: the table's readers "
+                               "fail"]
+    assert "2 added" in result.notes[0]
+    commit_batch(cfg, 2)
+    assert {"grp=a/stray.parquet", "grp=a/gone.parquet"} <= set(finalized(cfg))
 
 
 def test_vacuum_takes_nothing_rotsink_needs(tmp_path):

@@ -173,7 +173,7 @@ def test_a_zombie_commit_of_a_batch_the_table_holds_changes_nothing(tmp_path):
     follower = TableFollower(storage, cfg, Committer(storage, cfg, SCHEMA_JSON).log)
     files = tuple(follower._files(tuple(finalized(cfg).items())[:1], 0))
     assert zombie.commit(TableCommit(3, f"rotsink-{QUERY}", SCHEMA_JSON, ("grp",), files)) \
-        is False
+        is None
     assert batches_of(table_of(cfg)) == ["0", "1", "3"]
     assert_table_follows_the_log(cfg)
 

@@ -342,7 +342,7 @@ def test_an_intent_after_a_compaction_is_rolled_forward_by_a_new_process(tmp_pat
     c = make(tmp_path, max_batches=1)  # compaction every 3rd batch, old log files deleted
     c = Committer(c.storage, dataclasses.replace(c.config, compact_interval=3,
                                                  cleanup_delay_ms=0), c.schema_json)
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) + 60_000  # after every log file's mtime: clean-up takes them
     for b in range(14):
         f = task_file(tmp_path, f"_rotsink/inprogress/.t{b}", b"1\n",
                       name=f"part-00000-{b:06d}-000.jsonl")

@@ -1,0 +1,116 @@
+"""A shared table: what other writers change, the log follows (DESIGN 4.11).
+
+Other writers commit to rotsink's table between its own commits: a DELETE, UPDATE or MERGE
+rewrites files (copy-on-write), an OPTIMIZE or ``rewrite_data_files`` replaces many small
+files by a few large ones, a backfill appends. The table is then right, and rotsink's log,
+which every path reader lists (Spark's ``spark.read.parquet(path)``, rotsink's own reader),
+is not: it still lists the files the table removed and lacks those it added.
+
+So the log follows the table. Before the log file of each batch, the committer reads the
+table's version (one request); if a writer other than this process made a version since the
+one the log last followed, it compares the table's files with the log's listing and records
+the difference in the batch's state (:class:`Followed`, under ``extra.table_followed``):
+the finalized files the table removed and the files other writers added below the output's
+root, as of that table version. Recording it in the log file makes it exactly once: a commit
+replayed after a kill compares again, and the comparison of two absolute listings gives the
+same answer whenever it is made.
+
+Who sees it when:
+
+- rotsink's reader (and ``verify``, ``cat``, the table's catch-up) applies the latest batch's
+  :class:`Followed` to the listing: it sees the table's version as of the batch's commit;
+- Spark's readers honour no ``delete`` action (SPARK-30462, Spark 3.1) and compute which log
+  files to read from the compaction interval: a listed file leaves their view only when a
+  compaction omits it. So the next compaction batch writes the listing with the removed files
+  left out and the added ones in, one atomic step (a removal without the rewrite's new file
+  would lose rows; the new file without the removal would return them twice), and its state
+  starts an empty :class:`Followed`. Spark's readers lag the table by at most one compaction
+  interval; no shorter lag is safe, because only a compaction file replaces what the log
+  files before it list.
+
+A file the table removed stays on storage until the table's own clean-up (VACUUM, orphan
+removal) deletes it, which respects a retention: as long as that retention is longer than a
+compaction interval of batches, no path reader ever lists a file that is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+FOLLOWED_KEY = "table_followed"
+
+
+@dataclass(frozen=True)
+class Followed:
+    """Other writers' changes to the table as the log follows them, since the last
+    compaction: the table ``version`` they are taken as of, the finalized files the table
+    removed, the files others added below the output's root (path -> size), and how many of
+    the table's files have rows deleted that a path reader cannot see (Delta's deletion
+    vectors, Iceberg's delete files)."""
+
+    version: int | None = None
+    removed: frozenset[str] = frozenset()
+    added: Mapping[str, int] = field(default_factory=dict)
+    row_deletes: int = 0
+    # files the table removed that a compaction has left out of the listing, still on
+    # storage until the table's own clean-up (VACUUM, orphan removal) deletes them: no
+    # reader of the log lists them, and ``verify`` knows them for the table's
+    retired: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, extra: Mapping[str, Any]) -> Followed:
+        """As a state's ``extra`` recorded it (empty for an output no other writer changed)."""
+        body = extra.get(FOLLOWED_KEY)
+        if not body:
+            return cls()
+        return cls(body.get("version"), frozenset(body.get("removed", ())),
+                   {str(p): int(s) for p, s in body.get("added", [])},
+                   int(body.get("row_deletes", 0)), frozenset(body.get("retired", ())))
+
+    def recorded(self) -> dict[str, Any]:
+        """What a state's ``extra`` records (sorted: the same changes, the same bytes)."""
+        return {"version": self.version, "removed": sorted(self.removed),
+                "added": sorted([p, s] for p, s in self.added.items()),
+                "row_deletes": self.row_deletes, "retired": sorted(self.retired)}
+
+    @property
+    def changes_listing(self) -> bool:
+        return bool(self.removed or self.added)
+
+    def applied(self, listed: Iterable[tuple[str, int]]) -> dict[str, int]:
+        """The listing ``listed`` (path, size) as the followed table version has it."""
+        files = {path: size for path, size in listed if path not in self.removed}
+        files.update(self.added)
+        return files
+
+    def compacted(self, on_storage: Iterable[str]) -> Followed:
+        """After a compaction wrote the changes into the listing: nothing left to apply; the
+        removed and retired files still ``on_storage`` retired."""
+        return Followed(self.version, row_deletes=self.row_deletes,
+                        retired=frozenset(on_storage))
+
+    @property
+    def retiring(self) -> frozenset[str]:
+        """What a compaction retires: the removed files and those retired before."""
+        return self.removed | self.retired
+
+    def with_changes(self, version: int, removed: set[str], added: Mapping[str, int],
+                     row_deletes: int) -> Followed:
+        """These changes (against the listing as this object applies it) on top of these:
+        a file others added and removed again leaves ``added``, never enters ``removed``."""
+        kept = {p: s for p, s in self.added.items() if p not in removed}
+        return Followed(version, self.removed | {p for p in removed if p not in self.added},
+                        {**kept, **added}, row_deletes, self.retired)
+
+
+def row_deletes_problem(name: str, row_deletes: int) -> str:
+    """What a table holding row-level deletes means for path readers, and the way out."""
+    fix = ("REORG TABLE ... APPLY (PURGE)" if name == "delta"
+           else "rewrite_data_files with delete-file-threshold=1, or rewrite_position_delete_files")
+    return (f"the {name} table holds rows deleted in place in {row_deletes} file(s) "
+            f"({'deletion vectors' if name == 'delta' else 'delete files'}, written by another "
+            "writer despite the table's copy-on-write settings): path readers "
+            "(spark.read.parquet(path)) still return those rows, and rotsink's reader refuses "
+            f"the output until they are rewritten: run {fix}")

@@ -1,0 +1,216 @@
+"""A table others share, without Spark: another writer deletes rows by predicate, appends,
+compacts and vacuums between rotsink's commits (delta-rs, pyiceberg); rotsink's commits land
+once each, the log follows the table (rotsink's reader at the next commit, Spark's reading of
+``_spark_metadata`` at the next compaction), through kills at the new steps, and ``verify``
+tells the shared table from a broken one.
+
+Expected rows come from the table's own reader (delta-rs, pyiceberg) and from pyarrow over
+the files ``_spark_metadata`` lists as Spark reads it (``tests/support/spark_log.py``), never
+from rotsink's reader, which is what is checked."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from commit_protocol import failpoints
+from commit_protocol.config import SinkConfig
+from commit_protocol.reading import committed_files, open_committed
+from commit_protocol.storage import open_storage
+from commit_protocol.tables import table_format_named
+from commit_protocol.verification import verify_output
+from tests.support.spark_log import finalized_paths, latest_batch
+from tests.unit.test_delta_commits import commit_batch, forget, table_config
+
+INTERVAL = 3  # table_config's compaction interval: batches 2, 5, 8, ... are compactions
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory():
+    forget()
+    yield
+    forget()
+
+
+@pytest.fixture(params=["delta", "iceberg"])
+def cfg(request, tmp_path) -> SinkConfig:
+    return dataclasses.replace(table_config(str(tmp_path / "out")),
+                               table_format=table_format_named(request.param))
+
+
+def out_of(cfg: SinkConfig) -> Path:
+    return Path(cfg.path)
+
+
+# -- the three views: the table's own reader, Spark's listing, rotsink's reader ------------
+def table_ids(cfg: SinkConfig) -> Counter:
+    if cfg.table_format.name == "delta":
+        from deltalake import DeltaTable
+
+        rows = DeltaTable(cfg.path).to_pyarrow_table(columns=["id"])
+    else:
+        rows = _iceberg(cfg).scan(selected_fields=("id",)).to_arrow()
+    return Counter(rows.column("id").to_pylist())
+
+
+def spark_ids(cfg: SinkConfig) -> Counter:
+    """What ``spark.read.parquet(path)`` returns: the files the log lists as Spark reads it."""
+    out = out_of(cfg)
+    return Counter(i for path in finalized_paths(out, latest_batch(out))
+                   for i in pq.read_table(path, columns=["id"]).column("id").to_pylist())
+
+
+def rotsink_ids(cfg: SinkConfig) -> Counter:
+    """What rotsink's reader lists as finalized, read by pyarrow."""
+    storage = open_storage(cfg.path)
+    log, latest, state = open_committed(storage)
+    return Counter(i for f in committed_files(log, latest, state, include_in_progress=False)
+                   for i in pq.read_table(out_of(cfg) / f.path, columns=["id"])
+                   .column("id").to_pylist())
+
+
+def _iceberg(cfg: SinkConfig):
+    from commit_protocol.tables.iceberg import IcebergFollowedTable
+
+    table = IcebergFollowedTable(open_storage(cfg.path).root_uri, cfg).loaded()
+    assert table is not None
+    return table
+
+
+# -- what other writers do ---------------------------------------------------------------
+def delete_where(cfg: SinkConfig, low: int, high: int) -> None:
+    """Delete rows ``low <= id < high`` (copy-on-write: the files holding them rewritten)."""
+    if cfg.table_format.name == "delta":
+        from deltalake import DeltaTable
+
+        DeltaTable(cfg.path).delete(f"id >= {low} AND id < {high}")
+    else:
+        _iceberg(cfg).delete(delete_filter=f"id >= {low} and id < {high}")
+
+
+def append(cfg: SinkConfig, ids: list[int]) -> None:
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "grp": pa.array(["a"] * len(ids))})
+    if cfg.table_format.name == "delta":
+        from deltalake import write_deltalake
+
+        write_deltalake(cfg.path, rows, mode="append", partition_by=["grp"])
+    else:
+        table = _iceberg(cfg)
+        table.append(rows.cast(table.schema().as_arrow()))
+
+
+def verified(cfg: SinkConfig, *, repair: bool = False):
+    result = verify_output(open_storage(cfg.path), commit_timeout_s=0, repair=repair)
+    assert result.ok, result.problems
+    return result
+
+
+def test_the_log_follows_deletes_and_appends_at_the_next_commit_and_spark_at_a_compaction(cfg):
+    for batch_id in range(3):  # batch 2: a compaction
+        commit_batch(cfg, batch_id)
+    written = table_ids(cfg)
+    delete_where(cfg, 0, 6)
+    append(cfg, [9_000, 9_001])
+    after = table_ids(cfg)
+    assert sum(after.values()) == sum(written.values()) - 6 + 2
+    assert "other writers changed the table" in " ".join(verified(cfg).notes)
+
+    commit_batch(cfg, 3)  # follows them: rotsink's reader has the table's rows at once
+    assert rotsink_ids(cfg) == table_ids(cfg)
+    assert spark_ids(cfg) != table_ids(cfg)  # Spark's readers: up to the next compaction
+    assert not verified(cfg).notes
+    commit_batch(cfg, 4)
+    assert rotsink_ids(cfg) == table_ids(cfg)
+    commit_batch(cfg, 5)  # the compaction: Spark's readers see the table's rows
+    expected = table_ids(cfg)
+    assert spark_ids(cfg) == rotsink_ids(cfg) == expected
+    assert max(expected.values()) == 1 and 0 not in expected and expected[9_000] == 1
+    assert not verified(cfg).notes
+
+
+def test_a_compaction_and_a_vacuum_after_rotsink_followed_them(tmp_path):
+    """Delta's OPTIMIZE replaces rotsink's small files; once a compaction has left them out
+    of the log, a VACUUM with zero retention deletes them and no reader misses a row."""
+    from deltalake import DeltaTable
+
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    DeltaTable(cfg.path).optimize.compact()
+    expected = table_ids(cfg)
+    for batch_id in range(4, 6):
+        commit_batch(cfg, batch_id)
+    assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
+    assert set(expected) <= set(table_ids(cfg))
+    removed = DeltaTable(cfg.path).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                          dry_run=False)
+    assert removed  # OPTIMIZE's inputs are gone from storage
+    assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
+    verified(cfg)
+
+
+def test_a_vacuum_before_the_compaction_is_named_by_verify(tmp_path):
+    from deltalake import DeltaTable
+
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    delete_where(cfg, 0, 3)
+    commit_batch(cfg, 3)  # followed; Spark's listing still has the rewritten file
+    DeltaTable(cfg.path).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                dry_run=False)
+    problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
+    assert problems and all("before rotsink's next compaction" in p for p in problems), problems
+    assert rotsink_ids(cfg) == table_ids(cfg)  # rotsink's reader does not need them
+
+
+@pytest.mark.parametrize("point", ["table.before_follow", "table.after_follow"])
+def test_a_kill_while_following_is_followed_once_by_the_replay(cfg, monkeypatch, point):
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    delete_where(cfg, 0, 4)
+    monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(cfg, 2)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()  # a new driver replays the batch
+    commit_batch(cfg, 2)
+    for batch_id in range(3, 6):
+        commit_batch(cfg, batch_id)
+    expected = table_ids(cfg)
+    assert max(expected.values()) == 1 and not set(range(4)) & set(expected)
+    assert spark_ids(cfg) == rotsink_ids(cfg) == expected
+    verified(cfg)
+
+
+@pytest.mark.parametrize("removal", ["followed", "not yet followed"])
+def test_repair_catches_the_table_up_without_re_adding_what_it_removed(cfg, monkeypatch,
+                                                                       removal):
+    """A driver died between the log file and the table commit of batch 3: the table lacks
+    batch 3 (a problem), while rows another writer deleted from earlier batches are no
+    problem, and ``verify --repair`` commits batch 3 alone."""
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    if removal == "followed":
+        delete_where(cfg, 0, 4)
+    monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(cfg, 3)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    if removal == "not yet followed":
+        delete_where(cfg, 0, 4)
+    forget()
+    problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
+    assert len(problems) == 1 and "lacks" in problems[0], problems
+    assert verify_output(open_storage(cfg.path), commit_timeout_s=0, repair=True).ok
+    ids = table_ids(cfg)
+    assert max(ids.values()) == 1 and not set(range(4)) & set(ids)
+    assert set(range(3 * 12, 4 * 12)) & set(ids)  # batch 3's rows, once its files roll
+    commit_batch(cfg, 4)
+    commit_batch(cfg, 5)
+    assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
