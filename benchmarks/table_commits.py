@@ -46,7 +46,9 @@ SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
 # -- the driver process ------------------------------------------------------------------------
 def drive(url: str, endpoint: str, batches: int, table: str) -> None:
     """Commit ``batches`` batches (``table``: ``plain``, ``delta`` or ``iceberg``, whose
-    catalog options come as JSON in ``TABLE_OPTIONS``); print one JSON line per batch."""
+    catalog options come as JSON in ``TABLE_OPTIONS``; ``delta:shared``, ``iceberg:shared``:
+    another writer appends to the table before every commit after the first two, which the
+    commit then follows); print one JSON line per batch."""
     import pyarrow as pa
 
     from commit_protocol.committer import Committer
@@ -69,6 +71,7 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
         return done
 
     TableFollower.follow = timed  # type: ignore[method-assign]
+    table, _, shared = table.partition(":")
     cfg = SinkConfig(path=url, format="parquet", compression="snappy", file_suffix=".parquet",
                      partition_by=("day",),
                      table_format=None if table == "plain" else table_format_named(table),
@@ -86,6 +89,8 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
                                     storage.root_uri)
         report = TaskWriter(storage, cfg, plan, batch_id=batch_id, partition=0, attempt=0,
                             query_id="bench").write([rows])
+        if shared and batch_id > 1:
+            another_writer_appends(storage, cfg, batch_id)
         timings.clear()
         started = time.monotonic()
         result = Committer(storage, cfg, SCHEMA_JSON).commit(batch_id, [report])
@@ -96,6 +101,22 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
               flush=True)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"peak_mb": peak_kb / 1024}), flush=True)
+
+
+def another_writer_appends(storage: Any, cfg: Any, batch_id: int) -> None:
+    """A backfill's append of 10 rows through the table's own library, between two commits."""
+    import pyarrow as pa
+
+    rows = pa.table({"id": pa.array(range(-10 * batch_id, -10 * batch_id + 10), pa.int64()),
+                     "name": pa.array(["backfill"] * 10), "score": pa.array([0.0] * 10),
+                     "day": pa.array([DAYS[0]] * 10)})
+    table = cfg.table_format.open(storage, cfg).loaded()
+    if cfg.table_format.name == "delta":
+        from deltalake import write_deltalake
+
+        write_deltalake(table, rows, mode="append", partition_by=["day"])
+    else:
+        table.append(rows.cast(table.schema().as_arrow()))
 
 
 # -- the parent --------------------------------------------------------------------------------
@@ -146,12 +167,13 @@ def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None)
     requests: list[float] = []
     chains: list[float] = []
     with_table: list[float] = []
+    shared: list[float] = []
     without: list[float] = []
     rates: list[tuple[float, float]] = []
     peaks: list[float] = []
     for _ in range(args.repeats):
         proxies: list[FailingProxy] = []
-        for table in (args.table, "plain"):
+        for table in (args.table, f"{args.table}:shared", "plain"):
             options: dict[str, str] = {}
             if storage == "s3":
                 assert server is not None
@@ -159,15 +181,15 @@ def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None)
                            for target in server if target]
                 bucket = create_bucket(server[0], f"table-bench-{uuid.uuid4().hex[:8]}")
                 url, endpoint = f"s3://{bucket}/out", proxies[0].endpoint
-                if table == "iceberg":
+                if table.startswith("iceberg"):
                     options = iceberg_options(proxies[1].endpoint, proxies[0].endpoint)
             else:
                 url, endpoint = tempfile.mkdtemp(prefix="table-bench-"), ""
             batches, peak, wall = run(url, endpoint, args.batches, table, options)
             rolled = [b for b in batches if b["rolled"] and b["batch"] > 0]
-            (without if table == "plain" else with_table).append(
+            {"plain": without, args.table: with_table}.get(table, shared).append(
                 median([b["commit_ms"] for b in rolled]))
-            if table != "plain":
+            if table == args.table:
                 rates.append((len(batches) * ROWS / wall, sum(b["bytes"] for b in batches)
                               / wall / 1e6))
                 peaks.append(peak)
@@ -187,7 +209,9 @@ def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None)
           + (f", {median(requests):.0f} requests ({median(chains):.0f} sequential)"
              if requests else "")
           + f"; commit {median(with_table):.1f} ms with the table, {median(without):.1f} ms "
-          f"without ({median(with_table) / median(without):.2f}x); "
+          f"without ({median(with_table) / median(without):.2f}x), {median(shared):.1f} ms "
+          "following another writer's append before each "
+          f"({median(shared) / median(with_table):.2f}x the table's); "
           f"{median([r for r, _ in rates]):,.0f} rows/s, {median([m for _, m in rates]):.1f} "
           f"MB/s; driver peak {median(peaks):.0f} MB")
 

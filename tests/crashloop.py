@@ -126,6 +126,7 @@ class Tally:
     own_run_table_checks: int = 0  # of those, lives whose driver ran to its end: read before
                                    # the repair too
     table_rows: int = 0         # rows its last read returned
+    rewritten: int = 0          # files another writer's rewrites removed from the table
     spark_table_reads: int = 0  # reads of the table by Spark's reader in the lives' apps
     spark_final_checks: int = 0  # lives whose app read the table beside spark.read.parquet
     fired: Counter = field(default_factory=Counter)      # any action, by point
@@ -166,6 +167,10 @@ class CrashLoop:
     # of the format while its query commits (tests/crash_job.py): on a PySpark that has one
     spark_table_reads: bool = False
     class_archives: bool = True  # False: a short loop's drivers start without one
+    # a table shared with another writer: before each life, a maintenance job rewrites the
+    # table's files keeping their rows (tests/support/tables.py), which the next commit
+    # must follow (failpoints table.before_follow, table.after_follow)
+    rewrites: bool = False
     _spark_table_ids: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -285,6 +290,10 @@ class CrashLoop:
             self.files_written += self.files_per_life
         armed = self.logs / f"life-{index:04d}.failpoints"
         armed.write_text(life.spec)
+        if self.rewrites:
+            from tests.support.tables import rewrite_as_another_writer
+
+            self.tally.rewritten += rewrite_as_another_writer(self.out_url, self.options)
         if self.schema_change and not self.evolved and (
                 life.point in SCHEMA_POINTS
                 or (not set(SCHEMA_POINTS) & set(self.points) and index >= self.switch_at)):
@@ -657,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
         loop = bulk_loop(workdir, args.bulk, seed=args.seed, schema_change=True)
     if args.table:
         loop = table_loop(workdir, args.table, seed=args.seed, schema_change=True)
+        loop.rewrites = True
     points = tuple(p for p in ALL_POINTS if (args.bulk or args.table or p not in CONVERT_POINTS)
                    and (args.table or p not in TABLE_POINTS))
     loop.run(random_kills=args.random_kills, points=points)
@@ -682,6 +692,8 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"driver killed at {len(points) - len(unfired)}/{len(points)} failpoints"
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
         f"commits rolled forward by verify --repair: {t.repaired}",
+        *([f"another writer rewrote the table before each life: {t.rewritten} files "
+           "replaced, rows kept"] if loop.rewrites else []),
         *([f"table ({loop.options['table.format']}) read after each of {t.table_checks} lives "
            f"(and before the repair of the {t.own_run_table_checks} whose driver ran to its "
            "end) "

@@ -17,7 +17,7 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import owner_of, recorded_table
-from commit_protocol.tables.sharing import row_deletes_problem
+from commit_protocol.tables.sharing import in_layout, outside_layout_problem, row_deletes_problem
 
 
 def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] | None,
@@ -77,6 +77,8 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     problems += [f"{path}: listed by {name} (another writer's file) but missing from storage: "
                  "the table's readers fail" for path in sorted(added)
                  if "://" not in path and not storage.exists(path)]
+    problems += [outside_layout_problem(config.table_format.name, path) for path in sorted(added)
+                 if "://" not in path and not in_layout(path, config.partition_by)]
     deleted_in_place = table.row_deletes()
     if deleted_in_place:
         problems.append(row_deletes_problem(config.table_format.name, deleted_in_place))

@@ -40,7 +40,12 @@ from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 from commit_protocol.tables import Table, TableCommit, TableFile, owner_of
-from commit_protocol.tables.sharing import FOLLOWED_KEY, Followed, row_deletes_problem
+from commit_protocol.tables.sharing import (
+    FOLLOWED_KEY,
+    Followed,
+    in_layout,
+    row_deletes_problem,
+)
 from commit_protocol.uris import from_uri, to_uri
 
 if TYPE_CHECKING:
@@ -198,8 +203,8 @@ class TableFollower:
                                 for e in self.log.finalized_entries(previous.batch_id))
         lagging = self._lagging(mark, previous.batch_id, listed)
         removed = {p for p in listed if p not in table_files and p not in lagging}
-        added = {p: size for p, size in table_files.items()
-                 if p not in listed and "://" not in p}  # elsewhere: not this output's
+        added = {p: size for p, size in table_files.items()  # elsewhere: verify names it
+                 if p not in listed and in_layout(p, self.config.partition_by)}
         followed = before.with_changes(version, removed, added, self.table.row_deletes())
         if removed or added:
             logger.warning("table %s: following version %d, which other writers changed: "

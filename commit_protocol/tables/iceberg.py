@@ -63,6 +63,10 @@ METADATA_PATH = "write.metadata.path"
 LEGACY_METADATA_DIR = "_iceberg/metadata"
 MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
 NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
+# Where every writer puts new data files: the output's root, so that another writer's files
+# (a DELETE's rewrite, a backfill) land in the output's partition directories, where the log
+# can list them for path readers (Iceberg's default, <location>/data/, is outside them)
+DATA_PATH = "write.data.path"
 # Asked of every engine at creation: row-level changes rewrite files (copy-on-write) rather
 # than add delete files, which path readers (Spark's, rotsink's) cannot apply
 COPY_ON_WRITE = {f"write.{change}.mode": "copy-on-write"
@@ -215,13 +219,17 @@ class IcebergFollowedTable:
             return None
 
     def committed_batch(self, owner: str, *, fresh: bool = True) -> int | None:
-        """Always read fresh (a catalog lookup); the table read is kept for the commit that
+        """Read fresh (a catalog lookup), or not ``fresh``: from the table the version read
+        kept, if any (the commit is conditional on the snapshot it starts from, so a newer
+        one fails it and it reads again); the table read is kept for the commit that
         follows, which starts its transaction from it."""
-        self._read = self.loaded()
+        if fresh or self._read is None:
+            self._read = self.loaded()
         return _mark(self._read, owner)
 
     def version(self) -> int | None:
-        table = self.loaded()
+        """(The table read is kept for the table commit after the log file.)"""
+        self._read = table = self.loaded()
         current = None if table is None else table.current_snapshot()
         return None if current is None else current.sequence_number
 
@@ -306,7 +314,8 @@ class IcebergFollowedTable:
         namespace = self.identifier.rpartition(".")[0]
         if namespace:
             self.catalog.create_namespace_if_not_exists(namespace)
-        properties = {**COPY_ON_WRITE, OWNER: commit.owner, "format-version": "2",
+        properties = {**COPY_ON_WRITE, DATA_PATH: self.root, OWNER: commit.owner,
+                      "format-version": "2",
                       "schema.name-mapping.default":
                           create_mapping_from_schema(schema).model_dump_json()}
         location: dict[str, Any] = {}
@@ -333,6 +342,8 @@ class IcebergFollowedTable:
         with table.transaction() as tx:
             if leftovers:
                 tx.remove_properties(*leftovers)
+            if DATA_PATH not in tx.table_metadata.properties:  # a table an earlier rotsink made
+                tx.set_properties({DATA_PATH: self.root})
             have = {f.name for f in tx.table_metadata.schema().fields}
             added = [f for f in iceberg_schema(commit.schema_json).fields if f.name not in have]
             if added:

@@ -99,10 +99,41 @@ class Followed:
     def with_changes(self, version: int, removed: set[str], added: Mapping[str, int],
                      row_deletes: int) -> Followed:
         """These changes (against the listing as this object applies it) on top of these:
-        a file others added and removed again leaves ``added``, never enters ``removed``."""
+        a file others added and removed again leaves ``added`` for ``retired`` (no log
+        file lists it; storage holds it until the table's clean-up), never ``removed``."""
         kept = {p: s for p, s in self.added.items() if p not in removed}
-        return Followed(version, self.removed | {p for p in removed if p not in self.added},
-                        {**kept, **added}, row_deletes, self.retired)
+        again = {p for p in removed if p in self.added}
+        return Followed(version, self.removed | (removed - again), {**kept, **added},
+                        row_deletes, self.retired | again)
+
+
+def in_layout(path: str, partition_by: tuple[str, ...]) -> bool:
+    """Whether another writer's file lies where path readers can list it: in a partition
+    directory of the output (``col=value/`` per partition column, in order), at the root of
+    an unpartitioned one. A file elsewhere (Iceberg's default ``data/``, a random prefix)
+    would break Spark's partition discovery of the whole output
+    (``CONFLICTING_DIRECTORY_STRUCTURES``), so the log never lists it.
+
+    >>> in_layout("day=1/x.parquet", ("day",)), in_layout("data/day=1/x.parquet", ("day",))
+    (True, False)
+    >>> in_layout("x.parquet", ()), in_layout("s3://elsewhere/x.parquet", ())
+    (True, False)
+    """
+    if "://" in path:
+        return False
+    directories = path.split("/")[:-1]
+    if len(directories) != len(partition_by):
+        return False
+    pairs = zip(directories, partition_by, strict=True)
+    return all(part.partition("=")[0] == column for part, column in pairs)
+
+
+def outside_layout_problem(name: str, path: str) -> str:
+    return (f"{path}: another writer's file in the {name} table lies outside the output's "
+            "partition directories: path readers (spark.read.parquet, rotsink's) cannot "
+            "list it, and the log does not; write it below the output's root as "
+            "<column>=<value>/ directories (Iceberg: the table's write.data.path, which "
+            "rotsink sets to the output's root)")
 
 
 def row_deletes_problem(name: str, row_deletes: int) -> str:

@@ -61,3 +61,35 @@ def table_ids(url: str, options: dict[str, str]) -> Counter:
     except TableNotFoundError:
         return Counter()
     return Counter(delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
+
+
+def rewrite_as_another_writer(url: str, options: dict[str, str]) -> int:
+    """What a maintenance job does to a shared table: rewrite files, keeping their rows
+    (Delta's OPTIMIZE through delta-rs; through pyiceberg, the partition of most files
+    overwritten with its own rows). Returns the files it removed (0: nothing to rewrite)."""
+    if options.get("table.format") == "iceberg":
+        from pyiceberg.expressions import EqualTo
+
+        table = iceberg_table(url, options)
+        if table is None or table.current_snapshot() is None:
+            return 0
+        spec = table.spec()
+        if not spec.fields:
+            return 0
+        column = table.schema().find_field(spec.fields[0].source_id).name
+        files = table.inspect.files()
+        values = [row.get(column) for row in files.column("partition").to_pylist()]
+        counts = Counter(v for v in values if v is not None)
+        if not counts:
+            return 0
+        value, removed = counts.most_common(1)[0]
+        where = EqualTo(column, value)
+        table.overwrite(table.scan(row_filter=where).to_arrow(), overwrite_filter=where)
+        return removed
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        delta = delta_table(url, options)
+    except TableNotFoundError:
+        return 0
+    return int(delta.optimize.compact()["numFilesRemoved"])

@@ -214,3 +214,65 @@ def test_repair_catches_the_table_up_without_re_adding_what_it_removed(cfg, monk
     commit_batch(cfg, 4)
     commit_batch(cfg, 5)
     assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
+
+
+def test_another_writer_s_file_outside_the_partition_directories_is_named_not_listed(tmp_path):
+    """A file in ``data/grp=a/`` (Iceberg's default data path) would break Spark's partition
+    discovery of the whole output: the log never lists it, and verify says where it must go.
+    rotsink's Iceberg tables send every writer's files to the output's root instead."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, CommitProperties
+
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    source = next(p for p in out_of(cfg).glob("grp=a/*.parquet"))
+    (out_of(cfg) / "data" / "grp=a").mkdir(parents=True)
+    (out_of(cfg) / "data" / "grp=a" / "x.parquet").write_bytes(source.read_bytes())
+    table = DeltaTable(cfg.path)
+    table.create_write_transaction(
+        [AddAction("data/grp=a/x.parquet", source.stat().st_size, {"grp": "a"}, 0, True, "{}")],
+        mode="append", schema=table.schema(), partition_by=["grp"],
+        commit_properties=CommitProperties())
+    commit_batch(cfg, 2)
+    assert "data/grp=a/x.parquet" not in {f.path for f in committed_files(
+        *open_committed(open_storage(cfg.path)), include_in_progress=False)}
+    problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
+    assert any(p.startswith("data/grp=a/x.parquet: another writer's file") and
+               "outside the output's partition directories" in p for p in problems), problems
+
+
+def test_other_writers_of_an_iceberg_table_write_into_the_output_s_partitions(tmp_path):
+    cfg = dataclasses.replace(table_config(str(tmp_path / "out")),
+                              table_format=table_format_named("iceberg"))
+    commit_batch(cfg, 0)
+    append(cfg, [9_000])
+    added = [p.relative_to(out_of(cfg)).as_posix() for p in out_of(cfg).rglob("*.parquet")
+             if not p.name.startswith("part-")]  # rotsink's own are part-<task>-...
+    assert added and all(p.startswith("grp=a/") for p in added), added
+
+
+def test_a_file_others_added_and_removed_again_is_known_until_it_is_gone(tmp_path):
+    """A backfill's file, followed, then compacted away by an OPTIMIZE before rotsink's log
+    compaction took it in: no log file lists it, and verify knows it for the table's until
+    a VACUUM deletes it."""
+    from deltalake import DeltaTable
+
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    append(cfg, [9_000])
+    commit_batch(cfg, 3)  # follows the append
+    DeltaTable(cfg.path).optimize.compact()
+    commit_batch(cfg, 4)  # follows the OPTIMIZE, which removed the backfill's file
+    assert rotsink_ids(cfg) == table_ids(cfg)
+    verified(cfg)
+    commit_batch(cfg, 5)
+    assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
+    DeltaTable(cfg.path).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                dry_run=False)
+    verified(cfg)
+    for batch_id in range(6, 9):  # the next compaction forgets what the VACUUM deleted
+        commit_batch(cfg, batch_id)
+    assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
+    verified(cfg)
