@@ -110,6 +110,12 @@ class Table(Protocol):
         (Delta's version, the sequence number of Iceberg's current snapshot); None when
         there is no table yet."""
 
+    def appends_since(self, version: int) -> set[int]:
+        """The versions after ``version``, as :meth:`version` last read the table, that only
+        appended a rotsink query's files (each below its own output): nothing for another
+        output to follow. Empty where the table does not tell without more reads (Delta:
+        this process knows its own commits apart)."""
+
     def files(self) -> dict[str, int]:
         """Every data file the table's current version lists, read now: its path below the
         output's root (a file elsewhere by its whole URI) -> size."""

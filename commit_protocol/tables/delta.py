@@ -126,6 +126,9 @@ class DeltaFollowedTable:
         table = self.loaded()
         return None if table is None else table.version()
 
+    def appends_since(self, version: int) -> set[int]:
+        return set()  # a Delta table is one output's: its other rotsink writer is a zombie
+
     def files(self) -> dict[str, int]:
         table = self.loaded()
         if table is None:

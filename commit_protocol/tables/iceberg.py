@@ -29,6 +29,7 @@ The table is created asking engines for copy-on-write deletes, updates and merge
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ from commit_protocol.tables import (
 )
 from commit_protocol.tables.iceberg_schema import iceberg_schema, partition_value
 
+logger = logging.getLogger("rotsink.table")
+
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table as IcebergTable
@@ -61,7 +64,9 @@ IDENTIFIER = "identifier"
 METADATA_DIR = "metadata"
 METADATA_PATH = "write.metadata.path"
 LEGACY_METADATA_DIR = "_iceberg/metadata"
-MARK, OWNER = "rotsink.batch", "rotsink.owner"  # table properties: the high-water mark
+# a snapshot summary's batch and writer; as table properties, the one high-water mark an
+# earlier rotsink kept (now one per query: mark_key)
+MARK, OWNER = "rotsink.batch", "rotsink.owner"
 NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
 # Where every writer puts new data files: the output's root, so that another writer's files
 # (a DELETE's rewrite, a backfill) land in the output's partition directories, where the log
@@ -233,6 +238,9 @@ class IcebergFollowedTable:
         current = None if table is None else table.current_snapshot()
         return None if current is None else current.sequence_number
 
+    def appends_since(self, version: int) -> set[int]:
+        return set() if self._read is None else rotsink_appends(self._read, version)
+
     def files(self) -> dict[str, int]:
         listed = _listed(self.loaded())
         if listed is None:
@@ -252,16 +260,12 @@ class IcebergFollowedTable:
 
     def check(self, *, owner: str | None, schema_json: str,
               partition_by: tuple[str, ...]) -> None:
+        """An Iceberg table is shared through its catalog: a new output (``owner`` None) may
+        join a table that exists (another rotsink query's, a backfill's), partitioned and
+        typed as the output; an output with committed batches must find its own mark."""
         table = self.loaded()
         if table is None:
             return
-        found = table.properties.get(OWNER)
-        if owner is None or found != owner:
-            raise TableError(
-                f"Iceberg table {self.identifier} exists, written by "
-                f"{found or 'another writer (no ' + OWNER + ' property)'}, expected "
-                f"{owner or 'none (this output has no committed batch yet)'}: rotsink creates "
-                "and alone writes its table; choose another table.identifier")
         spec = table.spec()
         named = [table.schema().find_field(f.source_id).name for f in spec.fields]
         if named != list(partition_by) or any(str(f.transform) != "identity"
@@ -277,6 +281,17 @@ class IcebergFollowedTable:
                 raise TableError(f"Iceberg table {self.identifier}: column {field.name!r} is "
                                  f"{field.field_type} in the table, {ours[field.name]} in the "
                                  "output")
+        writers = _writers(table)
+        if owner is None:
+            logger.warning("Iceberg table %s exists (rotsink writers: %s): this output joins "
+                           "it, one more writer of the table", self.identifier,
+                           ", ".join(writers) or "none")
+        elif _mark(table, owner) is None:
+            raise TableError(
+                f"Iceberg table {self.identifier} holds no batch of this output's query "
+                f"({owner}; its rotsink writers: {', '.join(writers) or 'none'}), though the "
+                "output has committed batches: the table was replaced since; choose another "
+                "table.identifier")
 
     # -- committing ----------------------------------------------------------------------
     def commit(self, commit: TableCommit) -> int | None:
@@ -314,8 +329,7 @@ class IcebergFollowedTable:
         namespace = self.identifier.rpartition(".")[0]
         if namespace:
             self.catalog.create_namespace_if_not_exists(namespace)
-        properties = {**COPY_ON_WRITE, DATA_PATH: self.root, OWNER: commit.owner,
-                      "format-version": "2",
+        properties = {**COPY_ON_WRITE, DATA_PATH: self.root, "format-version": "2",
                       "schema.name-mapping.default":
                           create_mapping_from_schema(schema).model_dump_json()}
         location: dict[str, Any] = {}
@@ -356,7 +370,9 @@ class IcebergFollowedTable:
     def _append_to(self, tx: Any, commit: TableCommit) -> None:
         """Stage the mark and the batch's snapshot (an empty one for a batch without files,
         so that every commit is conditional on the snapshot read)."""
-        tx.set_properties({MARK: str(commit.batch_id), OWNER: commit.owner})
+        tx.set_properties({mark_key(commit.owner): str(commit.batch_id)})
+        if tx.table_metadata.properties.get(OWNER) == commit.owner:  # an earlier rotsink's mark
+            tx.remove_properties(OWNER, MARK)
         summary = {MARK: str(commit.batch_id), OWNER: commit.owner}
         with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
             for f in commit.files:
@@ -415,10 +431,44 @@ def _without_retries(table: IcebergTable) -> IcebergTable:
     return table
 
 
+def mark_key(owner: str) -> str:
+    """The table property holding ``owner``'s high-water mark: one per rotsink query, so that
+    several queries (each its own output and checkpoint) share one table.
+
+    >>> mark_key("rotsink-5f0c")
+    'rotsink.batch.rotsink-5f0c'
+    """
+    return f"{MARK}.{owner}"
+
+
 def _mark(table: IcebergTable | None, owner: str) -> int | None:
-    if table is None or table.properties.get(OWNER) != owner or MARK not in table.properties:
+    """``owner``'s mark: its own property, or the one mark an earlier rotsink kept."""
+    if table is None:
         return None
-    return int(table.properties[MARK])
+    properties = table.properties
+    if mark_key(owner) in properties:
+        return int(properties[mark_key(owner)])
+    if properties.get(OWNER) == owner and MARK in properties:
+        return int(properties[MARK])
+    return None
+
+
+def _writers(table: IcebergTable) -> list[str]:
+    """The rotsink queries holding a mark in the table."""
+    prefix = MARK + "."
+    found = [key[len(prefix):] for key in table.properties if key.startswith(prefix)]
+    legacy = table.properties.get(OWNER)
+    return sorted(found + ([legacy] if legacy and legacy not in found else []))
+
+
+def rotsink_appends(table: IcebergTable, after: int) -> set[int]:
+    """Sequence numbers after ``after`` of the snapshots any rotsink query appended (the
+    summary names a rotsink writer; an append only adds files, below that query's output):
+    for another output following the table, no change to look at."""
+    return {s.sequence_number for s in table.snapshots()
+            if s.sequence_number is not None and s.sequence_number > after
+            and s.summary is not None and s.summary.operation.value == "append"
+            and OWNER in s.summary.additional_properties}
 
 
 def _identity_spec(schema: Any, commit: TableCommit) -> Any:

@@ -116,8 +116,7 @@ def test_the_table_lists_exactly_the_finalized_files(cfg):
     table = table_of(cfg)
     # batch 0 creates the table (an empty snapshot); files roll every other batch
     assert batches_of(table) == ["0", "1", "3", "5"]
-    assert (table.properties["rotsink.batch"], table.properties["rotsink.owner"]) == \
-        ("5", f"rotsink-{QUERY}")
+    assert table.properties[f"rotsink.batch.rotsink-{QUERY}"] == "5"
     assert "commit.retry.num-retries" not in table.properties  # other writers keep retrying
     rows = table.scan().to_arrow()
     nulls = rows.filter(pa.compute.is_null(pa.compute.field("grp")))
@@ -249,7 +248,7 @@ def test_zoned_timestamps_are_written_in_utc_for_the_table_s_readers(tmp_path):
 
 
 REFUSED = [  # (how the table differs, what the error says, why)
-    ("foreign", "written by another writer (no rotsink.owner property)", "another writer's"),
+    ("replaced", "holds no batch of this output's query", "not the table it committed to"),
     ("partitions", "is partitioned by", "other partition columns"),
     ("types", "column 'id' is string in the table, long in the output", "another type"),
 ]
@@ -272,13 +271,12 @@ def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, ma
     catalog.create_namespace_if_not_exists("rotsink")
     id_type = StringType() if make == "types" else LongType()
     schema = Schema(NestedField(1, "id", id_type), NestedField(2, "grp", StringType()))
-    properties = {} if make == "foreign" else {"rotsink.owner": f"rotsink-{QUERY}"}
+    properties = {} if make == "replaced" else {"rotsink.owner": f"rotsink-{QUERY}"}
     spec = PartitionSpec() if make == "partitions" else PartitionSpec(
         PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="grp"))
     catalog.create_table("rotsink.out", schema=schema, properties=properties,
                          partition_spec=spec)
-    if make != "foreign":
-        commit_batch(dataclasses.replace(cfg, table_format=None), 0)
+    commit_batch(dataclasses.replace(cfg, table_format=None), 0)
     committer = Committer(open_storage(cfg.path), cfg, SCHEMA_JSON)
     with pytest.raises(TableError, match=re.escape(expected)):
         committer.start_table(committer.latest_state())
@@ -306,7 +304,8 @@ def test_snapshot_expiry_keeps_the_high_water_mark(tmp_path):
     expiring = table_of(cfg)
     expiring.maintenance.expire_snapshots().older_than(dt.datetime.now(dt.timezone.utc)) \
         .commit()
-    assert batches_of(table_of(cfg)) == ["3"] and table_of(cfg).properties["rotsink.batch"] == "3"
+    assert batches_of(table_of(cfg)) == ["3"]
+    assert table_of(cfg).properties[f"rotsink.batch.rotsink-{QUERY}"] == "3"
     forget()  # a new driver: the mark comes from the table's properties
     for batch_id in range(4, 6):
         commit_batch(cfg, batch_id)

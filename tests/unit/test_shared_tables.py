@@ -25,7 +25,7 @@ from commit_protocol.storage import open_storage
 from commit_protocol.tables import table_format_named
 from commit_protocol.verification import verify_output
 from tests.support.spark_log import finalized_paths, latest_batch
-from tests.unit.test_delta_commits import commit_batch, forget, table_config
+from tests.unit.test_delta_commits import SCHEMA_JSON, commit_batch, forget, table_config
 
 INTERVAL = 3  # table_config's compaction interval: batches 2, 5, 8, ... are compactions
 
@@ -276,3 +276,86 @@ def test_a_file_others_added_and_removed_again_is_known_until_it_is_gone(tmp_pat
         commit_batch(cfg, batch_id)
     assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg)
     verified(cfg)
+
+
+def test_two_rotsink_queries_commit_each_batch_once_into_one_iceberg_table(tmp_path,
+                                                                           monkeypatch):
+    """A live stream and a backfill, each with its own output and checkpoint, into one table
+    of a shared SQL catalog, their commits interleaved, one of them killed at a random step of
+    its commit in each round and replayed by a new driver: the table holds every finalized
+    row of both outputs once, each query's batches once each, and neither output's log lists
+    the other's files."""
+    import random
+
+    from commit_protocol.committer import Committer
+    from commit_protocol.plan import WritePlan
+    from commit_protocol.task_writer import TaskWriter
+    from tests.unit.test_delta_commits import batch_rows
+
+    catalog = {"table.catalog.type": "sql",
+               "table.catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
+               "table.catalog.warehouse": f"file://{tmp_path}/warehouse",
+               "table.identifier": "lake.events"}
+    configs = {query: dataclasses.replace(
+        table_config(str(tmp_path / query)), table_format=table_format_named("iceberg"),
+        table_options={k.removeprefix("table."): v for k, v in catalog.items()})
+        for query in ("live", "backfill")}
+
+    def commit(query: str, batch_id: int) -> None:
+        cfg = configs[query]
+        storage = open_storage(cfg.path)
+        committer = Committer(storage, cfg, SCHEMA_JSON)
+        plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
+        offset = 0 if query == "live" else 1000  # the backfill's ids apart
+        report = TaskWriter(storage, cfg, plan, batch_id=batch_id, partition=0, attempt=0,
+                            query_id=query).write([batch_rows(batch_id + offset)])
+        Committer(storage, cfg, SCHEMA_JSON).commit(batch_id, [report])
+
+    rng = random.Random(40)
+    points = ["table.before_commit", "table.after_commit", "driver.after_log_write",
+              "driver.after_stage", None]
+    for batch_id in range(8):
+        for query in rng.sample(list(configs), 2):
+            point = rng.choice(points)
+            if point is not None:
+                monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+                with pytest.raises(failpoints.FailpointError):
+                    commit(query, batch_id)
+                monkeypatch.delenv(failpoints.ENV_VAR)
+                forget()  # a new driver replays the batch
+            commit(query, batch_id)
+    for cfg in configs.values():  # the last kills caught up by the next start
+        committer = Committer(open_storage(cfg.path), cfg, SCHEMA_JSON)
+        committer.start_table(committer.latest_state())
+
+    table = _iceberg(configs["live"])
+    summaries = [s.summary.additional_properties for s in table.snapshots()]
+    marks = Counter((s["rotsink.owner"], s["rotsink.batch"]) for s in summaries
+                    if "rotsink.owner" in s)
+    assert max(marks.values()) == 1, marks  # each query's batch committed once
+    assert {owner for owner, _ in marks} == {"rotsink-live", "rotsink-backfill"}
+    expected = spark_ids(configs["live"]) + spark_ids(configs["backfill"])
+    assert table_ids(configs["live"]) == expected and max(expected.values()) == 1
+    for cfg in configs.values():
+        assert rotsink_ids(cfg) == spark_ids(cfg)  # neither lists the other's files
+        assert not verified(cfg).notes
+
+
+def test_verify_of_a_table_far_behind_a_cleaned_up_log(tmp_path, monkeypatch):
+    """The table holds no batch of the query (its first table commit failed) and the log
+    files of the early batches are cleaned up: verify names the missing files, and --repair
+    reconciles the table, instead of failing on the log files that are gone."""
+    cfg = dataclasses.replace(table_config(str(tmp_path / "out")), table_format=None,
+                              cleanup_delay_ms=0)
+    for batch_id in range(9):
+        commit_batch(cfg, batch_id)
+    assert not (out_of(cfg) / "_spark_metadata" / "0").exists()  # cleaned up
+    followed = dataclasses.replace(cfg, table_format=table_format_named("delta"))
+    monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(followed, 9)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
+    assert len(problems) == 1 and "lacks" in problems[0], problems
+    verified(followed, repair=True)
+    assert table_ids(followed) == spark_ids(followed)
