@@ -95,10 +95,17 @@ def unlisted_visible(storage: Storage, known: set[str], *,
                      tables_own: tuple[str, ...] = ()) -> list[str]:
     """Visible files that are neither ``known`` nor in a top-level directory a table that
     follows the log keeps its own files in (``tables_own``)."""
-    return [f"{info.path}: visible but not committed: readers that list the directory see it"
-            for info in sorted(storage.walk(""), key=lambda i: i.path)
+    return [unlisted_problem(path) for path in unlisted_paths(storage, known, tables_own)]
+
+
+def unlisted_paths(storage: Storage, known: set[str], tables_own: tuple[str, ...]) -> list[str]:
+    return [info.path for info in sorted(storage.walk(""), key=lambda i: i.path)
             if _visible(info.path) and info.path not in known
             and info.path.split("/", 1)[0] not in tables_own]
+
+
+def unlisted_problem(path: str) -> str:
+    return f"{path}: visible but not committed: readers that list the directory see it"
 
 
 def _visible(path: str) -> bool:

@@ -10,6 +10,7 @@ Temp names carry a random token instead, so that no two attempts ever share a fr
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from urllib.parse import unquote
 
@@ -75,6 +76,23 @@ def final_name(*, directory: str, prefix: str, partition: int, batch: int, roll:
     """
     name = f"{prefix}-{partition:05d}-{batch:06d}-{roll:03d}{suffix}"
     return f"{directory}/{name}" if directory else name
+
+
+_FINAL = re.compile(r"-\d{5}-\d{6}-\d{3}(\.[^/]*)?$")
+
+
+def is_final_name(path: str) -> bool:
+    """Whether ``path`` is named as rotsink names a finalized file (:func:`final_name`),
+    unlike other writers' files of a shared table (delta-rs, Spark, Iceberg: uuids).
+
+    >>> is_final_name("day=1/part-00003-000012-000.jsonl")
+    True
+    >>> is_final_name("day=1/part-00000-47612dd6-397f-4d79-9c75-7502b29c0523-c000.zstd.parquet")
+    False
+    >>> is_final_name("day=1/00000-0-4f2c6a52-1c3d-4b9f-9b7e-2a6f2b1e0c11.parquet")
+    False
+    """
+    return _FINAL.search(path.rsplit("/", 1)[-1]) is not None
 
 
 def temp_name(final: str) -> str:

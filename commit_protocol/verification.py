@@ -21,7 +21,8 @@ from commit_protocol.file_checks import (
     authenticate,
     check_finalized,
     check_in_progress,
-    unlisted_visible,
+    unlisted_paths,
+    unlisted_problem,
 )
 from commit_protocol.housekeeping import orphans
 from commit_protocol.in_flight import (
@@ -34,7 +35,13 @@ from commit_protocol.in_flight import (
 )
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_names, last_compaction_at_or_before, log_file_name
-from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR, LOG_DIR, success_marker
+from commit_protocol.naming import (
+    INPROGRESS_DIR,
+    INTENT_DIR,
+    LOG_DIR,
+    is_final_name,
+    success_marker,
+)
 from commit_protocol.reading import open_committed
 from commit_protocol.repair import repair_output
 from commit_protocol.state import SinkState
@@ -187,8 +194,14 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
         notes += checked.notes
         explained |= set(checked.added_since)  # other writers' files, followed next commit
         in_flight = [*in_flight, _TABLE_COMMIT] if checked.in_flight else in_flight
-    problems += unlisted_visible(storage, set(logged) | set(listed) | explained
-                                 | followed.retired, tables_own=owned)
+    unlisted = unlisted_paths(storage, set(logged) | set(listed) | explained
+                              | followed.retired, owned)
+    others = [p for p in unlisted if table is not None and not is_final_name(p)]
+    problems += [unlisted_problem(p) for p in unlisted if p not in others]
+    if others:  # a shared table's: written and removed again between two of rotsink's commits
+        notes.append(f"{len(others)} file(s) of other writers that neither the table nor the "
+                     f"log lists (first {others[0]}): rewritten or deleted since they were "
+                     "written; the table's clean-up (VACUUM, orphan removal) deletes them")
     problems += [f"{success_marker(d)}: the log's batch {latest} completed partition "
                  f"{d or '(root)'} but its marker is missing" for d in state.markers
                  if not storage.exists(success_marker(d))]

@@ -210,7 +210,7 @@ class TableFollower:
         followed = before.with_changes(version, removed, added, self.table.row_deletes())
         if removed or added:
             logger.warning("table %s: following version %d, which other writers changed: "
-                           "%d finalized file(s) removed, %d added", self._name, version,
+                           "%d listed file(s) removed, %d added", self._name, version,
                            len(removed), len(added))
         if followed.row_deletes:
             logger.warning("table %s: %s", self._name,

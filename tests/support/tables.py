@@ -83,7 +83,7 @@ def rewrite_as_another_writer(url: str, options: dict[str, str]) -> int:
         if not counts:
             return 0
         value, removed = counts.most_common(1)[0]
-        where = EqualTo(column, value)
+        where = EqualTo(term=column, value=value)
         table.overwrite(table.scan(row_filter=where).to_arrow(), overwrite_filter=where)
         return removed
     from deltalake.exceptions import TableNotFoundError

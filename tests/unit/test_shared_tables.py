@@ -47,9 +47,14 @@ def out_of(cfg: SinkConfig) -> Path:
     return Path(cfg.path)
 
 
+def format_of(cfg: SinkConfig) -> str:
+    assert cfg.table_format is not None
+    return cfg.table_format.name
+
+
 # -- the three views: the table's own reader, Spark's listing, rotsink's reader ------------
 def table_ids(cfg: SinkConfig) -> Counter:
-    if cfg.table_format.name == "delta":
+    if format_of(cfg) == "delta":
         from deltalake import DeltaTable
 
         rows = DeltaTable(cfg.path).to_pyarrow_table(columns=["id"])
@@ -61,14 +66,17 @@ def table_ids(cfg: SinkConfig) -> Counter:
 def spark_ids(cfg: SinkConfig) -> Counter:
     """What ``spark.read.parquet(path)`` returns: the files the log lists as Spark reads it."""
     out = out_of(cfg)
-    return Counter(i for path in finalized_paths(out, latest_batch(out))
+    latest = latest_batch(out)
+    assert latest is not None
+    return Counter(i for path in finalized_paths(out, latest)
                    for i in pq.read_table(path, columns=["id"]).column("id").to_pylist())
 
 
 def rotsink_ids(cfg: SinkConfig) -> Counter:
     """What rotsink's reader lists as finalized, read by pyarrow."""
-    storage = open_storage(cfg.path)
-    log, latest, state = open_committed(storage)
+    committed = open_committed(open_storage(cfg.path))
+    assert committed is not None
+    log, latest, state = committed
     return Counter(i for f in committed_files(log, latest, state, include_in_progress=False)
                    for i in pq.read_table(out_of(cfg) / f.path, columns=["id"])
                    .column("id").to_pylist())
@@ -85,7 +93,7 @@ def _iceberg(cfg: SinkConfig):
 # -- what other writers do ---------------------------------------------------------------
 def delete_where(cfg: SinkConfig, low: int, high: int) -> None:
     """Delete rows ``low <= id < high`` (copy-on-write: the files holding them rewritten)."""
-    if cfg.table_format.name == "delta":
+    if format_of(cfg) == "delta":
         from deltalake import DeltaTable
 
         DeltaTable(cfg.path).delete(f"id >= {low} AND id < {high}")
@@ -95,7 +103,7 @@ def delete_where(cfg: SinkConfig, low: int, high: int) -> None:
 
 def append(cfg: SinkConfig, ids: list[int]) -> None:
     rows = pa.table({"id": pa.array(ids, pa.int64()), "grp": pa.array(["a"] * len(ids))})
-    if cfg.table_format.name == "delta":
+    if format_of(cfg) == "delta":
         from deltalake import write_deltalake
 
         write_deltalake(cfg.path, rows, mode="append", partition_by=["grp"])
@@ -235,8 +243,10 @@ def test_another_writer_s_file_outside_the_partition_directories_is_named_not_li
         mode="append", schema=table.schema(), partition_by=["grp"],
         commit_properties=CommitProperties())
     commit_batch(cfg, 2)
-    assert "data/grp=a/x.parquet" not in {f.path for f in committed_files(
-        *open_committed(open_storage(cfg.path)), include_in_progress=False)}
+    committed = open_committed(open_storage(cfg.path))
+    assert committed is not None
+    assert "data/grp=a/x.parquet" not in {
+        f.path for f in committed_files(*committed, include_in_progress=False)}
     problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
     assert any(p.startswith("data/grp=a/x.parquet: another writer's file") and
                "outside the output's partition directories" in p for p in problems), problems
