@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
+from commit_protocol.progress import Progress, Step, no_progress
 from commit_protocol.reading import CommittedFile, open_plaintext
 from commit_protocol.reading.bulk import finished_batches, staged_stream
 from commit_protocol.state import SinkState
@@ -36,11 +37,15 @@ class InProgressCheck:
         return max(0, (self.stored or 0) - self.committed)
 
 
-def check_finalized(storage: Storage, listed: dict[str, int],
-                     problems: list[str]) -> list[CommittedFile]:
+def check_finalized(storage: Storage, listed: dict[str, int], problems: list[str],
+                    progress: Progress = no_progress) -> list[CommittedFile]:
     """Each listed file exists with exactly its logged size; returns the intact ones."""
     intact = []
-    for path, size in listed.items():
+    total = sum(listed.values())
+    done = 0
+    for number, (path, size) in enumerate(listed.items(), start=1):
+        done += size
+        progress(Step("sizes checked", number, len(listed), done, total))
         stored = _stored_size(storage, path, problems)
         if stored is None:
             problems.append(f"{path}: listed in the log ({size} bytes) but missing")
@@ -120,7 +125,8 @@ def _visible(path: str) -> bool:
 
 
 def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
-                  ring: Mapping[str, bytes] | None, problems: list[str]) -> int:
+                 ring: Mapping[str, bytes] | None, problems: list[str],
+                 progress: Progress = no_progress) -> int:
     """Decode (decrypt, decompress) the committed bytes of ``files``, streamed; how many
     passed."""
     if state.encrypted and not ring:
@@ -128,7 +134,11 @@ def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
                         "its keys (ring)")
         return 0
     passed = 0
-    for f in files:
+    total = sum(f.length for f in files)
+    done = 0
+    for number, f in enumerate(files, start=1):
+        progress(Step("bytes decoded", number - 1, len(files), done, total))
+        done += f.length
         try:
             _decode_all(storage, state, f, ring)
         except (RotsinkError, OSError, ValueError, pa.ArrowException) as e:
@@ -136,6 +146,7 @@ def authenticate(storage: Storage, state: SinkState, files: list[CommittedFile],
             problems.append(str(e) if f.path in str(e) else f"{f.path}: {type(e).__name__}: {e}")
         else:
             passed += 1
+    progress(Step("bytes decoded", len(files), len(files), done, total))
     return passed
 
 

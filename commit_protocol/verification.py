@@ -42,6 +42,7 @@ from commit_protocol.naming import (
     is_final_name,
     success_marker,
 )
+from commit_protocol.progress import Progress, no_progress
 from commit_protocol.reading import open_committed
 from commit_protocol.repair import repair_output
 from commit_protocol.state import SinkState
@@ -79,7 +80,8 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
                   deep: bool = False, repair: bool = False,
                   commit_timeout_s: float = COMMIT_TIMEOUT_S,
                   on_wait: Callable[[PendingIntent], None] | None = None,
-                  fs_options: dict[str, str] | None = None) -> Verification:
+                  fs_options: dict[str, str] | None = None,
+                  progress: Progress = no_progress) -> Verification:
     """Check an output path against its metadata log.
 
     Parameters
@@ -120,7 +122,8 @@ def verify_output(storage: Storage, *, ring: Mapping[str, bytes] | None = None,
     for _ in range(_LOOKS + int(commit_timeout_s / POLL_S)):
         before = _commit_traces(storage)
         found, in_flight = _check(storage, ring=ring, deep=deep, repaired=repaired,
-                                  timeout_s=commit_timeout_s, fs_options=fs_options)
+                                  timeout_s=commit_timeout_s, fs_options=fs_options,
+                                  progress=progress)
         if in_flight:  # a live commit, or a driver dead a moment ago: the second look says
             settle(storage, timeout_s=commit_timeout_s, on_wait=on_wait)  # waits for intents
             if _TABLE_COMMIT in in_flight:  # nothing to wait on but the table, or the time
@@ -158,8 +161,8 @@ def _commit_traces(storage: Storage) -> frozenset[str]:
 
 
 def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
-           repaired: list[int], timeout_s: float,
-           fs_options: dict[str, str] | None) -> tuple[Verification, list[int]]:
+           repaired: list[int], timeout_s: float, fs_options: dict[str, str] | None,
+           progress: Progress = no_progress) -> tuple[Verification, list[int]]:
     """One check of storage against the latest committed state; and the batches found in
     flight (their renames explained, not problems)."""
     problems: list[str] = []
@@ -180,7 +183,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     followed = Followed.of(state.extra)
     listed = followed.applied(logged.items())  # as rotsink's readers list the output
     problems += _vacuumed_early(storage, followed, logged)
-    finalized = check_finalized(storage, listed, problems)
+    finalized = check_finalized(storage, listed, problems, progress)
     in_progress, prefixes = check_in_progress(storage, state, problems, moved=moved)
     table = table_config(storage, state, fs_options)
     owned = () if table is None or table.table_format is None else \
@@ -207,7 +210,8 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
                  if not storage.exists(success_marker(d))]
     authenticated = 0
     if deep or ring is not None:
-        authenticated = authenticate(storage, state, finalized + prefixes, ring, problems)
+        authenticated = authenticate(storage, state, finalized + prefixes, ring, problems,
+                                     progress)
     return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
                         [i.path for i in orphans(storage, state)], pending, repaired,
                         authenticated, notes), in_flight

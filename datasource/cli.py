@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from typing import TextIO
 
 from commit_protocol.errors import RotsinkError
 from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
+from commit_protocol.progress import Step, no_progress
 from commit_protocol.tables import TABLE_FORMATS
 
 
@@ -134,11 +137,56 @@ def _verify(path: str, fs_options: dict[str, str], *, keys: list[str], deep: boo
               f"after {commit_timeout_s:.0f} s is reported as its driver's death",
               file=sys.stderr)
 
+    shown = TerminalProgress(sys.stderr) if sys.stderr.isatty() else None
     result = verify(path, fs_options, key_refs=keys, deep=deep, repair=repair,
-                    commit_timeout_s=commit_timeout_s, on_wait=waiting)
+                    commit_timeout_s=commit_timeout_s, on_wait=waiting,
+                    progress=shown or no_progress)
+    if shown is not None:
+        shown.close()
     for line in verification_lines(result):
         print(line)
     return 0 if result.ok else 1
+
+
+class TerminalProgress:
+    """A check's progress as one line a terminal redraws (``\r``), at most ten times a
+    second, on ``stream``; :meth:`close` ends the line."""
+
+    def __init__(self, stream: TextIO, *, every_s: float = 0.1) -> None:
+        self.stream = stream
+        self.every_s = every_s
+        self._last = 0.0
+        self._width = 0
+
+    def __call__(self, step: Step) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every_s and step.files < step.total_files:
+            return
+        self._last = now
+        line = (f"rotsink verify: {step.what}: {step.files:,} of {step.total_files:,} files, "
+                f"{_size(step.bytes)} of {_size(step.total_bytes)}")
+        self.stream.write("\r" + line.ljust(self._width))
+        self.stream.flush()
+        self._width = len(line)
+
+    def close(self) -> None:
+        if self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _size(n: int) -> str:
+    """A byte count as a person reads it.
+
+    >>> _size(0), _size(1536), _size(3 << 30)
+    ('0 B', '1.5 KiB', '3.0 GiB')
+    """
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import CorruptLogError, RotsinkError
 from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
+from commit_protocol.progress import Progress, no_progress
 from commit_protocol.reading import open_committed
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.verification import Verification, verify_output
@@ -98,9 +99,10 @@ def partitions(path: str, fs_options: dict[str, str] | None = None) -> Partition
 def verify(path: str, fs_options: dict[str, str] | None = None, *,
            key_refs: Sequence[str] = (), deep: bool = False, repair: bool = False,
            commit_timeout_s: float = COMMIT_TIMEOUT_S,
-           on_wait: Callable[[PendingIntent], None] | None = None) -> Verification:
+           on_wait: Callable[[PendingIntent], None] | None = None,
+           progress: Progress = no_progress) -> Verification:
     """``rotsink verify``: check ``path`` against its log (see :func:`verify_output`, which
-    takes ``commit_timeout_s`` and ``on_wait``).
+    takes ``commit_timeout_s``, ``on_wait`` and ``progress``).
 
     ``key_refs`` (``env:VAR``, ``file:/path``) authenticate every committed byte. An encrypted
     path needs them: without keys its files could be replaced by anything of the right size.
@@ -116,7 +118,7 @@ def verify(path: str, fs_options: dict[str, str] | None = None, *,
         raise RotsinkError(f"{path} is encrypted: pass --key REF to authenticate its files")
     return verify_output(storage, ring=ring, deep=deep, repair=repair,
                          commit_timeout_s=commit_timeout_s, on_wait=on_wait,
-                         fs_options=fs_options)
+                         fs_options=fs_options, progress=progress)
 
 
 def _encrypted(storage: Storage) -> bool:

@@ -133,3 +133,44 @@ def test_help_shows_the_commands_without_markup(capsys):
     out = capsys.readouterr().out
     assert "The rotsink command: demo, inspect PATH, verify PATH, cat FILE." in out
     assert "``" not in out
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_verify_shows_its_progress_on_a_terminal_only(tmp_path, terminal):
+    """``verify --deep`` (and ``--repair``) over a big lake takes a while: on a terminal its
+    standard error shows files and bytes checked of the total, redrawn on one line; piped,
+    nothing but the result."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    c = make(tmp_path, max_batches=1)
+    for b in range(3):
+        f = task_file(tmp_path, f"_rotsink/inprogress/.{b}", b'{"id":1}\n' * 100,
+                      name=f"part-00000-{b:06d}-000.jsonl")
+        c.commit(b, [report(b, f)], now_ms=b)
+    command = [sys.executable, "-c", "import sys; from datasource.cli import main; "
+               "sys.exit(main())", "verify", "--deep", "--repair", str(tmp_path)]
+    if not terminal:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        return
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=secondary) as child:
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert child.wait(timeout=120) == 0
+    os.close(primary)
+    text = shown.decode()
+    assert text.startswith("\r") and text.endswith("\n"), text  # one line, redrawn
+    assert "rotsink verify: sizes checked: 3 of 3 files, 2.6 KiB of 2.6 KiB" in text, text
+    assert "rotsink verify: bytes decoded: 3 of 3 files, 2.6 KiB of 2.6 KiB" in text, text
