@@ -18,7 +18,12 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import owner_of, recorded_table
-from commit_protocol.tables.sharing import in_layout, outside_layout_problem, row_deletes_problem
+from commit_protocol.tables.sharing import (
+    in_layout,
+    is_elsewhere,
+    outside_layout_problem,
+    row_deletes_problem,
+)
 
 
 def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] | None,
@@ -76,7 +81,7 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
                 for path, size in sorted(listed.items()) if path in files and files[path] != size]
     # another output's files (a table shared by several rotsink queries) are not this one's
     added = {path: size for path, size in files.items()
-             if path not in listed and "://" not in path}
+             if path not in listed and not is_elsewhere(path)}
     problems += [f"{path}: listed by {name} (another writer's file) but missing from storage: "
                  "the table's readers fail" for path in sorted(added)
                  if not storage.exists(path)]

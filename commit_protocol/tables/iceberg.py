@@ -245,8 +245,8 @@ class IcebergFollowedTable:
         listed = _listed(self.loaded())
         if listed is None:
             return {}
-        prefix = self.root + "/"
-        return {path[len(prefix):] if path.startswith(prefix) else path: size
+        prefix = _same_uri(self.root) + "/"
+        return {_below(path, prefix): size
                 for path, size, content in zip(listed.column("file_path").to_pylist(),
                                                listed.column("file_size_in_bytes").to_pylist(),
                                                listed.column("content").to_pylist(),
@@ -479,6 +479,32 @@ def _identity_spec(schema: Any, commit: TableCommit) -> Any:
                                           field_id=1000 + i, transform=IdentityTransform(),
                                           name=column)
                            for i, column in enumerate(commit.partition_by)])
+
+
+def _same_uri(uri: str) -> str:
+    """``uri`` as every writer's spelling of it compares: Spark's Iceberg writers name a local
+    file ``file:/data/x`` (Hadoop's), pyiceberg and rotsink ``file:///data/x``; S3 as s3://.
+
+    >>> _same_uri("file:/data/out/a.parquet"), _same_uri("file:///data/out/a.parquet")
+    ('file:///data/out/a.parquet', 'file:///data/out/a.parquet')
+    >>> _same_uri("s3a://b/out/a.parquet")
+    's3://b/out/a.parquet'
+    """
+    scheme, colon, rest = uri.partition(":")
+    if not colon:
+        return uri
+    if scheme.lower() == "file":
+        return "file:///" + rest.lstrip("/")
+    if scheme.lower() in ("s3", "s3a", "s3n"):
+        return "s3:" + rest
+    return uri
+
+
+def _below(path: str, prefix: str) -> str:
+    """A data file's path below the output's root (``prefix``, as :func:`_same_uri`
+    spells it), or its whole URI when it lies elsewhere."""
+    same = _same_uri(path)
+    return same[len(prefix):] if same.startswith(prefix) else path
 
 
 def _data_root(root_uri: str) -> str:

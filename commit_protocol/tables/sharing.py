@@ -35,6 +35,7 @@ compaction interval of batches, no path reader ever lists a file that is gone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,21 @@ class Followed:
                         row_deletes, self.retired | again)
 
 
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def is_elsewhere(path: str) -> bool:
+    """Whether a table lists ``path`` by a whole URI: a file outside the output's root (a
+    file below it is listed by its relative path).
+
+    >>> is_elsewhere("s3://b/other/x.parquet"), is_elsewhere("file:/x.parquet")
+    (True, True)
+    >>> is_elsewhere("day=1/x.parquet")
+    False
+    """
+    return _URI.match(path) is not None
+
+
 def in_layout(path: str, partition_by: tuple[str, ...]) -> bool:
     """Whether another writer's file lies where path readers can list it: in a partition
     directory of the output (``col=value/`` per partition column, in order), at the root of
@@ -119,7 +135,7 @@ def in_layout(path: str, partition_by: tuple[str, ...]) -> bool:
     >>> in_layout("x.parquet", ()), in_layout("s3://elsewhere/x.parquet", ())
     (True, False)
     """
-    if "://" in path:
+    if is_elsewhere(path):
         return False
     directories = path.split("/")[:-1]
     if len(directories) != len(partition_by):
@@ -139,7 +155,8 @@ def outside_layout_problem(name: str, path: str) -> str:
 def row_deletes_problem(name: str, row_deletes: int) -> str:
     """What a table holding row-level deletes means for path readers, and the way out."""
     fix = ("REORG TABLE ... APPLY (PURGE)" if name == "delta"
-           else "rewrite_data_files with delete-file-threshold=1, or rewrite_position_delete_files")
+           else "rewrite_data_files with delete-file-threshold=1 and "
+           "remove-dangling-deletes=true")
     return (f"the {name} table holds rows deleted in place in {row_deletes} file(s) "
             f"({'deletion vectors' if name == 'delta' else 'delete files'}, written by another "
             "writer despite the table's copy-on-write settings): path readers "

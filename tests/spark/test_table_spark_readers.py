@@ -130,3 +130,99 @@ if READERS:  # no test where this PySpark has no Spark table reader
         shown(f"Spark's {table_format} reader in the writing application: {len(versions)} "
               "table versions read, each equal to the log's finalized files at its batch; "
               "after Spark's maintenance the query went on exactly once")
+
+
+def _sql_table(table_format: str, out: Path, tmp_path: Path) -> str:
+    """The table in Spark SQL: Delta by path, Iceberg in the session's catalog."""
+    return f"delta.`{out}`" if table_format == "delta" else \
+        f"{SESSION_CATALOG}.{identifier(tmp_path)}"
+
+
+def _compact(spark, table_format: str, out: Path, tmp_path: Path, **options: str) -> None:
+    """Spark's own compaction: Delta's OPTIMIZE, Iceberg's rewrite_data_files."""
+    if table_format == "delta":
+        spark.sql(f"OPTIMIZE delta.`{out}`").collect()
+        return
+    given = ", ".join(f"'{k}', '{v}'" for k, v in {"min-input-files": "2", **options}.items())
+    spark.sql(f"CALL {SESSION_CATALOG}.system.rewrite_data_files(table => "
+              f"'{SESSION_CATALOG}.{identifier(tmp_path)}', options => map({given}))").collect()
+
+
+if READERS:
+    @pytest.mark.parametrize("table_format", READERS)
+    def test_spark_s_own_delete_update_and_compaction_share_the_table(
+            spark, tmp_path, iceberg_catalog_db, table_format, shown):
+        """Spark's DELETE, UPDATE and OPTIMIZE / rewrite_data_files between runs of the
+        query: the query goes on exactly once; rotsink's reader returns the table's rows (as
+        Spark's table reader reads them) and the rows still in progress, none deleted, and
+        ``spark.read.parquet`` the table's rows once a compaction of the log followed. Rows
+        deleted in place (deletion vectors, position delete files, which a table property
+        can ask for despite rotsink's copy-on-write settings) are named by verify and make
+        rotsink's reader refuse the output, until Spark rewrites them."""
+        from datasource.inspect import verify
+
+        out = tmp_path / "out"
+        table = _sql_table(table_format, out, tmp_path)
+        written = 0
+
+        def run(files: int) -> None:
+            nonlocal written
+            write_numbered_source(tmp_path / "in", files=files, rows_per_file=20,
+                                  start_file=written // 20)
+            written += files * 20
+            start_query(spark, tmp_path, table_format, iceberg_catalog_db).awaitTermination()
+
+        def parquet_ids() -> Counter:
+            return Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
+
+        run(4)
+        # rows a DELETE removes: those of the table then (rows still in progress are not)
+        deleted = {i for i in table_rows(spark, table_format, out, tmp_path) if i % 7 == 0}
+        spark.sql(f"DELETE FROM {table} WHERE id % 7 = 0").collect()
+        spark.sql(f"UPDATE {table} SET score = -1.0 WHERE id % 5 = 0").collect()
+        _compact(spark, table_format, out, tmp_path)
+        changed = table_rows(spark, table_format, out, tmp_path)
+        assert changed and not any(i % 7 == 0 for i in changed) and max(changed.values()) == 1
+        assert parquet_ids() != changed  # Spark's path readers: until a log compaction
+        run(4)  # four batches: the log compacts, following every change
+        expected = table_rows(spark, table_format, out, tmp_path)
+        assert set(changed) <= set(expected)
+        assert parquet_ids() == expected
+        ours = Counter(rotsink_ids(spark, out))
+        assert max(ours.values()) == 1 and set(expected) <= set(ours)
+        assert not deleted & set(ours) and not deleted & set(expected)
+        updated = spark.read.format("rotsink").load(str(out)).where("id % 5 = 0 AND id < 80")
+        assert {r.score for r in updated.select("score").collect()} == {-1.0}
+        result = verify(str(out))
+        assert result.ok, result.problems
+
+        # rows deleted in place, which path readers cannot apply
+        if table_format == "delta":
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
+                      "('delta.enableDeletionVectors' = 'true')").collect()
+        else:
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
+                      "('write.delete.mode' = 'merge-on-read')").collect()
+        deleted = {i for i in table_rows(spark, table_format, out, tmp_path) if i % 11 == 0}
+        spark.sql(f"DELETE FROM {table} WHERE id % 11 = 0").collect()
+        run(1)  # the query's next commit follows the table and names them
+        problems = verify(str(out)).problems
+        assert any("rows deleted in place" in p for p in problems), problems
+        with pytest.raises(Exception, match="rows deleted in place"):
+            rotsink_ids(spark, out)
+        if table_format == "delta":
+            spark.sql(f"REORG TABLE {table} APPLY (PURGE)").collect()
+        else:
+            _compact(spark, table_format, out, tmp_path, **{
+                "delete-file-threshold": "1", "min-input-files": "1",
+                "remove-dangling-deletes": "true"})
+        run(1)
+        expected = table_rows(spark, table_format, out, tmp_path)
+        ours = Counter(rotsink_ids(spark, out))
+        assert deleted and not deleted & set(expected) and not deleted & set(ours)
+        assert set(expected) <= set(ours) and max(ours.values()) == 1
+        assert verify(str(out)).ok
+        shown(f"Spark's {table_format} DELETE, UPDATE and compaction beside the query: "
+              f"{sum(expected.values())} rows in the table, the same through rotsink's reader "
+              "and, once the log compacted, spark.read.parquet; rows deleted in place refused "
+              "until rewritten")
