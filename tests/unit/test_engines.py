@@ -77,3 +77,30 @@ def test_a_table_an_earlier_rotsink_made_is_found_after_the_next_commit(tmp_path
     own = Counter(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
     assert ids_by_clickhouse("icebergLocal", cfg.path) == own
     assert stale != own
+
+
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_clickhouse_reads_a_shared_table_as_its_own_reader_does(tmp_path, table_format):
+    """Another writer deleted rows (copy-on-write), appended a backfill and, for Delta,
+    compacted: ClickHouse's read by path equals the table's own, and, once rotsink's log
+    followed and compacted, the files Spark's readers list."""
+    import dataclasses
+
+    from commit_protocol.tables import table_format_named
+    from tests.unit.test_shared_tables import append, delete_where, spark_ids, table_ids
+
+    cfg = dataclasses.replace(table_config(str(tmp_path / "out")),
+                              table_format=table_format_named(table_format))
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    delete_where(cfg, 0, 7)
+    append(cfg, [9_000, 9_001])
+    if table_format == "delta":
+        delta(cfg).optimize.compact()
+    function = "deltaLakeLocal" if table_format == "delta" else "icebergLocal"
+    assert ids_by_clickhouse(function, cfg.path) == table_ids(cfg)
+    for batch_id in range(3, 6):  # followed, then compacted into the log
+        commit_batch(cfg, batch_id)
+    expected = table_ids(cfg)
+    assert ids_by_clickhouse(function, cfg.path) == expected == spark_ids(cfg)
+    assert 9_000 in expected and not set(range(7)) & set(expected)
