@@ -20,10 +20,9 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import RotsinkError
 from commit_protocol.formats import FORMATS
 from commit_protocol.naming import LOG_DIR
-from commit_protocol.reading import CommittedFile, open_committed, open_plaintext
+from commit_protocol.reading import CommittedFile, committed_files, open_committed, open_plaintext
 from commit_protocol.reading.bulk import finished_batches, staged_stream
 from commit_protocol.storage import LocalStorage
-from commit_protocol.uris import from_uri
 
 CHUNK_BYTES = 1 << 20
 
@@ -69,9 +68,9 @@ def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedF
         if relative in (f.temp, f.name):
             return CommittedFile(f.temp, f.size, f.directory, True, final=f.name,
                                  staged=FORMATS[state.format].bulk)
-    for entry in log.finalized_entries(latest):
-        if from_uri(log.storage.root_uri, entry["path"]) == relative:
-            return CommittedFile(relative, int(entry["size"]), "", False)
+    for f in committed_files(log, latest, state, include_in_progress=False):  # as readers do
+        if f.path == relative:
+            return CommittedFile(relative, f.length, "", False)
     raise RotsinkError(f"{shown} is not committed output: the log lists it neither as a "
                        "finalized file nor as an in-progress file (an orphan or a foreign file)")
 
