@@ -107,12 +107,13 @@ class Committer:
     def start_table(self, state: SinkState | None, *, now_ms: int | None = None) -> None:
         """When a query starts (its first planning in a process): refuse a table the output
         cannot follow, then catch the table up with the log (a driver killed between the
-        two commit points left it behind)."""
+        two commit points left it behind), and name rows it deletes in place."""
         if self.table is None:
             return
         self.table.check(state, self.schema_json)
         if state is not None:
             self.table.catch_up(state.batch_id, now_ms=now_ms or int(time.time() * 1000))
+            self.table.name_row_deletes()
 
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,

@@ -131,6 +131,14 @@ class TableFollower:
         ``verify --repair``). Returns the batches committed to the table."""
         return self._bring_up(latest, None, now_ms=now_ms)
 
+    def name_row_deletes(self) -> int:
+        """When a query starts: name rows the table deletes in place (deletion vectors,
+        delete files), which path readers return anyway; how many files have them."""
+        found = self.table.row_deletes()
+        if found:
+            logger.warning("table %s: %s", self._name, row_deletes_problem(self._name, found))
+        return found
+
     def check(self, state: SinkState | None, schema_json: str) -> None:
         """Refuse a table this output cannot follow (see :meth:`Table.check`): against the
         committed state, or the query's schema (``schema_json``) before the first commit."""
