@@ -260,7 +260,10 @@ class TableFollower:
 
     def _reconcile(self, latest: int, owner: str, *, now_ms: int) -> list[int]:
         """One commit of every finalized file as of ``latest`` that the table lacks (but
-        those the log followed the table in removing)."""
+        those the log followed the table in removing). A removal the log has not followed
+        yet cannot be told from a file the table never had here, the log files that would
+        tell being gone: such a file comes back (a table far behind a cleaned-up log while
+        another writer removed files: not reproduced, noted in docs/tables.md)."""
         state = self.log.read_head(latest).state
         listed = Followed.of(state.extra).applied(
             (from_uri(self.storage.root_uri, e["path"]), int(e["size"]))
