@@ -216,6 +216,10 @@ if READERS:
             _compact(spark, table_format, out, tmp_path, **{
                 "delete-file-threshold": "1", "min-input-files": "1",
                 "remove-dangling-deletes": "true"})
+            # (iceberg-spark-runtime 1.11 leaves the deletes of the files it rewrote)
+            spark.sql(f"CALL {SESSION_CATALOG}.system.rewrite_position_delete_files(table => "
+                      f"'{SESSION_CATALOG}.{identifier(tmp_path)}', "
+                      "options => map('rewrite-all', 'true'))").collect()
         run(1)
         expected = table_rows(spark, table_format, out, tmp_path)
         ours = Counter(rotsink_ids(spark, out))
