@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 
 from commit_protocol.config import SinkConfig
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import MetadataLog
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import owner_of, recorded_table
+from commit_protocol.tables.follow import lagging_files
 from commit_protocol.tables.sharing import (
     in_layout,
     is_elsewhere,
@@ -91,7 +91,7 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     if deleted_in_place:
         problems.append(row_deletes_problem(config.table_format.name, deleted_in_place))
     missing = set(listed) - set(files)
-    behind = _lagging(log, mark, state.batch_id)
+    behind = lagging_files(log, mark, state.batch_id)
     lagging = missing if behind is None else behind & missing
     removed = len(missing - lagging)
     if not lagging:
@@ -104,15 +104,3 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
         f"log lists as of batch {state.batch_id}, first {min(lagging)}: its driver died "
         "between the two commits; restart the query or run `rotsink verify --repair`")
     return TableCheck(problems, False, len(files), removed, added)
-
-
-def _lagging(log: MetadataLog, mark: int | None, latest: int) -> set[str] | None:
-    """The files batches after ``mark`` finalized, up to ``latest``, from their log files;
-    None when one is cleaned up (the table is far behind: every file it lacks counts)."""
-    files: set[str] = set()
-    for batch_id in range(0 if mark is None else mark + 1, latest + 1):
-        try:
-            files.update(p.name for p in log.read_head(batch_id).state.publish)
-        except (FileNotFoundError, CorruptLogError):  # cleaned up (damage: verify names it)
-            return None
-    return files

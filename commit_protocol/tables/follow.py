@@ -199,19 +199,22 @@ class TableFollower:
             return before
         own = _OWN_VERSIONS.setdefault(self.storage.root_uri, set())
         ours = False
-        if before.version is not None:
-            known = own | self.table.appends_since(before.version)
-            ours = all(v in known for v in range(before.version + 1, version + 1))
+        if before.version is not None:  # the table's own history only when ours do not say
+            span = range(before.version + 1, version + 1)
+            ours = all(v in own for v in span)
+            if not ours:
+                known = own | self.table.appends_since(before.version)
+                ours = all(v in known for v in span)
         own.difference_update([v for v in own if v <= version])  # never asked again
         if ours:  # only this process's commits since, or rotsink appends to other outputs
             return replace(before, version=version)
         failpoints.hit("table.before_follow")
         owner = owner_of(previous.query_id)
-        mark = self.table.committed_batch(owner)  # before the files: see _lagging
+        mark = self.table.committed_batch(owner)  # before the files: see lagging_files
         table_files = self.table.files()
-        listed = before.applied((from_uri(self.storage.root_uri, e["path"]), int(e["size"]))
-                                for e in self.log.finalized_entries(previous.batch_id))
-        lagging = self._lagging(mark, previous.batch_id, listed)
+        listed = self._listing(previous.batch_id, before)
+        behind = lagging_files(self.log, mark, previous.batch_id)
+        lagging = set(listed) if behind is None else behind
         removed = {p for p in listed if p not in table_files and p not in lagging}
         added = {p: size for p, size in table_files.items()  # elsewhere: verify names it
                  if p not in listed and in_layout(p, self.config.partition_by)}
@@ -243,20 +246,10 @@ class TableFollower:
         return LogStep({FOLLOWED_KEY: followed.compacted(on_storage).recorded()}, entries,
                        followed.removed)
 
-    def _lagging(self, mark: int | None, latest: int, listed: dict[str, int]) -> set[str]:
-        """The finalized files of batches after ``mark`` up to ``latest``: listed by the log,
-        not yet committed to the table (its driver died between the two commit points), so
-        not removed by anyone. The mark is read before the table's files: a commit landing
-        in between makes this set larger than needed, never smaller. Where those batches'
-        log files are gone, every listed file (nothing is taken as removed)."""
-        first = 0 if mark is None else mark + 1
-        files: set[str] = set()
-        for batch_id in range(first, latest + 1):
-            batch = self._logged_batch(batch_id)
-            if batch is None:
-                return set(listed)
-            files.update(path for path, _ in batch.files)
-        return files
+    def _listing(self, batch_id: int, followed: Followed) -> dict[str, int]:
+        """The finalized files as of ``batch_id`` as rotsink's readers list them."""
+        return followed.applied((from_uri(self.storage.root_uri, e["path"]), int(e["size"]))
+                                for e in self.log.finalized_entries(batch_id))
 
     def _reconcile(self, latest: int, owner: str, *, now_ms: int) -> list[int]:
         """One commit of every finalized file as of ``latest`` that the table lacks (but
@@ -265,9 +258,7 @@ class TableFollower:
         tell being gone: such a file comes back (a table far behind a cleaned-up log while
         another writer removed files: not reproduced, noted in docs/tables.md)."""
         state = self.log.read_head(latest).state
-        listed = Followed.of(state.extra).applied(
-            (from_uri(self.storage.root_uri, e["path"]), int(e["size"]))
-            for e in self.log.finalized_entries(latest))
+        listed = self._listing(latest, Followed.of(state.extra))
         missing = sorted(set(listed) - set(self.table.files()))
         batch = _Batch(latest, tuple((path, listed[path]) for path in missing),
                        state.schema_json, changes_columns=True)
@@ -294,6 +285,21 @@ class TableFollower:
             read = dict(zip(unread, each(self.storage, described, unread), strict=True))
             return [read.get(item) or described(item) for item in files]
         return [described(item) for item in files]
+
+
+def lagging_files(log: MetadataLog, mark: int | None, latest: int) -> set[str] | None:
+    """The files batches after ``mark`` finalized, up to ``latest``: listed by the log, not
+    yet committed to the table (its driver died between the two commit points), so removed
+    by no one. Read the mark before the table's files: a commit landing in between makes
+    this set larger than needed, never smaller. None when one of those batches' log files is
+    gone (cleaned up: the table is far behind, and every file it lacks counts)."""
+    files: set[str] = set()
+    for batch_id in range(0 if mark is None else mark + 1, latest + 1):
+        try:
+            files.update(p.name for p in log.read_head(batch_id).state.publish)
+        except (FileNotFoundError, CorruptLogError):  # cleaned up (damage: verify names it)
+            return None
+    return files
 
 
 # Bytes read from a file's end for its footer: the footer of a file of a few row groups is a
