@@ -2,9 +2,13 @@
 its ``DefaultSource``, so ``format("rotsink")`` works after ``pip install`` with no
 ``spark.dataSource.register`` call."""
 
+from datasource import writer_calls
 from datasource.compat import check_supported
 
 check_supported()  # a PySpark without the Python streaming sink, named before anything fails
+# writeStream.partitionBy(...) reaches rotsink (rotsink_workers.pth installs this at start;
+# here for a process that did not run it: PYTHONPATH, a zip shipped with a job)
+writer_calls.install()
 
 from datasource.fast_read import read  # noqa: E402
 from datasource.heartbeat import with_heartbeat  # noqa: E402

@@ -222,10 +222,11 @@ class Committer:
         """A replay is a no-op only for the query that committed the batch: another query
         whose batch ``batch_id`` "is already committed" would otherwise lose its rows."""
         query_ids = {m.query_id for m in messages if m is not None and m.query_id}
-        owner = self.log.read_head(latest).state.query_id
+        head = self.log.read_head(latest).state
+        owner = head.query_id
         if owner and query_ids - {owner}:
             plan = WritePlan(latest_batch_id=latest, query_id=owner,
-                             root_uri=self.storage.root_uri)
+                             query_name=head.query_name, root_uri=self.storage.root_uri)
             raise ConcurrentWriterError(plan.owner_message(sorted(query_ids - {owner})[0]))
 
     def _adopt_interval(self, interval: int) -> None:
@@ -252,7 +253,8 @@ class Committer:
                              format=self.config.format, compression=self.config.compression,
                              partition_by=self.config.partition_by,
                              compact_interval=self.config.compact_interval,
-                             encrypted=self.config.encrypted)
+                             encrypted=self.config.encrypted,
+                             query_name=self.config.query_name)
         if batch_id != latest + 1:
             raise CommitError(f"batch {batch_id} cannot follow committed batch {latest}: "
                               f"expected batch {latest + 1}")
@@ -278,7 +280,8 @@ class Committer:
         extra = state.extra if self.config.table_format is None else \
             {**state.extra, **self.config.table_format.record(self.config)}
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
-                       markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra)
+                       markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra,
+                       query_name=self.config.query_name)
 
     def _finish(self, state: SinkState, data: bytes | None = None) -> bool:
         """Steps 5 and 6: publish the files the staged state finalizes, then the log file

@@ -64,6 +64,8 @@ class SinkConfig:
     # table.* options (catalog settings...) without the prefix
     table_format: TableFormat | None = None
     table_options: dict[str, str] = field(default_factory=dict)
+    # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)
+    query_name: str = ""
 
     @property
     def encrypted(self) -> bool:

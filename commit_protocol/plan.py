@@ -14,6 +14,7 @@ class WritePlan:
 
     latest_batch_id: int | None
     query_id: str = ""
+    query_name: str = ""
     in_progress: dict[Slot, InProgressFile] = field(default_factory=dict)
     root_uri: str = ""
     # This batch adds columns (schema.evolution) in a format that fixes its columns at the
@@ -31,12 +32,15 @@ class WritePlan:
             return cls(latest_batch_id=None, root_uri=root_uri,
                        basis=PlanBasis(None, "", None))
         return cls(latest_batch_id=state.batch_id, query_id=state.query_id,
+                   query_name=state.query_name,
                    in_progress=state.slots(), root_uri=root_uri,
                    retire_in_progress=retire_in_progress,
                    basis=PlanBasis(state.batch_id, state.state_id, state.compact_interval))
 
     def owner_message(self, query_id: str) -> str:
-        return (f"{self.root_uri} is written by query {self.query_id} (committed up to batch "
+        owner = (f"{self.query_name} (id {self.query_id})" if self.query_name
+                 else self.query_id)
+        return (f"{self.root_uri} is written by query {owner} (committed up to batch "
                 f"{self.latest_batch_id}); this is query {query_id}. rotsink allows one query "
                 "per output path: restart the original query from its checkpoint, or write to "
                 "a new path")

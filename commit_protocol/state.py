@@ -96,6 +96,9 @@ class SinkState:
     # of heads is checked link by link and a cached state is recognised. "" for states
     # written before heads (version 1).
     state_id: str = ""
+    # the query's .queryName(...) when this batch was committed ("" for an unnamed query,
+    # and in logs written before names were kept)
+    query_name: str = ""
 
     @property
     def added_columns(self) -> frozenset[str]:
@@ -143,7 +146,8 @@ class SinkState:
         extra: dict[str, Any] = {**self.extra, "publish": [p.to_json() for p in self.publish],
                                  "appended": list(self.appended)}
         return {"version": STATE_VERSION, "id": self.state_id, "batch_id": self.batch_id,
-                "query_id": self.query_id, "schema_json": self.schema_json,
+                "query_id": self.query_id, "query_name": self.query_name,
+                "schema_json": self.schema_json,
                 "format": self.format, "compression": self.compression,
                 "partition_by": list(self.partition_by),
                 "compact_interval": self.compact_interval, "encrypted": self.encrypted,
@@ -203,6 +207,7 @@ class StateHead:
         state = SinkState(
             batch_id=int(body["batch_id"]),
             query_id=body["query_id"],
+            query_name=str(body.get("query_name", "")),
             schema_json=body["schema_json"],
             format=body["format"],
             compression=body["compression"],

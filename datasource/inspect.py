@@ -65,15 +65,28 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
         return []
     state = committed[2]
     schema = StructType.fromJson(json.loads(state.schema_json)).simpleString()
-    return [f"schema: {schema}"] + [f"    batch {batch} added column(s) {', '.join(added)}"
-                                    for batch, added in recorded(state.extra)] \
-        + [f"format: {state.format}, {partitioning(state.partition_by)}"]
+    added = [f"    batch {batch} added column(s) {', '.join(columns)}"
+             for batch, columns in recorded(state.extra)]
+    return [query_line(state.query_name, state.query_id), f"schema: {schema}", *added,
+            f"format: {state.format}, {partitioning(state.partition_by)}"]
+
+
+def query_line(name: str, query_id: str) -> str:
+    """Which query writes the output, as Spark names it (``.queryName(...)``) and by id.
+
+    >>> query_line("events", "5b2c")
+    'query: events (id 5b2c)'
+    >>> query_line("", "5b2c")
+    'query: unnamed (id 5b2c)'
+    """
+    return f"query: {name or 'unnamed'} (id {query_id or 'unknown'})"
 
 
 def partitioning(partition_by: tuple[str, ...]) -> str:
-    """How the output is laid out, said whenever it is shown: Spark ignores
-    ``writeStream.partitionBy(...)`` for Python sinks, so an output meant to be partitioned
-    is not, silently, unless the ``partitionBy`` option was given.
+    """How the output is laid out, said whenever it is shown: Spark drops
+    ``writeStream.partitionBy(...)`` for Python sinks, so where rotsink's wrapper of PySpark's
+    writer is not in place (``datasource.writer_calls``) an output meant to be partitioned is
+    not, unless the ``partitionBy`` option was given.
 
     >>> partitioning(("day",)), partitioning(())
     ('partitioned by day', 'not partitioned (option partitionBy unset)')

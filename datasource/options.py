@@ -7,6 +7,7 @@ option and the bad value.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -56,14 +57,24 @@ MAX_PARTITION_BYTES = "maxPartitionBytes"
 STARTING_BATCH = "startingBatch"
 MAX_BATCHES_PER_TRIGGER = "maxBatchesPerTrigger"
 MAX_FILES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER = "maxFilesPerTrigger", "maxBytesPerTrigger"
-CHECKPOINT_LOCATION = "checkpointLocation"  # Spark passes it to every sink
+# What Spark's own writer API puts among a sink's options (the user sets none of them with
+# .option()): DataStreamWriter.start(path) adds ``path``, .queryName(name) ``queryName``, the
+# query's checkpoint is the option ``checkpointLocation`` (Spark 4.0-4.3, classic and Connect:
+# sql/core/.../classic/DataStreamWriter.scala, ``queryName`` and ``startInternal``).
+# ``__partition_columns`` is Spark's own key for a writer's partitionBy(...) columns
+# (DataSourceUtils.PARTITIONING_COLUMNS_KEY, a JSON list), which Spark hands only to its V1
+# sinks; rotsink's wrapper of PySpark's writer hands it to rotsink (datasource.writer_calls).
+CHECKPOINT_LOCATION = "checkpointLocation"
+QUERY_NAME = "queryName"
+WRITER_PARTITION_COLUMNS = "__partition_columns"
+SPARK_WRITER_OPTIONS = (PATH, CHECKPOINT_LOCATION, QUERY_NAME, WRITER_PARTITION_COLUMNS)
 
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
                 MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
                 RETENTION, CLEANUP_DELAY, PARTITION_COMMIT_DELAY, SCHEMA_EVOLUTION, FSYNC,
-                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, CHECKPOINT_LOCATION,
-                TABLE_FORMAT)
+                ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS, TABLE_FORMAT,
+                *SPARK_WRITER_OPTIONS[1:])
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)
 READ_OPTIONS = (PATH, INCLUDE_IN_PROGRESS, INCLUDE_FINALIZED, AS_OF_BATCH, NUM_PARTITIONS,
@@ -168,7 +179,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
             inactivity_ms=parse_duration_ms(INACTIVITY, get(INACTIVITY, "60s")),
             roll_on_idle=parse_bool(ROLL_ON_IDLE, get(ROLL_ON_IDLE, "false")),
         ),
-        partition_by=_partition_by(get(PARTITION_BY, "")),
+        partition_by=partition_columns(given(PARTITION_BY), given(WRITER_PARTITION_COLUMNS)),
         file_prefix=_prefix(get(FILE_PREFIX, "part")),
         file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression, keys is not None),
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),
@@ -187,6 +198,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         table_options={k[len(TABLE_PREFIX):]: v for k, v in options.items()
                        if k.lower().startswith(TABLE_PREFIX)
                        and k.lower() != TABLE_FORMAT.lower()},
+        query_name=get(QUERY_NAME).strip(),
     )
     check_table_options(config)
     return config
@@ -291,10 +303,44 @@ def _schema_evolution(text: str) -> str:
     return modes[text.strip().lower()]
 
 
-def _partition_by(text: str) -> tuple[str, ...]:
+def partition_columns(option: str | None, writer_call: str | None) -> tuple[str, ...]:
+    """The partition columns, from the ``partitionBy`` option or the writer's
+    ``.partitionBy(...)`` (``__partition_columns``, a JSON list); both at once must name the
+    same columns in the same order.
+
+    >>> partition_columns("day, hour", None), partition_columns(None, '["day"]')
+    (('day', 'hour'), ('day',))
+    >>> partition_columns("hour", '["day"]')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    commit_protocol.errors.OptionError: option partitionBy='hour' and .partitionBy('day') ...
+    """
+    from_option = _partition_by(option or "")
+    if writer_call is None:
+        return from_option
+    from_call = _writer_columns(writer_call)
+    if option is not None and from_option != from_call:
+        call = ", ".join(repr(c) for c in from_call)
+        raise OptionError(f"option partitionBy={option!r} and .partitionBy({call}) name "
+                          "different columns: give the columns once, either way")
+    return from_call
+
+
+def _writer_columns(text: str) -> tuple[str, ...]:
+    try:
+        columns = json.loads(text)
+    except ValueError:
+        columns = None
+    if not isinstance(columns, list) or not all(isinstance(c, str) and c for c in columns):
+        raise OptionError(f"option {WRITER_PARTITION_COLUMNS}={text!r}: expected a JSON list "
+                          "of column names (what .partitionBy(...) sets)")
+    return _partition_by(",".join(columns), shown=f".partitionBy({text[1:-1]})")
+
+
+def _partition_by(text: str, *, shown: str = "") -> tuple[str, ...]:
     columns = tuple(c.strip() for c in text.split(",") if c.strip())
     if len(set(columns)) != len(columns):
-        raise OptionError(f"option partitionBy={text!r}: a column is listed twice")
+        raise OptionError(f"{shown or f'option partitionBy={text!r}'}: a column is listed twice")
     return columns
 
 

@@ -7,10 +7,20 @@ from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
+    DataSourceWriter,
 )
 from pyspark.sql.types import StructType
 
 from commit_protocol.errors import UnsupportedQueryError
+
+BATCH_WRITE_REFUSED = (
+    "rotsink is a streaming sink: a batch write (df.write) could not be written exactly once "
+    "(a retried or re-run job is a new job and would write its rows again). Write the rows "
+    "with a one-off streaming query over the same input instead, into its own output path: "
+    "spark.readStream.schema(schema).parquet(input).writeStream.format('rotsink')"
+    ".option('checkpointLocation', ck).trigger(availableNow=True).start(backfill_path); "
+    "for a table, give that output the same table (docs/tables.md, 'A shared table'). "
+    "See the README, 'Backfills'")
 
 
 class RotSinkDataSource(DataSource):
@@ -46,6 +56,19 @@ class RotSinkDataSource(DataSource):
         if config.table_format is not None:
             check_table_schema(config.table_format.name, config.partition_by, schema)
         return RotSinkStreamWriter(config, schema.json())
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """Runs on the driver when a batch write (``df.write.format("rotsink")``) is planned,
+        before any task: refused.
+
+        Exactly once needs to know a write again when it is retried: a micro-batch has its
+        id in the query's checkpoint, so a replay after a crash is recognised and skipped.
+        A batch write has no such identity (Spark hands a Python batch writer's commit no
+        job id, and a job run again after a driver died is a new job), so a backfill retried
+        by its scheduler would write its rows twice. The same rows written by a one-off
+        streaming query over the same input are exactly once, rolled, and in the table.
+        """
+        raise UnsupportedQueryError(BATCH_WRITE_REFUSED)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """Runs on the driver: the change feed of the path (``readStream``)."""

@@ -11,7 +11,8 @@ daemons before its first commit, so its first micro-batch spends about 2 s of CP
 PySpark (``benchmarks/throughput.py`` shows the cold query with and without this module).
 
 ``rotsink_workers.pth`` (installed with rotsink) runs :func:`apply` at interpreter start, in
-the way ``pytest-cov`` reaches subprocesses: only when a ``pyspark.zip`` is on ``sys.path``.
+the way ``pytest-cov`` reaches subprocesses: only when a ``pyspark.zip`` is on ``sys.path``
+(the same file installs :mod:`datasource.writer_calls` in every process).
 It moves the zip behind the installed package only when the zip is the one shipped inside
 that same installed package, so the sources are identical; a cluster's ``SPARK_HOME`` or any
 other layout is left as it is. Set ``ROTSINK_KEEP_PYSPARK_ZIP=1`` to turn it off.

@@ -22,6 +22,7 @@ from commit_protocol.errors import (
 from commit_protocol.formats import FORMATS
 from commit_protocol.messages import TaskReport
 from commit_protocol.plan import WritePlan
+from commit_protocol.query_label import naming
 from commit_protocol.schema_evolution import (
     ADD_COLUMNS,
     compare,
@@ -65,21 +66,25 @@ class RotSinkStreamWriter(StreamWriterBase):
         """The committed state as of planning, read when first needed (runs on the driver,
         in Spark's planning worker, when the writer is pickled to the tasks)."""
         if self._plan is None:
-            committer = self._committer()
-            state = committer.latest_state()
-            started = (committer.storage.root_uri, self.config.table_format)
-            if started not in _TABLES_STARTED:
-                committer.start_table(state)  # refuse a foreign table, catch ours up
-                _TABLES_STARTED.add(started)
-            retire = False
-            if state is not None:
-                check_compatible(self.config, self.schema_json, state)
-                # The interval is fixed for the life of a path: keep the committed one.
-                self.config = replace(self.config, compact_interval=state.compact_interval)
-                retire = retires_in_progress(state, self.schema_json, self.config)
-            self._plan = WritePlan.from_state(state, self._storage().root_uri,
-                                              retire_in_progress=retire)
+            with naming(self.config.query_name):
+                self._plan = self._read_plan()
         return self._plan
+
+    def _read_plan(self) -> WritePlan:
+        committer = self._committer()
+        state = committer.latest_state()
+        started = (committer.storage.root_uri, self.config.table_format)
+        if started not in _TABLES_STARTED:
+            committer.start_table(state)  # refuse a foreign table, catch ours up
+            _TABLES_STARTED.add(started)
+        retire = False
+        if state is not None:
+            check_compatible(self.config, self.schema_json, state)
+            # The interval is fixed for the life of a path: keep the committed one.
+            self.config = replace(self.config, compact_interval=state.compact_interval)
+            retire = retires_in_progress(state, self.schema_json, self.config)
+        return WritePlan.from_state(state, self._storage().root_uri,
+                                    retire_in_progress=retire)
 
     def __getstate__(self) -> dict:
         """Pickled for the tasks: with the plan (its first reading, on the driver)."""
@@ -116,15 +121,18 @@ class RotSinkStreamWriter(StreamWriterBase):
             self._storage(), self.config, self.plan, batch_id=int(batch_id),
             partition=context.partitionId(), attempt=context.attemptNumber(),
             query_id=context.getLocalProperty("sql.streaming.queryId") or "")
-        return TaskCommitMessage(writer.write(iterator))
+        with naming(self.config.query_name):
+            return TaskCommitMessage(writer.write(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver once every task of the batch succeeded."""
-        self._committer().commit(batchId, [_report(m) for m in messages])
+        with naming(self.config.query_name):
+            self._committer().commit(batchId, [_report(m) for m in messages])
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver when a task failed: nothing of the batch becomes visible."""
-        self._committer().abort(batchId, [_report(m) for m in messages])
+        with naming(self.config.query_name):
+            self._committer().abort(batchId, [_report(m) for m in messages])
 
 
 _frozen = False

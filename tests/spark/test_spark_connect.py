@@ -161,3 +161,23 @@ def test_the_client_leaves_the_classic_session_alone(spark, client):
     assert client.range(4).count() == 4
     assert SparkSession.getActiveSession() is spark
     assert ConnectSession.getActiveSession() is client
+
+
+def test_a_named_partitioned_query_through_connect(client, tmp_path):
+    """``.queryName`` and ``.partitionBy`` of Connect's own writer: the client's writer class
+    hands rotsink the columns as the classic one does (``datasource.writer_calls``)."""
+    from datasource.inspect import schema_lines
+    from tests.support.streams import group_of
+
+    total = write_numbered_source(tmp_path / "in", files=2, rows_per_file=10)
+    out = tmp_path / "out"
+    query = (client.readStream.schema(SCHEMA).json(str(tmp_path / "in")).writeStream
+             .format("rotsink").queryName("events").partitionBy("grp")
+             .option("rotation.maxBatches", "1").option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start(str(out)))
+    query.awaitTermination()
+    assert query.name == "events"
+    assert sorted(p.name for p in out.glob("grp=*")) == ["grp=g0", "grp=g1", "grp=g2"]
+    spark_reader = client.read.schema(SCHEMA).json(str(out)).select("id", "grp").collect()
+    assert sorted((r.id, r.grp) for r in spark_reader) == [(i, group_of(i)) for i in range(total)]
+    assert schema_lines(str(out))[0].startswith("query: events (id ")

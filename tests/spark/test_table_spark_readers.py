@@ -230,3 +230,26 @@ if READERS:
               f"{sum(expected.values())} rows in the table, the same through rotsink's reader "
               "and, once the log compacted, spark.read.parquet; rows deleted in place refused "
               "until rewritten")
+
+
+if "iceberg" in READERS:
+    def test_the_iceberg_catalog_as_the_docs_set_it_up(spark, tmp_path, iceberg_catalog_db):
+        """docs/tables.md's Spark Iceberg catalog (the session's, ``tests/support/
+        table_spark.py``): a read before rotsink's first commit says the table is not there
+        (not "initialized without view support"), and the catalog's database tables are in
+        the schema pyiceberg writes (with ``iceberg_type``: no "v0 schema" warning at each of
+        rotsink's commits); then the query commits and Spark reads the table."""
+        import sqlite3
+
+        from pyspark.errors import AnalysisException
+
+        name = f"{SESSION_CATALOG}.{identifier(tmp_path)}"
+        with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+            spark.table(name).collect()
+        with sqlite3.connect(iceberg_catalog_db) as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(iceberg_tables)")}
+        assert "iceberg_type" in columns, sorted(columns)
+        write_numbered_source(tmp_path / "in", files=3, rows_per_file=20)
+        start_query(spark, tmp_path, "iceberg", iceberg_catalog_db).awaitTermination()
+        assert table_rows(spark, "iceberg", tmp_path / "out", tmp_path) == \
+            Counter(r.id for r in spark.read.parquet(str(tmp_path / "out")).collect())

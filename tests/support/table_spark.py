@@ -47,14 +47,23 @@ def reader_session(formats: tuple[str, ...], *, iceberg_db: Path | None = None,
         assert iceberg_db is not None, "an Iceberg reader needs its catalog's SQLite file"
         jars += table_reader_jars("iceberg")
         extensions.append(ICEBERG_EXTENSION)
-        prefix = f"spark.sql.catalog.{catalog}"
-        conf.update({prefix: "org.apache.iceberg.spark.SparkCatalog",
-                     f"{prefix}.type": "jdbc", f"{prefix}.uri": f"jdbc:sqlite:{iceberg_db}",
-                     f"{prefix}.warehouse": f"file://{iceberg_db.parent}",
-                     f"{prefix}.cache-enabled": "false"})
+        conf.update(iceberg_catalog_conf(catalog, iceberg_db))
     if extensions:
         conf["spark.sql.extensions"] = ",".join(extensions)
     return tuple(jars), conf
+
+
+def iceberg_catalog_conf(catalog: str, iceberg_db: Path) -> dict[str, str]:
+    """A Spark Iceberg catalog ``catalog`` over the SQL catalog on ``iceberg_db``, as
+    docs/tables.md writes it (``tests/unit/test_docs.py`` keeps the two the same): Iceberg's
+    JDBC catalog refuses to start without a warehouse, and creates its database tables in its
+    old schema, which pyiceberg warns of at every commit, unless told ``V1``."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    return {prefix: "org.apache.iceberg.spark.SparkCatalog",
+            f"{prefix}.type": "jdbc", f"{prefix}.uri": f"jdbc:sqlite:{iceberg_db}",
+            f"{prefix}.warehouse": f"file://{iceberg_db.parent}",
+            f"{prefix}.jdbc.schema-version": "V1",
+            f"{prefix}.cache-enabled": "false"}
 
 
 def iceberg_catalog_options(iceberg_db: Path, catalog: str = SESSION_CATALOG

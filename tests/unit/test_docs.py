@@ -10,7 +10,12 @@ import pytest
 
 from commit_protocol.tables import table_option_names
 from datasource.cli import build_parser
-from datasource.options import CHECKPOINT_LOCATION, READ_OPTIONS, SINK_OPTIONS
+from datasource.options import (
+    CHECKPOINT_LOCATION,
+    READ_OPTIONS,
+    SINK_OPTIONS,
+    WRITER_PARTITION_COLUMNS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS_PAGE = ROOT / "docs" / "options.md"
@@ -27,7 +32,9 @@ def documented_options(text: str) -> set[str]:
 
 
 def code_options() -> set[str]:
-    return (set(SINK_OPTIONS) | set(READ_OPTIONS) | table_option_names()) - {CHECKPOINT_LOCATION}
+    # Spark's own: the checkpoint, and the writer's .partitionBy(...) (documented as that)
+    return ((set(SINK_OPTIONS) | set(READ_OPTIONS) | table_option_names())
+            - {CHECKPOINT_LOCATION, WRITER_PARTITION_COLUMNS})
 
 
 def test_every_option_is_in_the_reference_and_every_reference_row_is_an_option():
@@ -70,3 +77,20 @@ def test_the_readme_links_to_pages_that_exist():
     assert targets and all((ROOT / t).exists() for t in targets if "://" not in t), \
         [t for t in targets if "://" not in t and not (ROOT / t).exists()]
     assert len(readme.splitlines()) < 300
+
+
+def test_the_iceberg_reader_snippet_sets_what_the_tests_set():
+    """docs/tables.md's "Spark's Iceberg reader in the application that writes" is the
+    session the compat tests read Iceberg tables with (``tests/support/table_spark.py``):
+    the same settings of the catalog, the same fixed values."""
+    from tests.support.table_spark import iceberg_catalog_conf
+
+    page = (ROOT / "docs" / "tables.md").read_text()
+    snippet = page.split("**Spark's Iceberg reader in the application that writes**", 1)[1]
+    settings = dict(re.findall(r'\.config\("(spark\.sql\.catalog\.lake[^"]*)", f?"([^"]*)"\)',
+                               snippet.split("```", 2)[1]))
+    tested = iceberg_catalog_conf("lake", Path("/data/catalog.db"))
+    assert sorted(settings) == sorted(tested)
+    fixed = ("", ".type", ".jdbc.schema-version", ".cache-enabled")
+    assert {k: settings[f"spark.sql.catalog.lake{k}"] for k in fixed} == \
+        {k: tested[f"spark.sql.catalog.lake{k}"] for k in fixed}

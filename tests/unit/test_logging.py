@@ -84,3 +84,32 @@ def test_spark_started_processes_get_a_handler_at_the_chosen_level(monkeypatch):
         assert logger.level == logging.WARNING
     finally:
         logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def test_a_named_query_is_named_in_its_lines_and_in_its_log(tmp_path, caplog):
+    """``.queryName("events")`` reaches the sink as the option ``queryName``: every line of its
+    commits names it (an unnamed query's lines are as above), and the log keeps it for
+    ``rotsink inspect`` and the message that refuses a second query."""
+    from datasource.inspect import schema_lines
+    from datasource.writer import RotSinkStreamWriter, TaskCommitMessage
+
+    cfg = config(tmp_path, rotation={"max_records": 3}, query_name="events")
+    writer = RotSinkStreamWriter(cfg, SCHEMA_JSON)
+    report = run_task(tmp_path, cfg, 0, [rows(0, 4)])
+    # the writer gives the rotsink logger a handler of its own (datasource.logs), as in the
+    # Python processes Spark starts: the test's goes beside it
+    logging.getLogger("rotsink").addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="rotsink"):
+            writer.commit([TaskCommitMessage(report)], 0)
+    finally:
+        logging.getLogger("rotsink").removeHandler(caplog.handler)
+    (line,) = {r.getMessage() for r in caplog.records if r.name == "rotsink.commit"}
+    assert line.startswith("query events: batch 0 committed in ")
+    assert schema_lines(str(tmp_path))[0] == "query: events (id q)"
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rotsink"):  # the name is the call's, not the
+        commit(tmp_path, config(tmp_path), 1, run_task(tmp_path, cfg, 1, [rows(4, 1)]))
+    (line,) = [r for r in caplog.records if r.name == "rotsink.commit"]  # process's
+    assert line.getMessage().startswith("batch 1 committed in ")
+    assert schema_lines(str(tmp_path))[0] == "query: unnamed (id q)"  # the newest name

@@ -140,3 +140,37 @@ def test_a_table_format_whose_library_is_missing_says_how_to_install_it(monkeypa
     with pytest.raises(RotsinkError, match=r"needs the deltalake package in the driver's "
                                            r"Python: pip install 'rotsink\[delta\]'"):
         parse_sink_options({"path": "/out", "format": "parquet", "table.format": "delta"})
+
+
+def test_what_sparks_writer_api_puts_among_the_options_is_accepted():
+    """``DataStreamWriter`` passes ``path`` (start(path)), ``queryName`` (.queryName) and
+    ``checkpointLocation`` as options, lower-cased as Spark passes every key."""
+    config = parse_sink_options({"path": "/o", "queryname": "events",
+                                 "checkpointlocation": "/ck"})
+    assert config.query_name == "events"
+    assert parse_sink_options({"path": "/o"}).query_name == ""
+
+
+@pytest.mark.parametrize("options, columns", [
+    ({"partitionBy": "day,hour"}, ("day", "hour")),
+    ({"__partition_columns": '["day", "hour"]'}, ("day", "hour")),
+    ({"partitionBy": "day, hour", "__partition_columns": '["day","hour"]'}, ("day", "hour")),
+    ({}, ()),
+], ids=["option", "writer call", "both, the same columns", "neither"])
+def test_partition_columns_from_the_option_or_the_writers_partition_by(options, columns):
+    assert parse_sink_options({"path": "/o", **options}).partition_by == columns
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"partitionBy": "hour", "__partition_columns": '["day"]'},
+     r"option partitionBy='hour' and \.partitionBy\('day'\) name different columns"),
+    ({"partitionBy": "hour,day", "__partition_columns": '["day","hour"]'},
+     r"option partitionBy='hour,day' and \.partitionBy\('day', 'hour'\)"),  # order matters
+    ({"__partition_columns": '["day","day"]'}, r'\.partitionBy\("day","day"\): a column is '
+                                               r'listed twice'),
+    ({"__partition_columns": "day"}, r"option __partition_columns='day': expected a JSON list"),
+    ({"queryNme": "events"}, r"unknown option querynme='events'; did you mean queryName\?"),
+], ids=["different columns", "another order", "twice", "not JSON", "misspelt queryName"])
+def test_writer_api_options_that_cannot_be_taken(options, message):
+    with pytest.raises(RotsinkError, match=message):
+        parse_sink_options({"path": "/o", **options})
