@@ -29,7 +29,7 @@ def driver_peak_rss_mb() -> float:
 
 # The settings that move a Python sink's throughput (README, Tuning): printed by every run.
 SETTINGS = ("spark.master", "spark.driver.memory", "spark.sql.execution.arrow.maxRecordsPerBatch",
-            "spark.sql.shuffle.partitions")
+            "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.shuffle.partitions")
 
 
 def quiet_session(app_name: str, conf: dict[str, str] | None = None,

@@ -27,6 +27,14 @@ last batch's task, which encodes its file, so the run ends with the files finish
 built-in sink's are (``--bulk-rotation default`` measures staging alone). Each cell prints
 the rotation it used and the bytes of finished files and of files still in progress.
 
+Spark's per-row size check on the Arrow path into Python sinks
+(``datasource/arrow_transfer.py``): every warm cell runs twice, once with
+``spark.sql.execution.arrow.maxBytesPerBatch`` at Spark's default (the check on, as a
+session that sets nothing runs a Python sink other than rotsink) and once at 2147483647 (off,
+as rotsink's queries run), the floor and rotsink alike; the built-in sink moves no Arrow
+(``--arrow-size-check on|off`` runs one of them). The setting is set in the session before
+each query, which copies it at its start.
+
 Warm: one session; a warm-up query per side and cell, then ``--repeats`` measured queries
 in alternation; the medians are compared. Cold (``plain`` cells): each side's first query
 in a fresh session, in its own subprocess (fresh JVM and Python workers), ``--cold-repeats``
@@ -63,6 +71,9 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
 from common import cpu_seconds, cpu_used, peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
+
+from datasource.arrow_transfer import KEY as SIZE_CHECK_KEY  # noqa: E402
+from datasource.arrow_transfer import UNCHECKED  # noqa: E402
 
 FORMATS = ("parquet", "jsonl", "csv", "orc", "avro")
 BULK_FORMATS = ("parquet", "orc")  # staged while in progress, encoded at the roll
@@ -224,8 +235,19 @@ def rotation_label(rotation: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in rotation.items()) or "default"
 
 
-def warm_cell(spark, root: Path, args, fmt: str, variant: str,
-              input_bytes: int) -> tuple[float, float]:
+def size_check_value(spark, check: str) -> str:
+    """``spark.sql.execution.arrow.maxBytesPerBatch`` for ``--arrow-size-check`` ``on``
+    (Spark's default: 64MB from 4.1, 256MB on 4.0) or ``off`` (2147483647)."""
+    if check == "off":
+        return UNCHECKED
+    return spark._jvm.org.apache.spark.sql.internal.SQLConf \
+        .ARROW_EXECUTION_MAX_BYTES_PER_BATCH().defaultValueString()
+
+
+def warm_cell(spark, root: Path, args, fmt: str, variant: str, input_bytes: int,
+              check: str) -> tuple[float, float]:
+    value = size_check_value(spark, check)
+    spark.conf.set(SIZE_CHECK_KEY, value)  # each query copies the session's settings
     times: dict[str, list[dict]] = {side: [] for side in SIDES}
     rotation = rotsink_rotation(fmt, args.bulk_rotation, args.batches)
     for side in SIDES:  # warm-up
@@ -236,10 +258,11 @@ def warm_cell(spark, root: Path, args, fmt: str, variant: str,
             times[side].append(run(spark, root / "src", root / f"out-{side}", fmt, variant,
                                    side, args.batches, rotation))
     result = {side: summary(runs) for side, runs in times.items()}
-    RESULTS[f"{fmt} {variant} warm"] = result
+    RESULTS[f"{fmt} {variant} warm, size check {check}"] = result
     anchor = "built-in" + (" (plain)" if variant == "encrypted" else "")
     encrypted = ", encrypted" if variant == "encrypted" else ""
     print(f"{fmt} {variant} ({codec(fmt, variant)}{encrypted}), warm, median of {args.repeats}; "
+          f"Arrow size check {check} ({SIZE_CHECK_KEY}={value}); "
           f"rotsink's rotation: {rotation_label(rotation)}:")
     show(anchor, result["builtin"], args.rows, input_bytes)
     show("floor (count rows)", result["floor"], args.rows, input_bytes)
@@ -311,11 +334,11 @@ def attempt(cell: str, measure) -> tuple[float, float] | None:
 
 
 def show_summary(ratios: dict[str, tuple[float, float] | None]) -> None:
-    print("summary, wall time rotsink/built-in and rotsink/floor (targets, issue 20: warm "
-          "Parquet and ORC <= 1.05x floor; warm JSON lines and CSV <= 1.15x floor and <= 1.0x "
-          "built-in; cold <= 1.05x floor):")
+    print("summary, wall time rotsink/built-in and rotsink/floor (targets, issue 44, with the "
+          "size check off: Parquet and JSON lines <= 0.9x built-in and <= 1.10x floor on 16 "
+          "cores):")
     for cell, value in ratios.items():
-        print(f"  {cell:<28} " + ("failed" if value is None else
+        print(f"  {cell:<36} " + ("failed" if value is None else
                                   f"{value[0]:.2f}x built-in, {value[1]:.2f}x floor"))
 
 
@@ -336,6 +359,9 @@ def main() -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for every session of the run (README, Tuning), "
                              "e.g. --conf spark.driver.memory=4g; repeatable")
+    parser.add_argument("--arrow-size-check", choices=("both", "on", "off"), default="both",
+                        help=f"{SIZE_CHECK_KEY} at Spark's default (on) or {UNCHECKED} (off) "
+                             "for the warm cells' floor and rotsink queries; default both")
     parser.add_argument("--json", metavar="FILE", help="also write the warm cells' medians "
                                                          "and spreads by side to FILE")
     parser.add_argument("--cold-side", choices=SIDES, help=argparse.SUPPRESS)
@@ -367,15 +393,17 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="rotsink-bench-"))
     input_bytes = make_source(root / "src", args.rows, files=2 * args.batches)
     print(f"{args.rows:,} rows in {args.batches} micro-batches, {input_bytes / 1e6:.1f} MB of "
-          f"Parquet input; local[2]")
+          f"Parquet input")
     ratios: dict[str, tuple[float, float] | None] = {}
     spark = quiet_session("rotsink-throughput", conf, extra_jars=avro_jars(formats))
     floors.register(spark)
+    checks = ("on", "off") if args.arrow_size_check == "both" else (args.arrow_size_check,)
     for fmt in formats:
         for variant in variants:
-            cell = f"{fmt} {variant} warm"
-            ratios[cell] = attempt(cell, lambda f=fmt, v=variant: warm_cell(
-                spark, root, args, f, v, input_bytes))
+            for check in checks:
+                cell = f"{fmt} {variant} warm, check {check}"
+                ratios[cell] = attempt(cell, lambda f=fmt, v=variant, c=check: warm_cell(
+                    spark, root, args, f, v, input_bytes, c))
     spark.stop()
     if not args.no_cold:
         for fmt in formats:

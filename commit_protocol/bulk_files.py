@@ -14,6 +14,7 @@ are staged) and ``iter_file``/``read_file`` (:mod:`commit_protocol.reading`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,39 +23,48 @@ import pyarrow as pa
 
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
-from commit_protocol.conversion import convert_staged
-from commit_protocol.formats import FORMATS
+from commit_protocol.conversion import convert_staged, staged_batches
+from commit_protocol.formats import FORMATS, ipc
 from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.messages import FileReport
-from commit_protocol.part_files import RowPartFile, RowSize
+from commit_protocol.part_files import Deferred, RowPartFile, RowSize
 from commit_protocol.storage import Storage
 
 # Rows a task encodes to Parquet in memory to learn the finished/staged size ratio: enough
 # that a file's fixed costs (schema, footer) do not dominate, a few ms of work.
 RATIO_SAMPLE_ROWS = 100_000
+# The ratio is measured once a file's staged bytes could reach this share of
+# rotation.maxBytes: a file far below its limit (a task's share of a micro-batch, mostly)
+# needs no estimate, and its task no trial encoding (measured: 10% of a 1M-row task's
+# Parquet encoding on a 16-core executor).
+RATIO_NEEDED_SHARE = 4
 
-# Arrow bytes of rows a task holds for its fresh staged files (with their staged bytes, not
-# yet written: about as many again), so that a file it also rolls is encoded from memory.
+# Arrow bytes of rows a task holds at least for the files it appends to, so that a file it
+# also rolls is encoded from memory (the budget is the row group size when larger: the
+# encoding of a roll holds a row group of rows anyway).
 KEPT_ROWS_BYTES = 16 << 20
 
 
 @dataclass
 class HeldRows:
-    """The rows a task's fresh staged files hold, against one budget for the task.
+    """The rows a task appends to staged files, held against one budget for the task.
 
-    A file staged and rolled by one task (``rotation.maxBatches=1``, a record or size limit
-    reached within the batch) never needs its staged bytes: its rows are encoded from memory
-    and the staged file is never written, which on an object store saves its upload, and the
-    listing and download that read it back. A file whose rows outgrow the budget writes its
-    staged bytes and is read back at the roll, a batch at a time, as any staged file."""
+    A file that a task appends to and rolls (``rotation.maxBatches`` reached in this batch,
+    a record or size limit reached within it) never needs this task's staged bytes: its
+    rows are encoded from memory after the committed staged prefix (none for a file the task
+    opened), and the task's staged bytes are never encoded nor written, which saves their
+    IPC encoding, their write and their reading back (on an object store, an upload, a
+    listing and a download). A file whose rows outgrow the budget writes its staged bytes
+    and is read back at the roll, a batch at a time, as any staged file."""
 
+    limit: int = KEPT_ROWS_BYTES
     used: int = 0
     # a task's small rolls run together (storage.concurrent), each giving its rows back
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take(self, nbytes: int) -> bool:
         with self.lock:
-            if self.used + nbytes > KEPT_ROWS_BYTES:
+            if self.used + nbytes > max(self.limit, KEPT_ROWS_BYTES):
                 return False
             self.used += nbytes
             return True
@@ -105,12 +115,12 @@ class StagedPartFile(RowPartFile):
         self.final_size = 0
         self.final_footer: bytes | None = None
         self.check_rows = FORMATS[config.format].implementation().check_rows
-        # Every row of a file this task created, and its staged bytes not yet written, while
-        # ``held`` allows; None once it does not, or when the file has rows staged before
+        # Every row this task appends, and their staged bytes not yet written (and, unless
+        # encrypted, not yet encoded), while ``held`` allows; None once it does not
         self.held = held
-        self.kept: list[pa.RecordBatch] | None = [] if self.start == 0 else None
+        self.kept: list[pa.RecordBatch] | None = []
         self.kept_bytes = 0
-        self.pending: list[bytes] = []
+        self.pending: list[bytes | Deferred] = []
 
     def _encoding(self, config: SinkConfig) -> tuple[str, RowCodec]:
         staging = FORMATS[config.format].staging
@@ -119,7 +129,7 @@ class StagedPartFile(RowPartFile):
 
     def add(self, rows: pa.RecordBatch) -> int:
         self.check_rows(rows)  # a staged, committed row must be encodable at the roll
-        if not self.ratio.value and rows.num_rows:  # the limit needs it before the first add
+        if not self.ratio.value and rows.num_rows and self._limit_in_reach(rows):
             self.ratio.measure(rows.slice(0, RATIO_SAMPLE_ROWS), self.config)
         taken = super().add(rows)
         if self.kept is not None and taken:
@@ -132,7 +142,21 @@ class StagedPartFile(RowPartFile):
                 self._flush_pending()  # from now on, staged as it comes
         return taken
 
-    def _write(self, data: bytes) -> None:
+    def _limit_in_reach(self, rows: pa.RecordBatch) -> bool:
+        """Whether this file, with ``rows``, could come near ``rotation.maxBytes``, taking
+        its finished bytes as at most its staged ones times :data:`RATIO_NEEDED_SHARE`."""
+        max_bytes = self.policy.max_bytes
+        return bool(max_bytes) and \
+            (self.end + rows.nbytes) * RATIO_NEEDED_SHARE >= max_bytes
+
+    def encode(self, batch: pa.RecordBatch) -> bytes | Deferred:
+        """The staged bytes of ``batch``: while the task holds the rows (and the file is
+        not sealed), only their exact length, encoded if they are ever written."""
+        if self.kept is not None and self.keys is None:
+            return _Deferred(batch)
+        return super().encode(batch)
+
+    def _write(self, data: bytes | Deferred) -> None:
         if self.kept is not None:
             self.pending.append(data)  # written at release, or never if the task rolls it
             return
@@ -140,7 +164,8 @@ class StagedPartFile(RowPartFile):
         super()._write(data)
 
     def _flush_pending(self) -> None:
-        data, self.pending = b"".join(self.pending), []
+        data = b"".join(d if isinstance(d, bytes) else d.encoded() for d in self.pending)
+        self.pending = []
         if data:
             super()._write(data)
 
@@ -166,16 +191,19 @@ class StagedPartFile(RowPartFile):
 
     def roll(self) -> None:
         """Close the staged file and write its finished file (no FINAL record: the staged
-        bytes are never published). Rows the task holds are encoded from memory, and their
-        staged bytes never written."""
+        bytes are never published). Rows the task holds are encoded from memory after the
+        committed staged prefix, and their staged bytes never written."""
         kept = self._let_go()
+        rows = None
         if kept is not None:
             self.pending = []
+            rows = kept if self.start == 0 else itertools.chain(
+                staged_batches(self.storage, self.temp, self.start, self.config), kept)
         self.release()
         self.closed = True
         failpoints.hit("task.before_convert")
         self.final_temp, self.final_size, self.final_footer = convert_staged(
-            self.storage, self.temp, self.end, self.config, name=self.name, rows=kept)
+            self.storage, self.temp, self.end, self.config, name=self.name, rows=rows)
         if self.end:
             self.ratio.value = max(self.final_size / self.end, 1e-3)
         failpoints.hit("task.after_convert")
@@ -183,3 +211,22 @@ class StagedPartFile(RowPartFile):
     def report(self) -> FileReport:
         return replace(super().report(), final_temp=self.final_temp, final_size=self.final_size,
                        final_footer=self.final_footer)
+
+
+class _Deferred:
+    """A staged IPC stream not encoded yet: its exact length (the file's offsets count it)
+    and, if the staged bytes are ever written, its bytes."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+        self.length = ipc.stream_size(batch)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def encoded(self) -> bytes:
+        data = ipc.encode(pa.Table.from_batches([self.batch]))
+        if len(data) != self.length:  # the offsets already count ``length`` bytes
+            raise RuntimeError(f"an IPC stream of {len(data)} bytes where its size was "
+                               f"computed as {self.length}")
+        return data

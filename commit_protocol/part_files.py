@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import pyarrow as pa
 
@@ -23,6 +23,15 @@ from commit_protocol.formats import FORMATS, encode_rows
 from commit_protocol.formats.codecs import RowCodec
 from commit_protocol.messages import FileReport
 from commit_protocol.storage import Storage
+
+
+class Deferred(Protocol):
+    """Bytes of an append whose length is known before they are made (a bulk format's
+    staged rows, which may never need them: :mod:`commit_protocol.bulk_files`)."""
+
+    def __len__(self) -> int: ...
+
+    def encoded(self) -> bytes: ...
 
 
 @dataclass
@@ -152,7 +161,7 @@ class RowPartFile(PartFile):
         self.append(data, rows.num_rows)
         return rows.num_rows
 
-    def encode(self, batch: pa.RecordBatch) -> bytes:
+    def encode(self, batch: pa.RecordBatch) -> bytes | Deferred:
         """The bytes appending ``batch`` at the current end (call :meth:`append` next)."""
         data = self.codec.compress(encode_rows(
             self.format, batch, with_header=self.end == 0, file_name=self.name,
@@ -173,14 +182,16 @@ class RowPartFile(PartFile):
                                              self.keys.ring(), path=self.temp)
         return self._sealer
 
-    def append(self, data: bytes, rows: int) -> None:
+    def append(self, data: bytes | Deferred, rows: int) -> None:
         self._write(data)
         self.end += len(data)
         self.records += rows
         self.new_records += rows
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | Deferred) -> None:
         """Write ``data`` at the end of the bytes on storage (``written``)."""
+        if not isinstance(data, bytes):
+            data = data.encoded()
         if self._handle is None:
             self._handle = self.storage.open_append(
                 self.temp, at=self.written if self.length_known else None)

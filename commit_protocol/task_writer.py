@@ -73,7 +73,7 @@ class TaskWriter:
         self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
         self.row_size = RowSize()
         self.ratio = FinishedRatio()
-        self.held = HeldRows()
+        self.held = HeldRows(limit=config.row_group_bytes)
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""

@@ -73,16 +73,26 @@ def warn_once_if_heap_is_small(proc: Path = Path("/proc"), markers: Path | None 
     heap = max_heap_bytes(argv)
     if heap is None or heap >= ENOUGH_HEAP:
         return False
-    directory = markers or Path(tempfile.gettempdir())
-    try:  # one line per JVM, whichever of its Python workers gets here first
-        (directory / f"{_MARKER}{jvm}-{start_time(jvm, proc)}").open("x").close()
-    except OSError:
+    if not first_in_jvm(jvm, _MARKER, proc, markers):
         return False
-    remove_stale_markers(directory, proc)
     LOG.warning("the JVM running this task (pid %d) has a %d MB heap: Spark's Arrow path to "
                 "Python sinks runs 15-25%% slower and less steadily below 2g (README, "
                 "Tuning); set spark.driver.memory (local mode) or spark.executor.memory to 2g "
                 "or more", jvm, heap >> 20)
+    return True
+
+
+def first_in_jvm(jvm: int, marker: str, proc: Path = Path("/proc"),
+                 markers: Path | None = None) -> bool:
+    """Whether this is the first Python worker of JVM ``jvm`` to get here for ``marker`` (a
+    file name prefix; one line per JVM, whichever of its workers comes first): creates the
+    marker in ``markers`` (default: the temp directory), and removes those of JVMs gone."""
+    directory = markers or Path(tempfile.gettempdir())
+    try:
+        (directory / f"{marker}{jvm}-{start_time(jvm, proc)}").open("x").close()
+    except OSError:
+        return False
+    remove_stale_markers(directory, proc, marker)
     return True
 
 
@@ -96,12 +106,13 @@ def start_time(pid: int, proc: Path = Path("/proc")) -> str:
         return "0"
 
 
-def remove_stale_markers(directory: Path, proc: Path = Path("/proc")) -> list[Path]:
+def remove_stale_markers(directory: Path, proc: Path = Path("/proc"),
+                         prefix: str = _MARKER) -> list[Path]:
     """Delete the markers of JVMs no longer running (so they do not pile up in the temp
     directory, one per JVM ever started); returns what it deleted."""
     removed = []
-    for marker in directory.glob(f"{_MARKER}*"):
-        pid, _, started = marker.name[len(_MARKER):].partition("-")
+    for marker in directory.glob(f"{prefix}*"):
+        pid, _, started = marker.name[len(prefix):].partition("-")
         if pid.isdigit() and start_time(int(pid), proc) != started:
             marker.unlink(missing_ok=True)
             removed.append(marker)

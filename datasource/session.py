@@ -46,6 +46,8 @@ def local_session(*, app_name: str = "rotsink", cores: int = 2, task_attempts: i
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from datasource.arrow_transfer import KEY, UNCHECKED
+
     settings = {
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": str(cores),
@@ -55,6 +57,8 @@ def local_session(*, app_name: str = "rotsink", cores: int = 2, task_attempts: i
         "spark.driver.memory": "2g",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.driver.extraClassPath": os.pathsep.join(map(str, extra_jars)),
+        # no per-row size check on the Arrow path into Python sinks (datasource.arrow_transfer)
+        KEY: UNCHECKED,
         **(conf or {}),
     }
     builder = SparkSession.builder.master(f"local[{cores},{task_attempts}]").appName(app_name)

@@ -105,7 +105,7 @@ class RotSinkStreamWriter(StreamWriterBase):
         from pyspark import TaskContext
 
         from commit_protocol.task_writer import TaskWriter
-        from datasource import heap_check, logs
+        from datasource import arrow_transfer, heap_check, logs
 
         logs.configure()
         heap_check.warn_once_if_heap_is_small()
@@ -113,6 +113,8 @@ class RotSinkStreamWriter(StreamWriterBase):
         context = TaskContext.get()
         if context is None:
             raise RuntimeError("write() runs in a Spark task; no TaskContext found")
+        with naming(self.config.query_name):  # Spark's SQL settings reach tasks this way
+            arrow_transfer.warn_once_if_checked(context.getLocalProperty(arrow_transfer.KEY))
         batch_id = context.getLocalProperty("streaming.sql.batchId")
         if batch_id is None:
             raise UnsupportedQueryError("rotsink is a streaming sink: write with writeStream "

@@ -90,9 +90,16 @@ def wrap_writer(cls: type) -> None:
         source = given.get("format") or getattr(self, "_rotsink_source", None)
         columns = (columns_of((given["partitionBy"],)) if given.get("partitionBy")
                    else getattr(self, "_rotsink_columns", None))
-        if columns and is_rotsink(source):
+        if not is_rotsink(source):
+            return original_start(self, *args, **kwargs)
+        if columns:
             self.option(PARTITION_COLUMNS, json.dumps(list(columns)))
-        return original_start(self, *args, **kwargs)
+        from datasource.arrow_transfer import start_unchecked
+
+        session = getattr(self, "_spark", None) or getattr(self, "_session", None)
+        if session is None:  # a PySpark whose writer keeps its session elsewhere
+            return original_start(self, *args, **kwargs)
+        return start_unchecked(session, lambda: original_start(self, *args, **kwargs))
 
     for name, method in (("format", format), ("partitionBy", partitionBy), ("start", start)):
         setattr(cls, name, method)

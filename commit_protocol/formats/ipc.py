@@ -26,6 +26,22 @@ def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def stream_size(batch: pa.RecordBatch) -> int:
+    """The length of :func:`encode` of ``batch`` (one batch) without encoding it: the
+    schema message, the batch's message with its padded buffers, the end marker.
+
+    >>> batch = pa.record_batch({"id": [1, 2, 3], "name": ["a", None, "c"]})
+    >>> stream_size(batch) == len(encode(pa.Table.from_batches([batch])))
+    True
+    """
+    if batch.num_rows == 0:
+        return 0
+    return len(batch.schema.serialize()) + pa.ipc.get_record_batch_size(batch) + _END_MARKER
+
+
+_END_MARKER = 8  # the continuation token and a zero length: the end of a stream
+
+
 def iter_batches(data: bytes, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The batches of concatenated streams, as ``schema`` (by name, cast)."""
     source = pa.BufferReader(data)

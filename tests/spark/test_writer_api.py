@@ -138,3 +138,30 @@ def test_a_batch_write_is_refused_before_anything_is_written(spark, tmp_path):
     assert sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == files_before
     assert not (tmp_path / "new").exists()
     assert rotsink_ids(spark, out) == list(range(20))
+
+
+@pytest.mark.compat
+def test_a_rotsink_query_runs_without_sparks_arrow_size_check(spark, tmp_path):
+    """A session that left ``spark.sql.execution.arrow.maxBytesPerBatch`` at Spark's default:
+    the rotsink query's own session (the one its micro-batches run with) has 2147483647,
+    the application's session is left unset; a value the application set is kept."""
+    from datasource.arrow_transfer import KEY, UNCHECKED
+
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
+    before = spark.conf.get(KEY, None)  # the tests' session sets it, as rotsink's sessions do
+
+    def query_setting(run: str) -> str:
+        query = (source(spark, tmp_path / "in").writeStream.format("rotsink")
+                 .option("checkpointLocation", str(tmp_path / f"ck-{run}"))
+                 .trigger(availableNow=True).start(str(tmp_path / f"out-{run}")))
+        query.awaitTermination()
+        return query._jsq.streamingQuery().lastExecution().sparkSession().conf().get(KEY)
+
+    try:
+        spark.conf.unset(KEY)
+        assert query_setting("default") == UNCHECKED
+        assert spark.conf.get(KEY, None) is None
+        spark.conf.set(KEY, "32m")
+        assert query_setting("own") == "32m"
+    finally:
+        spark.conf.unset(KEY) if before is None else spark.conf.set(KEY, before)

@@ -155,20 +155,29 @@ def test_a_file_staged_and_rolled_in_one_task_is_encoded_from_its_rows(tmp_path,
 
 @BULK
 def test_a_file_staged_by_an_earlier_batch_is_read_back_at_its_roll(tmp_path, fmt):
+    """Its committed staged prefix is read back; the rows of the task that rolls it are
+    encoded from memory after them, their staged bytes never written."""
     cfg = bulk(tmp_path, fmt, max_batches=2)
-    commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 300)]))
+    first = run_task(tmp_path, cfg, 0, [rows(0, 300)])
+    commit(tmp_path, cfg, 0, first)
+    (staged,) = first.files
     opened, finished = roll_in_one_task(tmp_path, cfg, 1, [rows(300, 200)])
     assert any(path.endswith(".inprogress") for path in opened), opened
+    assert (tmp_path / staged.temp).stat().st_size == staged.end  # the prefix alone
     assert finished.column("id").to_pylist() == list(range(500))
+    assert committed_ids(tmp_path, cfg) == list(range(500))
 
 
 def test_rows_past_the_held_bound_are_read_back_at_the_roll(tmp_path, monkeypatch):
-    """The rows a task holds for its roll are bounded: past KEPT_ROWS_BYTES, the roll reads
+    """The rows a task holds for its roll are bounded (by the row group size, which the
+    roll's encoding holds anyway, or KEPT_ROWS_BYTES when larger): past it, the roll reads
     the staged file back a batch at a time, and encodes the same rows."""
+    import dataclasses
+
     from commit_protocol import bulk_files
 
     monkeypatch.setattr(bulk_files, "KEPT_ROWS_BYTES", 4_000)
-    cfg = parquet(tmp_path, max_batches=1)
+    cfg = dataclasses.replace(parquet(tmp_path, max_batches=1), row_group_bytes=4_000)
     opened, finished = roll_in_one_task(tmp_path, cfg, 0, [rows(i * 400, 400) for i in range(5)])
     assert any(path.endswith(".inprogress") for path in opened), opened
     assert finished.column("id").to_pylist() == list(range(2000))
@@ -197,3 +206,22 @@ def test_a_file_given_back_under_max_open_files_writes_its_staged_rows(tmp_path)
               for b in staged_batches(storage_of(cfg), f.temp, f.end, cfg)]
     ids = [i for t in finished + staged for i in t.column("id").to_pylist()]
     assert sorted(ids) == list(range(800))
+
+
+def test_only_a_file_near_its_byte_limit_pays_a_trial_encoding(tmp_path):
+    """The finished/staged ratio (a trial Parquet encoding of up to 100,000 rows) is
+    measured only once a file could come near rotation.maxBytes: a task's share of a
+    micro-batch far below it costs none; files near it still roll by maxBytes."""
+    from commit_protocol.task_writer import TaskWriter
+    from tests.unit.test_task_writer import plan_for, storage_of
+
+    def task(cfg):
+        writer = TaskWriter(storage_of(cfg), cfg, plan_for(tmp_path, cfg), batch_id=0,
+                            partition=0, attempt=0, query_id="q")
+        return writer, writer.write([rows(i * 1000, 1000) for i in range(4)])
+
+    far, report = task(parquet(tmp_path / "far"))  # 128 MB by default
+    assert far.ratio.value == 0 and not any(f.closed for f in report.files)
+    near, report = task(parquet(tmp_path / "near", max_bytes=2_000))
+    assert near.ratio.value > 0
+    assert sum(1 for f in report.files if f.closed) >= 2

@@ -13,7 +13,7 @@ from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
 from commit_protocol.formats import decode_rows
 from commit_protocol.formats.arrow import coalesce
 from commit_protocol.messages import TaskReport
-from commit_protocol.part_files import RowPartFile
+from commit_protocol.part_files import Deferred, RowPartFile
 from commit_protocol.plan import WritePlan
 from commit_protocol.storage import open_storage
 from commit_protocol.task_writer import TaskWriter
@@ -121,7 +121,7 @@ def test_small_max_bytes_encodes_each_row_a_bounded_number_of_times(tmp_path, mo
     encoded: list[int] = []
     encode = RowPartFile.encode
 
-    def counted_encode(self: RowPartFile, batch: pa.RecordBatch) -> bytes:
+    def counted_encode(self: RowPartFile, batch: pa.RecordBatch) -> bytes | Deferred:
         encoded.append(batch.num_rows)
         return encode(self, batch)
 

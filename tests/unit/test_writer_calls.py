@@ -68,6 +68,28 @@ def test_any_other_query_gets_nothing(calls):
     assert calls(FakeWriter()).started_with == {}
 
 
+def test_a_rotsink_query_starts_without_sparks_arrow_size_check():
+    """The session's setting for the moment of ``start()`` (the query copies it then);
+    another format's query, and the session afterwards, as they were."""
+    from datasource.arrow_transfer import KEY, UNCHECKED
+    from tests.unit.test_arrow_transfer import FakeSession
+
+    class WithSession(FakeWriter):
+        def __init__(self, session):
+            super().__init__()
+            self._spark = session
+
+        def start(self, *args, **kwargs):  # what the query's own session copies
+            self.copied = self._spark.conf.get(KEY)
+            return super().start(*args, **kwargs)
+
+    wrap_writer(WithSession)
+    session = FakeSession()
+    assert WithSession(session).format("rotsink").start("/o").copied == UNCHECKED
+    assert WithSession(session).format("parquet").start("/o").copied is None
+    assert session.conf.settings == {}
+
+
 def test_wrapping_twice_wraps_once():
     start = FakeWriter.start
     wrap_writer(FakeWriter)

@@ -1,0 +1,101 @@
+"""Spark's per-row size check on the Arrow path into a Python sink, and running without it.
+
+A Python sink's task gets its rows from the JVM as Arrow batches: Spark's
+``BatchedPythonArrowInput`` (``MapInBatchEvaluatorFactory``, the path of every Python data
+source writer) fills a batch row by row and, unless
+``spark.sql.execution.arrow.maxBytesPerBatch`` is exactly 2147483647, asks the batch for its
+size in bytes after every row (``ArrowWriter.sizeInBytes``), which walks the struct column
+wrapping the rows and allocates as it goes. Measured on a 16-core executor (PySpark 4.3.0,
+16M rows; a Java Flight Recorder profile put 62% of the executor threads' samples there): a
+Python sink that writes nothing took 5.8 s with the check and 1.07 s without; rotsink took
+3.76x Spark's own Parquet sink's time with it and 0.90x without (JSON lines 4.32x and 0.92x).
+On 2 cores it costs least (``benchmarks/README.md``, "The Arrow size check").
+
+=======  ======================================  =======================
+PySpark  the check (javap of ``spark-sql``'s    ``maxBytesPerBatch``
+         ``BatchedPythonArrowInput``)            default
+=======  ======================================  =======================
+4.0      after every row unless 2147483647      256 MB
+4.1      the same                                64 MB
+4.2      the same                                64 MB
+4.3      the same                                64 MB
+=======  ======================================  =======================
+
+Without it a batch holds ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000 by
+default) whatever their size: the README's Tuning section gives the rule for rows of many
+kilobytes (``benchmarks/wide_rows.py`` measured it).
+
+What rotsink controls: its own sessions (the demo, the tests, the benchmarks) set the value;
+a rotsink query started through PySpark's writer (``datasource.writer_calls``) runs with it
+when the session did not set the key, by setting it for the moment of ``start()`` (Spark
+copies the session's settings into the query's own session there and runs every micro-batch
+with that copy), leaving the application's session as it was. What only the application
+can set: a value of its own (kept, and named in a warning), and the setting where rotsink's
+wrapper is off. A task that finds the check on says so once per JVM (:func:`warn_once_if_checked`),
+as the heap warning does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from datasource.heap_check import first_in_jvm, jvm_ancestor
+
+KEY = "spark.sql.execution.arrow.maxBytesPerBatch"
+UNCHECKED = "2147483647"  # Int.MaxValue: the one value Spark checks no size for
+LOG = logging.getLogger("rotsink.task")
+_MARKER = "rotsink-arrow-size-check-warned-"
+_checked = False
+
+
+def start_unchecked(session: Any, start: Callable[[], Any]) -> Any:
+    """``start()`` a query of ``session`` (classic or Spark Connect) with the check off,
+    unless the session sets the key itself; the session's own settings are as before
+    afterwards."""
+    conf = session.conf
+    if conf.get(KEY, None) is not None:
+        return start()
+    conf.set(KEY, UNCHECKED)
+    try:
+        return start()
+    finally:
+        conf.unset(KEY)
+
+
+def checks_sizes(value: str | None) -> bool:
+    """Whether a task whose session says ``value`` (None: Spark's default) checks sizes.
+
+    >>> checks_sizes(None), checks_sizes("67108864b"), checks_sizes("2147483647")
+    (True, True, False)
+    >>> checks_sizes("2147483647b")
+    False
+    """
+    return value is None or value.strip().lower().removesuffix("b") != UNCHECKED
+
+
+def warn_once_if_checked(value: str | None, proc: Path = Path("/proc"),
+                         markers: Path | None = None) -> bool:
+    """Runs in each task (cheap after the first): ``value`` is the session's setting as
+    the task sees it (a local property; None when the session left it at Spark's default).
+    Warns once per JVM; returns whether it warned."""
+    global _checked
+    if _checked:
+        return False
+    _checked = True
+    if not checks_sizes(value):
+        return False
+    found = jvm_ancestor(os.getpid(), proc)
+    if found is not None and not first_in_jvm(found[0], _MARKER, proc, markers):
+        return False
+    setting = f"{KEY}={value}" if value is not None else f"{KEY} at Spark's default"
+    LOG.warning("this query moves its rows into rotsink with %s: Spark then measures each "
+                "Arrow batch after every row, which took rotsink to 3.8-4.3x Spark's own file "
+                "sink's time on a 16-core executor (0.9x with %s=%s). Set %s=%s in the "
+                "session before the query starts, and bound batches by "
+                "spark.sql.execution.arrow.maxRecordsPerBatch (README, Tuning)",
+                setting, KEY, UNCHECKED, KEY, UNCHECKED)
+    return True

@@ -1,0 +1,91 @@
+"""Spark's per-row size check on the Arrow path into rotsink (``datasource.arrow_transfer``):
+a rotsink query starts without it unless the application set the key, and a task that runs
+with it says so once per JVM."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from datasource import arrow_transfer
+from datasource.arrow_transfer import KEY, UNCHECKED, start_unchecked
+from tests.unit.test_heap_check import fake_proc
+
+
+class FakeConf:
+    def __init__(self, **settings: str) -> None:
+        self.settings = dict(settings)
+
+    def get(self, key, default=None):
+        return self.settings.get(key, default)
+
+    def set(self, key, value):
+        self.settings[key] = value
+
+    def unset(self, key):
+        self.settings.pop(key, None)
+
+
+class FakeSession:
+    def __init__(self, **settings: str) -> None:
+        self.conf = FakeConf(**settings)
+
+
+def test_a_query_starts_without_the_check_and_the_session_is_left_as_it_was():
+    session = FakeSession()
+    seen = start_unchecked(session, lambda: session.conf.get(KEY))
+    assert seen == UNCHECKED and session.conf.settings == {}
+
+
+def test_the_applications_own_value_is_kept():
+    session = FakeSession(**{KEY: "32m"})
+    assert start_unchecked(session, lambda: session.conf.get(KEY)) == "32m"
+    assert session.conf.settings == {KEY: "32m"}
+
+
+def test_a_start_that_fails_leaves_the_session_as_it_was():
+    session = FakeSession()
+
+    def start():
+        raise RuntimeError("no such path")
+
+    with pytest.raises(RuntimeError, match="no such path"):
+        start_unchecked(session, start)
+    assert session.conf.settings == {}
+
+
+@pytest.fixture
+def worker(tmp_path, monkeypatch):
+    """A Python worker (pid 300) under a JVM (pid 100), and a fresh process."""
+    monkeypatch.setattr(arrow_transfer, "_checked", False)
+    monkeypatch.setattr(arrow_transfer.os, "getpid", lambda: 300)
+    proc = fake_proc(tmp_path / "proc", {300: (200, ["python3", "-m", "pyspark.worker"]),
+                                         200: (100, ["python3", "-m", "pyspark.daemon"]),
+                                         100: (1, ["java", "-Xmx4g", "SparkSubmit"])})
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    return proc, markers
+
+
+@pytest.mark.parametrize("value, shown", [
+    (None, f"{KEY} at Spark's default"), ("67108864b", f"{KEY}=67108864b")],
+    ids=["Spark's default", "the application's"])
+def test_a_task_with_the_check_warns_once_per_jvm(worker, monkeypatch, caplog, value, shown):
+    proc, markers = worker
+    with caplog.at_level(logging.WARNING, logger="rotsink"):
+        assert arrow_transfer.warn_once_if_checked(value, proc, markers)
+        assert not arrow_transfer.warn_once_if_checked(value, proc, markers)  # this process
+        monkeypatch.setattr(arrow_transfer, "_checked", False)  # another worker of the JVM
+        assert not arrow_transfer.warn_once_if_checked(value, proc, markers)
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert f"with {shown}:" in message and f"Set {KEY}={UNCHECKED}" in message
+    assert "3.8-4.3x Spark's own file sink's time on a 16-core executor" in message
+
+
+def test_a_task_without_the_check_says_nothing(worker, caplog):
+    proc, markers = worker
+    with caplog.at_level(logging.WARNING, logger="rotsink"):
+        assert not arrow_transfer.warn_once_if_checked(UNCHECKED, proc, markers)
+    assert not caplog.records and not list(markers.iterdir())
