@@ -30,6 +30,7 @@ from commit_protocol.messages import TaskReport
 from commit_protocol.naming import INPROGRESS_DIR, final_name, partition_claim, temp_name
 from commit_protocol.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.partitioning import split_by_partition
+from commit_protocol.pipeline import ChunkPipeline, EarlySync
 from commit_protocol.plan import WritePlan
 from commit_protocol.rotation import roll_reason
 from commit_protocol.state import InProgressFile
@@ -74,6 +75,7 @@ class TaskWriter:
         self.row_size = RowSize()
         self.ratio = FinishedRatio()
         self.held = HeldRows(limit=config.row_group_bytes)
+        self.early = EarlySync(storage, enabled=config.fsync)
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -81,10 +83,13 @@ class TaskWriter:
             for _ in batches:  # a replay of a committed batch: its output exists already
                 pass
             return self._report(skipped=True)
-        for batch in coalesce(batches, ROW_CHUNK_BYTES):
-            for directory, rows in split_by_partition(batch, self.config.partition_by):
-                if rows.num_rows:
-                    self._write_rows(directory, rows)
+        # Chunks are encoded and written by one worker thread while this one receives the
+        # next from Spark; bytes grow durable as they are written (commit_protocol.pipeline)
+        try:
+            with ChunkPipeline(self._write_chunk) as pipeline:
+                pipeline.feed(coalesce(batches, ROW_CHUNK_BYTES))
+        finally:
+            self.early.finish()
         now_ms = int(time.time() * 1000)
         if self.config.is_bulk:  # before the release, which writes what a roll need not
             self._roll_due_staged_files(now_ms)
@@ -199,6 +204,16 @@ class TaskWriter:
                           skipped=skipped, claimed=bool(self.claimed), basis=self.plan.basis)
 
     # -- rows into files -----------------------------------------------------------------
+    def _write_chunk(self, batch: pa.RecordBatch) -> None:
+        """One chunk of the task's rows, split by partition directory (the pipeline's
+        worker thread: the only one writing files while rows arrive)."""
+        for directory, rows in split_by_partition(batch, self.config.partition_by):
+            if rows.num_rows:
+                self._write_rows(directory, rows)
+        for f in self.open.values():
+            if isinstance(f, RowPartFile):
+                self.early.note(f.temp, f.written)
+
     def _write_rows(self, directory: str, rows: pa.RecordBatch) -> None:
         """Give ``rows`` to the directory's open file, rolling it whenever it is full."""
         while rows.num_rows:

@@ -22,8 +22,14 @@ PySpark  the check (javap of ``spark-sql``'s    ``maxBytesPerBatch``
 =======  ======================================  =======================
 
 Without it a batch holds ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000 by
-default) whatever their size: the README's Tuning section gives the rule for rows of many
-kilobytes (``benchmarks/wide_rows.py`` measured it).
+default) whatever their size, and the JVM allocates it off its heap (direct memory, as large
+as the heap by default), Arrow's vectors doubling as they grow. ``benchmarks/wide_rows.py``
+measured it: rows of 100 kB in batches of 10,000 failed the executor's allocation of 1 GB
+(``OutOfDirectMemoryError``, 2 GB of direct memory, two tasks), which Spark answers by
+stopping the executor; with the check on, or with ``maxRecordsPerBatch`` by the README's rule
+(about 64 MB of Arrow a batch), the same rows went through. A task that gets batches larger
+than :data:`LARGE_BATCH_BYTES` says so once per JVM, with the rule worked out for its rows
+(:func:`BatchWatch`): the per-row check costs per row, so rows that wide lose little with it on.
 
 What rotsink controls: its own sessions (the demo, the tests, the benchmarks) set the value;
 a rotsink query started through PySpark's writer (``datasource.writer_calls``) runs with it
@@ -46,10 +52,16 @@ from typing import Any
 from datasource.heap_check import first_in_jvm, jvm_ancestor
 
 KEY = "spark.sql.execution.arrow.maxBytesPerBatch"
+RECORDS_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
 UNCHECKED = "2147483647"  # Int.MaxValue: the one value Spark checks no size for
+# Twice Spark's default byte limit (64 MB): a batch this large is worth a word
+LARGE_BATCH_BYTES = 128 << 20
+RULE_BATCH_BYTES = 64 << 20  # the README's rule: rows a batch for about 64 MB of Arrow
 LOG = logging.getLogger("rotsink.task")
 _MARKER = "rotsink-arrow-size-check-warned-"
+_LARGE_MARKER = "rotsink-arrow-large-batch-warned-"
 _checked = False
+_large_warned = False
 
 
 def start_unchecked(session: Any, start: Callable[[], Any]) -> Any:
@@ -99,3 +111,43 @@ def warn_once_if_checked(value: str | None, proc: Path = Path("/proc"),
                 "spark.sql.execution.arrow.maxRecordsPerBatch (README, Tuning)",
                 setting, KEY, UNCHECKED, KEY, UNCHECKED)
     return True
+
+
+def rows_by_the_rule(bytes_per_row: float) -> int:
+    """``maxRecordsPerBatch`` for about 64 MB of Arrow a batch (the README's rule).
+
+    >>> rows_by_the_rule(100_000), rows_by_the_rule(40), rows_by_the_rule(1e9)
+    (671, 1677721, 1)
+    """
+    return max(1, int(RULE_BATCH_BYTES // max(bytes_per_row, 1.0)))
+
+
+class BatchWatch:
+    """Watches the Arrow batches a task gets (runs on an executor): the first larger than
+    :data:`LARGE_BATCH_BYTES` makes one warning per JVM, naming its size, its rows and the
+    ``maxRecordsPerBatch`` that would keep a batch near 64 MB."""
+
+    def __init__(self, proc: Path = Path("/proc"), markers: Path | None = None) -> None:
+        self.proc, self.markers = proc, markers
+
+    def watch(self, batches: Any) -> Any:
+        for batch in batches:
+            if not _large_warned and batch.nbytes > LARGE_BATCH_BYTES:
+                self.warn(batch.nbytes, batch.num_rows)
+            yield batch
+
+    def warn(self, nbytes: int, rows: int) -> bool:
+        global _large_warned
+        _large_warned = True
+        found = jvm_ancestor(os.getpid(), self.proc)
+        if found is not None and not first_in_jvm(found[0], _LARGE_MARKER, self.proc,
+                                                  self.markers):
+            return False
+        per_row = nbytes / max(rows, 1)
+        LOG.warning("an Arrow batch of %d MB (%d rows of %.1f kB) reached this task: the "
+                    "JVM allocated it off its heap, and batches of rows this wide can exhaust "
+                    "an executor's direct memory. Set %s=%d (about 64 MB a batch for these "
+                    "rows), or %s=64m: Spark's per-row size check costs little for rows this "
+                    "wide (README, Tuning)", nbytes >> 20, rows, per_row / 1e3, RECORDS_KEY,
+                    rows_by_the_rule(per_row), KEY)
+        return True

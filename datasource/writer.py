@@ -115,6 +115,7 @@ class RotSinkStreamWriter(StreamWriterBase):
             raise RuntimeError("write() runs in a Spark task; no TaskContext found")
         with naming(self.config.query_name):  # Spark's SQL settings reach tasks this way
             arrow_transfer.warn_once_if_checked(context.getLocalProperty(arrow_transfer.KEY))
+        iterator = arrow_transfer.BatchWatch().watch(iterator)
         batch_id = context.getLocalProperty("streaming.sql.batchId")
         if batch_id is None:
             raise UnsupportedQueryError("rotsink is a streaming sink: write with writeStream "

@@ -1,4 +1,4 @@
-"""``writeStream.partitionBy(...)`` for rotsink: the columns of a call Spark drops on the way.
+"""``writeStream.partitionBy(...)`` for rotsink, and the Arrow setting its queries start with.
 
 Spark hands a Python sink the writer's options and nothing else. ``DataStreamWriter``
 keeps ``.partitionBy(...)`` apart from the options and passes it only to the sinks of its V1
@@ -12,8 +12,10 @@ and Spark Connect's ``pyspark.sql.connect.streaming.readwriter``): each writer r
 format and the columns it was given, and ``start`` of a rotsink query adds the columns as the
 option ``__partition_columns`` (Spark's own key for them, ``DataSourceUtils
 .PARTITIONING_COLUMNS_KEY``), which the sink reads as it reads ``partitionBy``
-(:func:`datasource.options.partition_columns`: both at once must agree). Every other
-format's query runs exactly as before: nothing is added to its options.
+(:func:`datasource.options.partition_columns`: both at once must agree). ``start`` of a rotsink
+query also runs it without Spark's per-row Arrow size check when the session leaves the
+setting unset (:mod:`datasource.arrow_transfer`). Every other format's query runs exactly as
+before: nothing is added to its options or its session.
 
 The wrapping happens in every Python process of an environment with rotsink installed,
 before PySpark is first imported: ``rotsink_workers.pth`` calls :func:`install`, which

@@ -89,3 +89,25 @@ def test_a_task_without_the_check_says_nothing(worker, caplog):
     with caplog.at_level(logging.WARNING, logger="rotsink"):
         assert not arrow_transfer.warn_once_if_checked(UNCHECKED, proc, markers)
     assert not caplog.records and not list(markers.iterdir())
+
+
+def test_a_task_that_gets_a_large_batch_says_so_once_per_jvm_with_the_rule(
+        worker, monkeypatch, caplog):
+    """Without the check, only maxRecordsPerBatch bounds a batch: the first larger than
+    LARGE_BATCH_BYTES names its size and the rows a batch that would keep it near 64 MB."""
+    import pyarrow as pa
+
+    proc, markers = worker
+    monkeypatch.setattr(arrow_transfer, "_large_warned", False)
+    monkeypatch.setattr(arrow_transfer, "LARGE_BATCH_BYTES", 1_000_000)
+    small = pa.record_batch({"payload": ["x" * 10] * 10})
+    large = pa.record_batch({"payload": ["y" * 100_000] * 20})  # 2 MB, 100 kB a row
+    with caplog.at_level(logging.WARNING, logger="rotsink"):
+        seen = list(arrow_transfer.BatchWatch(proc, markers).watch([small, large, large]))
+        monkeypatch.setattr(arrow_transfer, "_large_warned", False)  # another worker
+        list(arrow_transfer.BatchWatch(proc, markers).watch([large]))
+    assert seen == [small, large, large]
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "an Arrow batch of 1 MB (20 rows of 100.0 kB)" in message
+    assert "spark.sql.execution.arrow.maxRecordsPerBatch=671 (about 64 MB a batch" in message
