@@ -172,6 +172,9 @@ class CrashLoop:
     # must follow (failpoints table.before_follow, table.after_follow)
     rewrites: bool = False
     _spark_table_ids: Counter = field(default_factory=Counter)
+    # ids the input holds more than once (a Kafka producer that retried: at least once) ->
+    # how often; the output must hold each as often as the input does
+    input_counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         if self.schema_change:
@@ -300,7 +303,7 @@ class CrashLoop:
             self.evolved = True  # this life and the later ones write the added column
             self.switch_at_life = index
         started = time.monotonic()
-        self.reader.start(self.rows_in)
+        self.reader.start(self.rows_in, self.input_counts)
         if self.follower is not None:
             self.follower.start(index)
         try:
@@ -614,9 +617,11 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
                 .select("id", "tag").collect())
         tags = (sum(r.tag is not None for r in rows), sum(r.tag is None for r in rows),
                 sum(r.tag not in (None, tag_of(r.id)) for r in rows))
-    return Outcome(tags=tags, rows_in=loop.rows_in, rotsink_rows=sum(seen.values()),
+    written = loop.rows_in + sum(n - 1 for n in loop.input_counts.values())
+    return Outcome(tags=tags, rows_in=written, rotsink_rows=sum(seen.values()),
                    lost=len(expected - set(seen)),
-                   duplicated=(sum(n - 1 for n in seen.values() if n > 1)
+                   duplicated=(sum(n - loop.input_counts.get(i, 1) for i, n in seen.items()
+                                   if n > loop.input_counts.get(i, 1))
                                + len(set(seen) - expected)),
                    finalized_rows=sum(finalized.values()),
                    spark_rows=None if spark_seen is None else sum(spark_seen.values()),
