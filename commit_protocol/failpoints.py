@@ -73,6 +73,8 @@ TABLE_POINTS = (
     "table.after_commit",       # driver: the table commit made, housekeeping not yet run
     "table.before_follow",      # driver: another writer changed the table; listings not read
     "table.after_follow",       # driver: other writers' changes followed, the log not staged
+    "table.before_expire",      # driver: Iceberg snapshots due for expiry, none expired yet
+    "table.after_expire",       # driver: snapshots expired, the files only they named not deleted
 )
 ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS + TABLE_POINTS
 

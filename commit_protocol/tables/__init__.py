@@ -124,6 +124,11 @@ class Table(Protocol):
         """How many of the current version's data files have rows deleted in place (Delta's
         deletion vectors, Iceberg's delete files), which path readers cannot apply."""
 
+    def maintain(self, *, owner: str, now_ms: int) -> None:
+        """After this process's table commit of a batch: the clean-up that keeps the table's
+        metadata bounded (Iceberg: expired snapshots and the manifests only they named;
+        Delta's checkpoints and log clean-up run with its snapshot's refresh)."""
+
 
 @dataclass(frozen=True)
 class TableRead:

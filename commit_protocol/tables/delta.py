@@ -8,7 +8,9 @@ values as Spark spells them in the directory name, statistics from its footer:
 :mod:`commit_protocol.tables.delta_stats`) with a ``txn`` action: application id
 ``rotsink-<query id>``, version the batch id, as Delta's own streaming sink records its
 batches. A table without this writer's ``txn`` is another writer's, refused at start; each
-commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBatch``).
+commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBatch``); an
+append says ``isBlindAppend`` (:func:`_properties`: what other writers' DELETE, UPDATE and
+MERGE may then conflict with).
 
 delta-rs accepts a repeated or lower ``txn`` version, and retries a commit that lost a race
 on top of the winner: so every commit here is made with no retry (``max_commit_retries=0``:
@@ -137,6 +139,11 @@ class DeltaFollowedTable:
         return dict(zip(actions.column("path").to_pylist(),
                         actions.column("size_bytes").to_pylist(), strict=True))
 
+    def maintain(self, *, owner: str, now_ms: int) -> None:
+        """Nothing here: checkpoints (every 100 versions) and the clean-up of log files past
+        ``delta.logRetentionDuration`` run in the snapshot's refresh after each commit
+        (:mod:`commit_protocol.tables.delta_snapshots`)."""
+
     def row_deletes(self) -> int:
         table = self.loaded(fresh=False)
         return 0 if table is None else sum(batch.num_rows for batch in table.deletion_vectors())
@@ -197,7 +204,8 @@ class DeltaFollowedTable:
             self.uri, Schema.from_json(nullable(commit.schema_json)), _adds(commit),
             mode="error", partition_by=list(commit.partition_by),
             configuration=NO_DELETION_VECTORS,
-            storage_options=self.options or None, commit_properties=_properties(commit),
+            storage_options=self.options or None,
+            commit_properties=_properties(commit, blind=False),  # it creates the table
             post_commithook_properties=_NO_HOOKS())
 
     def _append(self, known: Snapshot, commit: TableCommit) -> int:
@@ -237,12 +245,23 @@ def _writer(table: DeltaTable) -> str:
     return f"{owner} ({info.get('operation', 'an unknown operation')})"
 
 
-def _properties(commit: TableCommit) -> Any:
+def _properties(commit: TableCommit, *, blind: bool = True) -> Any:
+    """The commit's info: its batch and writer, and (an append of new files that read
+    nothing of the table) ``isBlindAppend``, as Delta's own streaming sink marks its appends:
+    a DELETE, UPDATE or MERGE that read the table before this commit landed does not conflict
+    with it where the table runs WriteSerializable (conflict checkers skip a winning commit's
+    added files only when it says so). Under Serializable, the only level open-source Delta
+    lets a table set and delta-rs's default, such a DELETE conflicts with the appended files
+    its predicate may match (by their partition and statistics), and is run again; rotsink
+    sets no isolation level (delta-spark refuses any but Serializable)."""
     from deltalake.transaction import CommitProperties, Transaction
 
+    info: dict[str, Any] = {"rotsinkBatch": commit.batch_id, "rotsinkOwner": commit.owner}
+    if blind:
+        info["isBlindAppend"] = True
     return CommitProperties(
         max_commit_retries=0, app_transactions=[Transaction(commit.owner, commit.batch_id)],
-        custom_metadata={"rotsinkBatch": commit.batch_id, "rotsinkOwner": commit.owner})
+        custom_metadata=info)
 
 
 def _adds(commit: TableCommit) -> list[Any]:

@@ -124,7 +124,22 @@ class TableFollower:
         self._footers = dict(footers or {})
         done = self._bring_up(state.batch_id, state, now_ms=now_ms)
         failpoints.hit("table.after_commit")
+        if done:
+            self._maintain(state, now_ms)
         return done
+
+    def _maintain(self, state: SinkState, now_ms: int) -> None:
+        """The table's clean-up after this batch's commit (:meth:`Table.maintain`). The batch
+        is committed by now: a clean-up that fails is named, and tried again after the next
+        commit, never failing the batch."""
+        try:
+            self.table.maintain(owner=owner_of(state.query_id), now_ms=now_ms)
+        except failpoints.FailpointError:
+            raise
+        except Exception as e:  # noqa: BLE001  any library or storage error: see above
+            logger.warning("table %s: the clean-up after batch %d failed (%s: %s); it runs "
+                           "again after the next commit", self._name, state.batch_id,
+                           type(e).__name__, e)
 
     def catch_up(self, latest: int, *, now_ms: int) -> list[int]:
         """Bring the table up to committed batch ``latest`` from the log (a query's start,

@@ -1,11 +1,9 @@
 """``table.format=iceberg``: rotsink's finalized files as snapshots of an Apache Iceberg table,
 through a catalog, committed with pyiceberg.
 
-The catalog comes from ``table.catalog.<property>`` (pyiceberg's ``load_catalog``): by default
-pyiceberg's SQL catalog on a SQLite file beside the output (``<root>/_iceberg/catalog.db``,
-for a local output and one machine); a REST catalog (``table.catalog.type=rest``) for
-production. A secret (a property naming a secret, credential, token or password) is given by
-reference, ``env:VAR`` or ``file:/path``, as ``encryption.key`` is, and never logged.
+The catalog comes from ``table.catalog.<property>`` (:mod:`commit_protocol.tables.
+iceberg_catalog`): an embedded SQLite catalog beside the output by default, a REST catalog
+for production.
 
 The table is ``table.identifier`` (``namespace.table``). With the embedded catalog it lives at
 the output's root, its metadata under ``_iceberg/metadata`` (hidden from Spark's readers,
@@ -30,7 +28,6 @@ The table is created asking engines for copy-on-write deletes, updates and merge
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,13 +35,28 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
-from commit_protocol.tables import (
-    SECRET_WORDS,
-    TableCommit,
-    TableFile,
-    TableFormat,
-    TableRead,
-    option_values,
+from commit_protocol.tables import TableCommit, TableFile, TableFormat, TableRead
+from commit_protocol.tables.iceberg_catalog import (
+    CATALOG_NAME,
+    CATALOG_PREFIX,
+    IDENTIFIER,
+    below,
+    catalog_name,
+    catalog_properties,
+    data_root,
+    default_identifier,
+    is_embedded,
+    same_uri,
+)
+from commit_protocol.tables.iceberg_maintenance import (
+    MERGE_KEY,
+    RETENTION,
+    ExpiryPolicy,
+    created_by,
+    created_properties,
+    expire,
+    missing_properties,
+    retention_option,
 )
 from commit_protocol.tables.iceberg_schema import iceberg_schema, partition_value
 
@@ -54,10 +66,6 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table as IcebergTable
 
-CATALOG_PREFIX = "catalog."
-CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
-DEFAULT_CATALOG_NAME = "rotsink"
-IDENTIFIER = "identifier"
 # Where an embedded catalog's table keeps its metadata: <location>/metadata, which path-based
 # readers (ClickHouse's icebergLocal, DuckDB's iceberg_scan, Spark's path tables) read. An
 # earlier rotsink put it under _iceberg/metadata (hidden): its next commit moves new versions.
@@ -91,6 +99,7 @@ class IcebergFormat(TableFormat):
                                        or "" in identifier.split(".")):
             raise OptionError(f"option table.identifier={identifier!r}: expected "
                               "namespace.table, for table.format=iceberg")
+        retention_option(config.table_options)  # a bad one fails at start, naming it
 
     def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
         return IcebergFollowedTable(storage.root_uri, config)
@@ -116,95 +125,24 @@ class IcebergFormat(TableFormat):
 
 
 FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",
-                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME),
+                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME, RETENTION),
                        option_prefixes=(CATALOG_PREFIX,))
-
-
-def catalog_properties(root_uri: str, options: dict[str, str],
-                       fs_options: dict[str, str] | None = None) -> dict[str, str]:
-    """``load_catalog``'s properties from the ``table.catalog.*`` options, secrets resolved
-    from their references; the embedded SQLite catalog by default; for an S3 output, the
-    endpoint of the ``fs.*`` options unless ``s3.endpoint`` is given (the table's readers
-    and pyiceberg's file IO then reach the same store).
-
-    >>> catalog_properties("file:///data/out", {})["uri"]
-    'sqlite:////data/out/_iceberg/catalog.db'
-    >>> catalog_properties("s3://b/out", {"catalog.type": "rest"},
-    ...                    {"endpoint_url": "http://127.0.0.1:9000"})["s3.endpoint"]
-    'http://127.0.0.1:9000'
-    """
-    given = option_values(options, CATALOG_PREFIX)
-    properties = {key: _resolved(key, value) for key, value in given.items()
-                  if key != CATALOG_NAME}
-    endpoint = (fs_options or {}).get("endpoint_url")
-    if endpoint and root_uri.split("://")[0].lower() in ("s3", "s3a") \
-            and "s3.endpoint" not in properties:
-        properties.update({"s3.endpoint": endpoint, "s3.path-style-access": "true",
-                           **({} if "s3.region" in properties else {"s3.region": "us-east-1"})})
-    if "type" not in properties and "uri" not in properties:
-        if not root_uri.startswith("file://"):
-            raise OptionError(f"option table.format='iceberg' at {root_uri}: the embedded "
-                              "catalog (SQLite) is for a local output; set table.catalog.type "
-                              "and table.catalog.uri (a REST catalog) for an object store")
-        root = root_uri[len("file://"):]
-        os.makedirs(f"{root}/_iceberg", exist_ok=True)
-        properties = {"type": "sql", "uri": f"sqlite:///{root}/_iceberg/catalog.db",
-                      "warehouse": f"{root_uri}/_iceberg", **properties}
-    return properties
-
-
-def is_embedded(options: dict[str, str]) -> bool:
-    """Whether the table lives at the output's root: in a SQL catalog (the embedded one
-    beside the output by default, or a database given by ``table.catalog.uri``); a REST
-    catalog places its tables itself.
-
-    >>> is_embedded({}), is_embedded({"catalog.type": "rest", "catalog.uri": "http://c"})
-    (True, False)
-    """
-    given = option_values(options, CATALOG_PREFIX)
-    return given.get("type") == "sql" or ("type" not in given and "uri" not in given)
-
-
-def catalog_name(options: dict[str, str]) -> str:
-    """The name the catalog is opened under (``table.catalog.name``, default ``rotsink``): a
-    SQL or JDBC catalog keeps its tables under the name of the catalog that made them, so a
-    catalog shared with Spark's or Trino's shows rotsink's table under their catalog's name.
-
-    >>> catalog_name({}), catalog_name({"catalog.name": "lake"})
-    ('rotsink', 'lake')
-    """
-    return options.get(CATALOG_PREFIX + CATALOG_NAME, DEFAULT_CATALOG_NAME)
-
-
-def _resolved(key: str, value: str) -> str:
-    """A catalog property's value; a secret's from its reference (never given literally)."""
-    if not any(word in key.lower() for word in SECRET_WORDS):
-        return value
-    if value.startswith("env:"):
-        found = os.environ.get(value[4:])
-        if found is None:
-            raise OptionError(f"option table.catalog.{key}: environment variable "
-                              f"{value[4:]!r} is not set")
-        return found
-    if value.startswith("file:"):
-        with open(value[5:]) as f:
-            return f.read().strip()
-    raise OptionError(f"option table.catalog.{key}: expected a reference env:VAR or file:/path "
-                      "to the secret, not the secret itself (options are logged by Spark)")
 
 
 class IcebergFollowedTable:
     """The Iceberg table of one output path (see the module's docstring)."""
 
     def __init__(self, root_uri: str, config: SinkConfig) -> None:
-        self.root = _data_root(root_uri)
+        self.root = data_root(root_uri)
         self.options = config.table_options
         self.properties = catalog_properties(root_uri, config.table_options,
                                              config.fs_options)
-        self.identifier = config.table_options.get(IDENTIFIER) or _default_identifier(root_uri)
+        self.identifier = config.table_options.get(IDENTIFIER) or default_identifier(root_uri)
         self.embedded = is_embedded(config.table_options)
         self._catalog: Catalog | None = None
         self._read: IcebergTable | None = None  # as read by committed_batch, for the commit
+        self._committed: IcebergTable | None = None  # as this process's last commit left it
+        self.retention = retention_option(config.table_options)
 
     @property
     def catalog(self) -> Catalog:
@@ -245,8 +183,8 @@ class IcebergFollowedTable:
         listed = _listed(self.loaded())
         if listed is None:
             return {}
-        prefix = _same_uri(self.root) + "/"
-        return {_below(path, prefix): size
+        prefix = same_uri(self.root) + "/"
+        return {below(path, prefix): size
                 for path, size, content in zip(listed.column("file_path").to_pylist(),
                                                listed.column("file_size_in_bytes").to_pylist(),
                                                listed.column("content").to_pylist(),
@@ -314,6 +252,7 @@ class IcebergFollowedTable:
                     made = self._append(_without_retries(table), commit, leftovers=leftovers)
                 current = made.current_snapshot()
                 assert current is not None and current.sequence_number is not None
+                self._committed = made  # for the clean-up after the commit (maintain)
                 return current.sequence_number
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
@@ -322,6 +261,18 @@ class IcebergFollowedTable:
                          f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "
                          "row; is another query or a maintenance job committing to it?")
 
+    def maintain(self, *, owner: str, now_ms: int) -> None:
+        """After this process's commit: expire the snapshots due (see
+        :mod:`commit_protocol.tables.iceberg_maintenance`); nothing without a commit."""
+        table, self._committed = self._committed, None
+        if table is None:
+            return
+        policy = ExpiryPolicy.of(table.properties, self.retention,
+                                 ours=created_by(table, owner))
+        due = policy.due(table, now_ms)
+        if due:
+            expire(table, due)
+
     def _create(self, commit: TableCommit) -> IcebergTable:
         from pyiceberg.table.name_mapping import create_mapping_from_schema
 
@@ -329,7 +280,8 @@ class IcebergFollowedTable:
         namespace = self.identifier.rpartition(".")[0]
         if namespace:
             self.catalog.create_namespace_if_not_exists(namespace)
-        properties = {**COPY_ON_WRITE, DATA_PATH: self.root, "format-version": "2",
+        properties = {**COPY_ON_WRITE, **created_properties(commit.owner),
+                      DATA_PATH: self.root, "format-version": "2",
                       "schema.name-mapping.default":
                           create_mapping_from_schema(schema).model_dump_json()}
         location: dict[str, Any] = {}
@@ -353,11 +305,14 @@ class IcebergFollowedTable:
     def _append(self, table: IcebergTable, commit: TableCommit, *,
                 leftovers: tuple[str, ...] = ()) -> IcebergTable:
         """Commit the batch on ``table``; returns it, brought to the version committed."""
+        missing = missing_properties(table, commit.owner)  # a table an earlier rotsink made
         with table.transaction() as tx:
             if leftovers:
                 tx.remove_properties(*leftovers)
-            if DATA_PATH not in tx.table_metadata.properties:  # a table an earlier rotsink made
-                tx.set_properties({DATA_PATH: self.root})
+            if DATA_PATH not in tx.table_metadata.properties:
+                missing[DATA_PATH] = self.root
+            if missing:
+                tx.set_properties(missing)
             have = {f.name for f in tx.table_metadata.schema().fields}
             added = [f for f in iceberg_schema(commit.schema_json).fields if f.name not in have]
             if added:
@@ -374,7 +329,9 @@ class IcebergFollowedTable:
         if tx.table_metadata.properties.get(OWNER) == commit.owner:  # an earlier rotsink's mark
             tx.remove_properties(OWNER, MARK)
         summary = {MARK: str(commit.batch_id), OWNER: commit.owner}
-        with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+        snapshot = tx.update_snapshot(snapshot_properties=summary)
+        merging = tx.table_metadata.properties.get(MERGE_KEY, "false").lower() == "true"
+        with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:
             for f in commit.files:
                 append.append_data_file(self._data_file(tx.table_metadata, f))
 
@@ -479,49 +436,3 @@ def _identity_spec(schema: Any, commit: TableCommit) -> Any:
                                           field_id=1000 + i, transform=IdentityTransform(),
                                           name=column)
                            for i, column in enumerate(commit.partition_by)])
-
-
-def _same_uri(uri: str) -> str:
-    """``uri`` as every writer's spelling of it compares: Spark's Iceberg writers name a local
-    file ``file:/data/x`` (Hadoop's), pyiceberg and rotsink ``file:///data/x``; S3 as s3://.
-
-    >>> _same_uri("file:/data/out/a.parquet"), _same_uri("file:///data/out/a.parquet")
-    ('file:///data/out/a.parquet', 'file:///data/out/a.parquet')
-    >>> _same_uri("s3a://b/out/a.parquet")
-    's3://b/out/a.parquet'
-    """
-    scheme, colon, rest = uri.partition(":")
-    if not colon:
-        return uri
-    if scheme.lower() == "file":
-        return "file:///" + rest.lstrip("/")
-    if scheme.lower() in ("s3", "s3a", "s3n"):
-        return "s3:" + rest
-    return uri
-
-
-def _below(path: str, prefix: str) -> str:
-    """A data file's path below the output's root (``prefix``, as :func:`_same_uri`
-    spells it), or its whole URI when it lies elsewhere."""
-    same = _same_uri(path)
-    return same[len(prefix):] if same.startswith(prefix) else path
-
-
-def _data_root(root_uri: str) -> str:
-    """The output's root as Iceberg names its files: ``file:///...`` or ``s3://...``.
-
-    >>> _data_root("s3a://bucket/out"), _data_root("file:///data/out")
-    ('s3://bucket/out', 'file:///data/out')
-    """
-    scheme, _, rest = root_uri.partition("://")
-    return f"s3://{rest}" if scheme.lower() in ("s3", "s3a") else root_uri.rstrip("/")
-
-
-def _default_identifier(root_uri: str) -> str:
-    """``rotsink.<the output directory's name>``, letters, digits and underscores only.
-
-    >>> _default_identifier("file:///data/my-events")
-    'rotsink.my_events'
-    """
-    name = root_uri.rstrip("/").rsplit("/", 1)[-1]
-    return "rotsink." + ("".join(c if c.isalnum() else "_" for c in name) or "output")

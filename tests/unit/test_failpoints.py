@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,16 @@ def protocol_run(tmp_path: Path) -> None:
     grown_table = dataclasses.replace(table, schema_evolution="addColumns")
     Committer(storage_of(grown_table), grown_table, GROWN_TABLE_SCHEMA_JSON).commit(
         1, [], now_ms=1)
+    # An Iceberg table keeping its snapshots 1 ms: batch 1's commit expires batch 0's.
+    iceberg = dataclasses.replace(table, path=str(tmp_path / "iceberg"),
+                                  table_format=table_format_named("iceberg"),
+                                  table_options={"snapshotRetention": "1ms"},
+                                  rotation=dataclasses.replace(table.rotation, max_batches=1))
+    later = int(time.time() * 1000) + 60_000  # the commits' clock: snapshots are older
+    for batch_id in range(2):
+        Committer(storage_of(iceberg), iceberg, TABLE_SCHEMA_JSON).commit(
+            batch_id, [run_task(tmp_path, iceberg, batch_id, [rows(batch_id * 4, 4)])],
+            now_ms=later + batch_id)
 
 
 def test_the_protocol_run_passes_without_failpoints(tmp_path):

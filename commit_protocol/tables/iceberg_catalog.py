@@ -1,0 +1,140 @@
+"""The catalog of ``table.format=iceberg`` and the names of its tables and files.
+
+The catalog comes from ``table.catalog.<property>`` (pyiceberg's ``load_catalog``): by default
+pyiceberg's SQL catalog on a SQLite file beside the output (``<root>/_iceberg/catalog.db``,
+for a local output and one machine); a REST catalog (``table.catalog.type=rest``) for
+production. A secret (a property naming a secret, credential, token or password) is given by
+reference, ``env:VAR`` or ``file:/path``, as ``encryption.key`` is, and never logged. Data
+files are named by URI, which writers spell differently (:func:`same_uri`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from commit_protocol.errors import OptionError
+from commit_protocol.tables import SECRET_WORDS, option_values
+
+CATALOG_PREFIX = "catalog."
+CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
+DEFAULT_CATALOG_NAME = "rotsink"
+IDENTIFIER = "identifier"
+
+
+def catalog_properties(root_uri: str, options: dict[str, str],
+                       fs_options: dict[str, str] | None = None) -> dict[str, str]:
+    """``load_catalog``'s properties from the ``table.catalog.*`` options, secrets resolved
+    from their references; the embedded SQLite catalog by default; for an S3 output, the
+    endpoint of the ``fs.*`` options unless ``s3.endpoint`` is given (the table's readers
+    and pyiceberg's file IO then reach the same store).
+
+    >>> catalog_properties("file:///data/out", {})["uri"]
+    'sqlite:////data/out/_iceberg/catalog.db'
+    >>> catalog_properties("s3://b/out", {"catalog.type": "rest"},
+    ...                    {"endpoint_url": "http://127.0.0.1:9000"})["s3.endpoint"]
+    'http://127.0.0.1:9000'
+    """
+    given = option_values(options, CATALOG_PREFIX)
+    properties = {key: _resolved(key, value) for key, value in given.items()
+                  if key != CATALOG_NAME}
+    endpoint = (fs_options or {}).get("endpoint_url")
+    if endpoint and root_uri.split("://")[0].lower() in ("s3", "s3a") \
+            and "s3.endpoint" not in properties:
+        properties.update({"s3.endpoint": endpoint, "s3.path-style-access": "true",
+                           **({} if "s3.region" in properties else {"s3.region": "us-east-1"})})
+    if "type" not in properties and "uri" not in properties:
+        if not root_uri.startswith("file://"):
+            raise OptionError(f"option table.format='iceberg' at {root_uri}: the embedded "
+                              "catalog (SQLite) is for a local output; set table.catalog.type "
+                              "and table.catalog.uri (a REST catalog) for an object store")
+        root = root_uri[len("file://"):]
+        os.makedirs(f"{root}/_iceberg", exist_ok=True)
+        properties = {"type": "sql", "uri": f"sqlite:///{root}/_iceberg/catalog.db",
+                      "warehouse": f"{root_uri}/_iceberg", **properties}
+    return properties
+
+
+def is_embedded(options: dict[str, str]) -> bool:
+    """Whether the table lives at the output's root: in a SQL catalog (the embedded one
+    beside the output by default, or a database given by ``table.catalog.uri``); a REST
+    catalog places its tables itself.
+
+    >>> is_embedded({}), is_embedded({"catalog.type": "rest", "catalog.uri": "http://c"})
+    (True, False)
+    """
+    given = option_values(options, CATALOG_PREFIX)
+    return given.get("type") == "sql" or ("type" not in given and "uri" not in given)
+
+
+def catalog_name(options: dict[str, str]) -> str:
+    """The name the catalog is opened under (``table.catalog.name``, default ``rotsink``): a
+    SQL or JDBC catalog keeps its tables under the name of the catalog that made them, so a
+    catalog shared with Spark's or Trino's shows rotsink's table under their catalog's name.
+
+    >>> catalog_name({}), catalog_name({"catalog.name": "lake"})
+    ('rotsink', 'lake')
+    """
+    return options.get(CATALOG_PREFIX + CATALOG_NAME, DEFAULT_CATALOG_NAME)
+
+
+def _resolved(key: str, value: str) -> str:
+    """A catalog property's value; a secret's from its reference (never given literally)."""
+    if not any(word in key.lower() for word in SECRET_WORDS):
+        return value
+    if value.startswith("env:"):
+        found = os.environ.get(value[4:])
+        if found is None:
+            raise OptionError(f"option table.catalog.{key}: environment variable "
+                              f"{value[4:]!r} is not set")
+        return found
+    if value.startswith("file:"):
+        with open(value[5:]) as f:
+            return f.read().strip()
+    raise OptionError(f"option table.catalog.{key}: expected a reference env:VAR or file:/path "
+                      "to the secret, not the secret itself (options are logged by Spark)")
+
+
+def same_uri(uri: str) -> str:
+    """``uri`` as every writer's spelling of it compares: Spark's Iceberg writers name a local
+    file ``file:/data/x`` (Hadoop's), pyiceberg and rotsink ``file:///data/x``; S3 as s3://.
+
+    >>> same_uri("file:/data/out/a.parquet"), same_uri("file:///data/out/a.parquet")
+    ('file:///data/out/a.parquet', 'file:///data/out/a.parquet')
+    >>> same_uri("s3a://b/out/a.parquet")
+    's3://b/out/a.parquet'
+    """
+    scheme, colon, rest = uri.partition(":")
+    if not colon:
+        return uri
+    if scheme.lower() == "file":
+        return "file:///" + rest.lstrip("/")
+    if scheme.lower() in ("s3", "s3a", "s3n"):
+        return "s3:" + rest
+    return uri
+
+
+def below(path: str, prefix: str) -> str:
+    """A data file's path below the output's root (``prefix``, as :func:`same_uri`
+    spells it), or its whole URI when it lies elsewhere."""
+    same = same_uri(path)
+    return same[len(prefix):] if same.startswith(prefix) else path
+
+
+def data_root(root_uri: str) -> str:
+    """The output's root as Iceberg names its files: ``file:///...`` or ``s3://...``.
+
+    >>> data_root("s3a://bucket/out"), data_root("file:///data/out")
+    ('s3://bucket/out', 'file:///data/out')
+    """
+    scheme, _, rest = root_uri.partition("://")
+    return f"s3://{rest}" if scheme.lower() in ("s3", "s3a") else root_uri.rstrip("/")
+
+
+def default_identifier(root_uri: str) -> str:
+    """``rotsink.<the output directory's name>``, letters, digits and underscores only.
+
+    >>> default_identifier("file:///data/my-events")
+    'rotsink.my_events'
+    """
+    name = root_uri.rstrip("/").rsplit("/", 1)[-1]
+    return "rotsink." + ("".join(c if c.isalnum() else "_" for c in name) or "output")

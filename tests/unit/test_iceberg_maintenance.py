@@ -1,0 +1,182 @@
+"""An Iceberg table that stays flat (``commit_protocol.tables.iceberg_maintenance``): the tables
+rotsink creates bound their metadata files and merge their manifests; snapshots expire by age
+and the manifest lists and manifests only they named are deleted, never a data file nor a
+mark; a table rotsink joined keeps its settings and is expired only on request; a crash in the
+middle of an expiry loses and duplicates nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from commit_protocol import failpoints
+from commit_protocol.tables import table_format_named
+from commit_protocol.tables.iceberg_maintenance import (
+    BOUNDED_METADATA,
+    CREATED_BY,
+    ISOLATION,
+    ExpiryPolicy,
+)
+from commit_protocol.verification import verify_output
+from tests.unit.test_delta_commits import ROWS, commit_batch, forget, table_config
+from tests.unit.test_shared_tables import _iceberg, rotsink_ids, table_ids
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory():
+    forget()
+    yield
+    forget()
+
+
+def config(tmp_path, **table_options: str):
+    return dataclasses.replace(table_config(str(tmp_path / "out"), max_batches=1),
+                               table_format=table_format_named("iceberg"),
+                               table_options=dict(table_options))
+
+
+def metadata_files(cfg, suffix: str) -> list[Path]:
+    return sorted((Path(cfg.path) / "metadata").glob(f"*{suffix}"))
+
+
+def data_files(cfg) -> set[str]:
+    return {p.name for p in Path(cfg.path).rglob("part-*.parquet")}
+
+
+def test_a_table_rotsink_creates_asks_for_bounded_metadata_and_snapshot_isolation(tmp_path):
+    cfg = config(tmp_path)
+    commit_batch(cfg, 0)
+    properties = _iceberg(cfg).properties
+    assert {k: properties[k] for k in {**ISOLATION, **BOUNDED_METADATA}} == \
+        {**ISOLATION, **BOUNDED_METADATA}
+    assert properties[CREATED_BY] == "rotsink-q1"
+
+
+def test_metadata_files_and_manifests_stay_bounded(tmp_path):
+    """Small bounds set on the table (a value anyone set is kept): 30 commits leave at most
+    previous-versions-max + 1 metadata files and, merged, a handful of manifests."""
+    cfg = config(tmp_path)
+    commit_batch(cfg, 0)
+    with _iceberg(cfg).transaction() as tx:
+        tx.set_properties({"write.metadata.previous-versions-max": "5",
+                           "commit.manifest.min-count-to-merge": "4"})
+    for batch_id in range(1, 30):
+        commit_batch(cfg, batch_id)
+    table = _iceberg(cfg)
+    assert len(metadata_files(cfg, ".metadata.json")) <= 6 + 1  # + the current one
+    assert len(table.current_snapshot().manifests(table.io)) <= 5
+    assert table.properties["write.metadata.previous-versions-max"] == "5"
+    assert table_ids(cfg) == rotsink_ids(cfg) == Counter(range(30 * ROWS))
+
+
+def test_snapshots_expire_by_age_and_only_their_metadata_goes(tmp_path):
+    cfg = config(tmp_path, snapshotRetention="1ms")
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    table = _iceberg(cfg)
+    # each commit expired the snapshots before it (twice the age: at once), the newest kept
+    assert len(table.snapshots()) == 1
+    lists = {Path(p).name for p in (s.manifest_list for s in table.snapshots())}
+    assert {p.name for p in metadata_files(cfg, ".avro") if p.name.startswith("snap-")} == lists
+    named = {Path(m.manifest_path).name for m in table.current_snapshot().manifests(table.io)}
+    assert {p.name for p in metadata_files(cfg, ".avro")
+            if not p.name.startswith("snap-")} == named  # no manifest only expired ones named
+    assert len(data_files(cfg)) == 4  # every data file stays
+    assert table.properties["rotsink.batch.rotsink-q1"] == "3"  # the mark too
+    assert table_ids(cfg) == rotsink_ids(cfg) == Counter(range(4 * ROWS))
+    assert verify_output(_storage(cfg), commit_timeout_s=0).ok
+
+
+def _storage(cfg):
+    from commit_protocol.storage import open_storage
+
+    return open_storage(cfg.path)
+
+
+def test_expiry_waits_until_enough_snapshots_are_due():
+    """One metadata commit per expiry, not per batch: 20 due, or one twice the age."""
+    now = 10_000_000
+
+    class Snapshot:
+        def __init__(self, i: int, age_ms: int) -> None:
+            self.snapshot_id, self.timestamp_ms = i, now - age_ms
+
+    class Table:
+        def __init__(self, ages: list[int]) -> None:
+            self.metadata = type("M", (), {"refs": {}})()
+            self._snapshots = [Snapshot(i, age) for i, age in enumerate(ages)]
+
+        def snapshots(self):
+            return self._snapshots
+
+    def due(policy: ExpiryPolicy, ages: list[int]) -> list[int]:
+        return policy.due(Table(ages), now)  # type: ignore[arg-type]
+
+    policy = ExpiryPolicy(max_age_ms=1000)
+    assert due(policy, [0, *[1500] * 5]) == []  # 5 due: wait
+    assert len(due(policy, [0, *[1500] * 20])) == 20
+    assert due(policy, [0, 1500, 2500]) == [1, 2]  # one twice the age
+    assert due(ExpiryPolicy(max_age_ms=None), [0, 5000]) == []
+
+
+def test_a_joined_table_keeps_its_settings_and_is_expired_only_on_request(tmp_path):
+    """A table another rotsink query created: this output joins it. Its properties are the
+    creator's; with no table.snapshotRetention this query expires nothing."""
+    creator = config(tmp_path)
+    commit_batch(creator, 0)
+    with _iceberg(creator).transaction() as tx:
+        tx.remove_properties(*ISOLATION)
+    joined = dataclasses.replace(creator, path=str(tmp_path / "second"),
+                                 table_options={"identifier": "rotsink.out",
+                                                "catalog.type": "sql",
+                                                "catalog.uri": _catalog_uri(creator),
+                                                "catalog.warehouse": str(tmp_path)})
+    for batch_id in range(3):
+        _commit_as(joined, batch_id, query="q2")
+    table = _iceberg(creator)
+    assert not set(ISOLATION) & set(table.properties)  # not set back by the joiner
+    assert len(table.snapshots()) == 4
+    expiring = dataclasses.replace(joined, table_options={**joined.table_options,
+                                                          "snapshotRetention": "1ms"})
+    _commit_as(expiring, 3, query="q2")
+    assert len(_iceberg(creator).snapshots()) == 1
+
+
+def _catalog_uri(cfg) -> str:
+    return f"sqlite:///{cfg.path}/_iceberg/catalog.db"
+
+
+def _commit_as(cfg, batch_id: int, *, query: str) -> None:
+    from tests.unit import test_delta_commits
+
+    saved = test_delta_commits.QUERY
+    test_delta_commits.QUERY = query
+    try:
+        commit_batch(cfg, batch_id)
+    finally:
+        test_delta_commits.QUERY = saved
+
+
+@pytest.mark.parametrize("point", ["table.before_expire", "table.after_expire"])
+def test_a_crash_in_the_middle_of_an_expiry_loses_and_duplicates_nothing(tmp_path, point):
+    cfg = config(tmp_path, snapshotRetention="1ms")
+    commit_batch(cfg, 0)
+    os.environ[failpoints.ENV_VAR] = f"{point}=raise"
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            commit_batch(cfg, 1)  # committed (log and table), killed in its clean-up
+    finally:
+        del os.environ[failpoints.ENV_VAR]
+    forget()  # a new driver
+    time.sleep(0.01)
+    for batch_id in (2, 3):
+        commit_batch(cfg, batch_id)
+    assert table_ids(cfg) == rotsink_ids(cfg) == Counter(range(4 * ROWS))
+    assert len(data_files(cfg)) == 4
+    assert len(_iceberg(cfg).snapshots()) == 1
+    assert verify_output(_storage(cfg), commit_timeout_s=0).ok
