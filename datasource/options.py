@@ -18,7 +18,7 @@ from commit_protocol.durations import parse_duration_ms
 from commit_protocol.errors import OptionError
 from commit_protocol.formats import FORMATS, file_codec, format_named
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
-from commit_protocol.tables import a_format_takes, table_option_names
+from commit_protocol.tables import TableFormat, a_format_takes, table_option_names
 from datasource.table_options import check_table_options, table_format
 
 PATH = "path"
@@ -176,13 +176,19 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         schema_evolution=_schema_evolution(get(SCHEMA_EVOLUTION, "none")),
         fsync=parse_bool(FSYNC, get(FSYNC, "true")),
         table_format=table_format(given(TABLE_FORMAT)),
-        table_options={k[len(TABLE_PREFIX):]: v for k, v in options.items()
-                       if k.lower().startswith(TABLE_PREFIX)
-                       and k.lower() != TABLE_FORMAT.lower()},
+        table_options=_table_options(options, table_format(given(TABLE_FORMAT))),
         query_name=get(QUERY_NAME).strip(),
     )
     check_table_options(config)
     return config
+
+
+def _table_options(options: Mapping[str, str], entry: TableFormat | None) -> dict[str, str]:
+    """The ``table.*`` options without the prefix, each key as its format names it (Spark
+    passes them lower-cased)."""
+    given = {k[len(TABLE_PREFIX):]: v for k, v in options.items()
+             if k.lower().startswith(TABLE_PREFIX) and k.lower() != TABLE_FORMAT.lower()}
+    return given if entry is None else {entry.canonical(k): v for k, v in given.items()}
 
 
 def fs_options(options: Mapping[str, str]) -> dict[str, str]:

@@ -165,8 +165,19 @@ class TableFormat:
                               f"'rotsink[{self.extra}]'")
 
     def takes(self, key: str) -> bool:
-        """Whether ``table.<key>`` is an option of this format."""
-        return key in self.option_keys or key.startswith(self.option_prefixes)
+        """Whether ``table.<key>`` is an option of this format (any case: Spark lower-cases
+        the options it passes)."""
+        return self.canonical(key) in self.option_keys or key.startswith(self.option_prefixes)
+
+    def canonical(self, key: str) -> str:
+        """``key`` as this format names it (``snapshotretention`` -> ``snapshotRetention``);
+        a key under a prefix as given.
+
+        >>> TableFormat("x", "lib", "x", option_keys=("snapshotRetention",)).canonical(
+        ...     "snapshotretention")
+        'snapshotRetention'
+        """
+        return next((k for k in self.option_keys if k.lower() == key.lower()), key)
 
     def check_options(self, config: SinkConfig) -> None:
         """Refuse, naming the option, what this format cannot take (driver, at start)."""

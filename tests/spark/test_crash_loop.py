@@ -27,6 +27,7 @@ from tests.crashloop import (
     encrypted_s3_output,
     summary,
     table_loop,
+    table_points,
 )
 
 KILLS = int(os.environ.get("ROTSINK_CRASH_KILLS", "4"))
@@ -108,8 +109,7 @@ def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
     loop.rewrites = True  # a maintenance job shares the table: the log follows it
     points: tuple[str, ...] = ("table.before_commit",)
     if KILLS:
-        points = tuple(p for p in TABLE_POINTS
-                       if table_format == "delta" or p != "table.after_schema")
+        points = table_points(table_format)
         points += ("driver.after_rename",)
     else:  # two lives: building a class-data archive costs more than it saves
         loop.class_archives = False

@@ -174,3 +174,14 @@ def test_partition_columns_from_the_option_or_the_writers_partition_by(options, 
 def test_writer_api_options_that_cannot_be_taken(options, message):
     with pytest.raises(RotsinkError, match=message):
         parse_sink_options({"path": "/o", **options})
+
+
+def test_table_options_are_taken_in_any_case_as_spark_passes_them():
+    """Spark lower-cases option names: ``table.snapshotRetention`` arrives as
+    ``table.snapshotretention`` and is taken as the format names it."""
+    config = parse_sink_options({"path": "/o", "format": "parquet", "table.format": "iceberg",
+                                 "table.snapshotretention": "2 days"})
+    assert config.table_options == {"snapshotRetention": "2 days"}
+    with pytest.raises(RotsinkError, match=r"option table.snapshotRetention='soon': expected"):
+        parse_sink_options({"path": "/o", "format": "parquet", "table.format": "iceberg",
+                            "table.snapshotretention": "soon"})
