@@ -97,6 +97,17 @@ class Chaos:
             committer = Committer(storage, self.cfg, SCHEMA_JSON)
             committer.start_table(committer.latest_state())
         self._commit_once(batch_id, rows)
+        self._committed(batch_id, ids)
+
+    def _commit_clean(self) -> None:
+        """A batch committed with no kill (between another writer's read and its commit)."""
+        batch_id = self.batch
+        ids = list(range(batch_id * ROWS, (batch_id + 1) * ROWS))
+        self._commit_once(batch_id, pa.record_batch({
+            "id": pa.array(ids, pa.int64()), "grp": pa.array([("a", "b")[i % 2] for i in ids])}))
+        self._committed(batch_id, ids)
+
+    def _committed(self, batch_id: int, ids: list[int]) -> None:
         self.batch += 1
         self.tally["batches"] += 1
         self.expected += Counter(ids)
@@ -126,37 +137,78 @@ class Chaos:
         self.expected += Counter(ids)
 
     def delete(self) -> None:
+        """Delete a range of ids; half the time the DELETE reads the table, rotsink commits
+        a batch, and the DELETE commits after it (it must land: DESIGN 4.14)."""
         present = sorted(self.expected)
-        if not present:
+        low, high = self._range(present, width=self.rng.randint(1, 5))
+        if low is None:
             return
-        low = self.rng.choice(present)
-        high = low + self.rng.randint(1, 5)
+        where = f"id >= {low} AND id < {high}"
         if self.delta:
             from deltalake import DeltaTable
 
-            DeltaTable(self.cfg.path).delete(f"id >= {low} AND id < {high}")
+            table = DeltaTable(self.cfg.path)
+            self._maybe_commit_between()
+            self._other(lambda: table.delete(where))
         else:
-            _iceberg(self.cfg).delete(delete_filter=f"id >= {low} and id < {high}")
-        for i in range(low, high):
-            self.expected.pop(i, None)
+            iceberg = _iceberg(self.cfg)
+            self._maybe_commit_between()
+            self._other(lambda: iceberg.delete(delete_filter=where.replace("AND", "and")))
+        for i in range(low, high):  # the rows of the table it read; the stream's stay
+            if i in present:
+                self.expected.pop(i, None)
 
     def update(self) -> None:
-        """Move some rows to the other partition (their files rewritten, the ids kept)."""
+        """Move some rows to the other partition (their files rewritten, the ids kept);
+        half the time across a rotsink commit, as :meth:`delete`."""
         present = sorted(self.expected)
-        if not present:
+        low, high = self._range(present, width=3)
+        if low is None:
             return
-        low = self.rng.choice(present)
-        where = f"id >= {low} AND id < {low + 3}"
+        where = f"id >= {low} AND id < {high}"
         if self.delta:
             from deltalake import DeltaTable
 
-            DeltaTable(self.cfg.path).update(updates={"grp": "'c'"}, predicate=where)
+            table = DeltaTable(self.cfg.path)
+            self._maybe_commit_between()
+            self._other(lambda: table.update(updates={"grp": "'c'"}, predicate=where))
         else:
-            table = _iceberg(self.cfg)
-            rows = table.scan(row_filter=where.replace("AND", "and")).to_arrow()
+            iceberg = _iceberg(self.cfg)
+            rows = iceberg.scan(row_filter=where.replace("AND", "and")).to_arrow()
             rows = rows.set_column(rows.schema.get_field_index("grp"), "grp",
                                    pa.array(["c"] * rows.num_rows, pa.string()))
-            table.overwrite(rows, overwrite_filter=where.replace("AND", "and"))
+            self._maybe_commit_between()
+            self._other(lambda: iceberg.overwrite(rows,
+                                                  overwrite_filter=where.replace("AND", "and")))
+
+    def _range(self, present: list[int], *, width: int) -> tuple[int | None, int]:
+        """A range of ids to change. Delta runs it under Serializable isolation (open-source
+        Delta's only level), where a DELETE that read before rotsink's append conflicts with
+        the appended files its predicate may match: its ids are kept below the next batch's
+        (the appended file's statistics then rule it out, as for a GDPR delete of old rows);
+        Iceberg (snapshot isolation on rotsink's tables) takes any."""
+        if self.delta:
+            present = [i for i in present if i + width <= self.batch * ROWS]
+        if not present:
+            return None, 0
+        low = self.rng.choice(present)
+        return low, low + width
+
+    def _maybe_commit_between(self) -> None:
+        if self.rng.random() < 0.5:
+            rows_before = Counter(self.expected)
+            self._commit_clean()
+            self.tally["others' changes across a rotsink commit"] += 1
+            assert self.expected - rows_before  # the batch's rows
+
+    def _other(self, change) -> None:
+        """Another writer's commit: it must land on its first try."""
+        try:
+            change()
+        except Exception as e:  # noqa: BLE001  counted, then the test fails on it
+            self.tally["other writers' failed commits"] += 1
+            raise AssertionError(f"another writer's commit failed beside the stream: "
+                                 f"{type(e).__name__}: {e}") from e
 
     def compact(self) -> None:
         if self.delta:
@@ -219,5 +271,7 @@ def test_a_shared_table_through_kills_and_other_writers(tmp_path, table_format, 
     chaos.changed_since_compaction = False
     assert spark_ids(cfg) == rotsink_ids(cfg) == table_ids(cfg) == chaos.expected
     assert chaos.tally["batches"] > STEPS // 3
+    assert chaos.tally["other writers' failed commits"] == 0
+    assert chaos.tally["others' changes across a rotsink commit"] > 0
     shown(f"{table_format}: {STEPS} steps: "
           + ", ".join(f"{k} {v}" for k, v in sorted(chaos.tally.items())))
