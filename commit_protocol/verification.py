@@ -47,7 +47,7 @@ from commit_protocol.reading import open_committed
 from commit_protocol.repair import repair_output
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.tables.checks import check_table, table_config
+from commit_protocol.tables.checks import check_table, health_lines, table_config
 from commit_protocol.tables.sharing import Followed
 from commit_protocol.uris import from_uri
 
@@ -70,6 +70,8 @@ class Verification:
     repaired: list[int]
     authenticated: int
     notes: list[str] = field(default_factory=list)  # worth saying, not problems
+    # the table's age and what bounds its metadata; "table grows: ..." lines are warnings
+    table_health: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -189,12 +191,14 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     owned = () if table is None or table.table_format is None else \
         table.table_format.owned_directories(table)
     notes: list[str] = []
+    health: list[str] = []
     if table is not None:  # table.format: the table must list the finalized files
         log = MetadataLog(storage, compact_interval=state.compact_interval,
                           names={batch_id: found[0] for batch_id, found in names.items()})
         checked = check_table(storage, log, state, table, listed, timeout_s=timeout_s)
         problems += checked.problems
         notes += checked.notes
+        health = health_lines(checked.health)
         explained |= set(checked.added_since)  # other writers' files, followed next commit
         in_flight = [*in_flight, _TABLE_COMMIT] if checked.in_flight else in_flight
     unlisted = unlisted_paths(storage, set(logged) | set(listed) | explained
@@ -214,7 +218,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
                                      progress)
     return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
                         [i.path for i in orphans(storage, state)], pending, repaired,
-                        authenticated, notes), in_flight
+                        authenticated, notes, health), in_flight
 
 
 def _vacuumed_early(storage: Storage, followed: Followed, logged: dict[str, int]) -> list[str]:

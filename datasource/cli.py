@@ -87,13 +87,13 @@ def _fs_options(items: list[str]) -> dict[str, str]:
 
 
 def _inspect(path: str, fs_options: dict[str, str]) -> int:
-    from datasource.inspect import batch_summaries, partitions, schema_lines
+    from datasource.inspect import batch_summaries, partitions, schema_lines, table_lines
 
     summaries = batch_summaries(path, fs_options)
     if not summaries:
         print(f"rotsink: {path}: {_NOTHING_COMMITTED}", file=sys.stderr)
         return 1
-    for line in schema_lines(path, fs_options):
+    for line in schema_lines(path, fs_options) + table_lines(path, fs_options):
         print(line)
     for s in summaries:
         kind = "compact" if s.compacted else "delta"

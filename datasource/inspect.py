@@ -96,6 +96,27 @@ def partitioning(partition_by: tuple[str, ...]) -> str:
     return "not partitioned (option partitionBy unset)"
 
 
+def table_lines(path: str, fs_options: dict[str, str] | None = None) -> list[str]:
+    """The table that follows the output (``table.format``): its age and what bounds its
+    metadata, with a warning where something grows with every commit; none without one."""
+    import time
+
+    from commit_protocol.tables import owner_of
+    from commit_protocol.tables.checks import health_lines, table_config
+
+    storage = open_storage(path, fs_options)
+    committed = open_committed(storage)
+    if committed is None:
+        return []
+    state = committed[2]
+    config = table_config(storage, state, fs_options)
+    if config is None or config.table_format is None:
+        return []
+    table = config.table_format.open(storage, config)
+    return health_lines(table.health(owner=owner_of(state.query_id),
+                                     now_ms=int(time.time() * 1000)))
+
+
 def partitions(path: str, fs_options: dict[str, str] | None = None) -> Partitions:
     """Complete and awaiting partition directories of ``path`` (see :class:`Partitions`)."""
     from commit_protocol.naming import SUCCESS
@@ -153,6 +174,7 @@ def verification_lines(result: Verification) -> list[str]:
                f"({result.finalized_bytes} bytes), {len(result.in_progress)} in progress "
                f"({committed} committed bytes, {uncommitted} uncommitted), "
                f"{len(result.orphans)} orphan temp file(s), {result.authenticated} authenticated")
-    return ([summary] + [f"NOTE {n}" for n in result.notes]
+    return ([summary] + [f"TABLE {line}" for line in result.table_health]
+            + [f"NOTE {n}" for n in result.notes]
             + [f"PROBLEM {p}" for p in result.problems]
             + [f"REPAIRED batch {b}" for b in result.repaired])

@@ -84,6 +84,17 @@ class TableCommit:
     files: tuple[TableFile, ...]
 
 
+@dataclass(frozen=True)
+class TableHealth:
+    """What a table keeps of its history, for ``rotsink inspect`` and ``verify``: ``facts``
+    (versions or snapshots, the oldest kept, metadata on storage, manifests, checkpoints)
+    and ``warnings`` where something grows with every commit (a joined table nobody
+    expires, metadata files never deleted)."""
+
+    facts: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
 class Table(Protocol):
     """A table following one output path (runs on the driver, or in ``rotsink verify``)."""
 
@@ -123,6 +134,9 @@ class Table(Protocol):
     def row_deletes(self) -> int:
         """How many of the current version's data files have rows deleted in place (Delta's
         deletion vectors, Iceberg's delete files), which path readers cannot apply."""
+
+    def health(self, *, owner: str, now_ms: int) -> TableHealth:
+        """The table's age and what bounds its metadata (see :class:`TableHealth`)."""
 
     def maintain(self, *, owner: str, now_ms: int) -> None:
         """After this process's table commit of a batch: the clean-up that keeps the table's

@@ -16,7 +16,7 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.tables import owner_of, recorded_table
+from commit_protocol.tables import TableHealth, owner_of, recorded_table
 from commit_protocol.tables.follow import lagging_files
 from commit_protocol.tables.sharing import (
     in_layout,
@@ -50,6 +50,7 @@ class TableCheck:
     # removed, and files it lists that the log does not (the next commit follows them)
     removed_since: int = 0
     added_since: dict[str, int] = field(default_factory=dict)
+    health: TableHealth | None = None  # the table's age and what bounds its metadata
 
     @property
     def notes(self) -> list[str]:
@@ -58,6 +59,14 @@ class TableCheck:
         return [f"other writers changed the table since the version rotsink's log follows: "
                 f"{self.removed_since} finalized file(s) removed, {len(self.added_since)} "
                 "added; the query's next commit follows them (a shared table, not a problem)"]
+
+
+def health_lines(health: TableHealth | None) -> list[str]:
+    """What ``inspect`` prints and ``verify`` notes of a table's age (warnings flagged)."""
+    if health is None:
+        return []
+    return [f"table: {fact}" for fact in health.facts] + \
+        [f"table grows: {warning}" for warning in health.warnings]
 
 
 def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig,
@@ -94,13 +103,14 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     behind = lagging_files(log, mark, state.batch_id)
     lagging = missing if behind is None else behind & missing
     removed = len(missing - lagging)
+    health = table.health(owner=owner, now_ms=int(time.time() * 1000))
     if not lagging:
-        return TableCheck(problems, False, len(files), removed, added)
+        return TableCheck(problems, False, len(files), removed, added, health)
     age_s = time.time() - storage.mtime_ms(log.path_of(state.batch_id)) / 1000
     if (mark is None or mark < state.batch_id) and age_s < timeout_s:
-        return TableCheck(problems, True, len(files), removed, added)
+        return TableCheck(problems, True, len(files), removed, added, health)
     problems.append(
         f"{name} (holding batches up to {mark}) lacks {len(lagging)} finalized file(s) the "
         f"log lists as of batch {state.batch_id}, first {min(lagging)}: its driver died "
         "between the two commits; restart the query or run `rotsink verify --repair`")
-    return TableCheck(problems, False, len(files), removed, added)
+    return TableCheck(problems, False, len(files), removed, added, health)

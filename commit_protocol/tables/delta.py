@@ -41,7 +41,14 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableCommit, TableFile, TableFormat, TableRead, option_values
+from commit_protocol.tables import (
+    TableCommit,
+    TableFile,
+    TableFormat,
+    TableHealth,
+    TableRead,
+    option_values,
+)
 from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
 
 if TYPE_CHECKING:
@@ -61,7 +68,7 @@ class DeltaFormat(TableFormat):
 
     def open(self, storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
         uri, options = delta_location(storage.root_uri, config)
-        return DeltaFollowedTable(uri, options)
+        return DeltaFollowedTable(uri, options, storage)
 
     def read_back(self, out: str) -> TableRead:
         from deltalake import DeltaTable
@@ -106,9 +113,10 @@ def delta_location(root_uri: str, config: SinkConfig) -> tuple[str, dict[str, st
 class DeltaFollowedTable:
     """The Delta table of one output path (see the module's docstring)."""
 
-    def __init__(self, uri: str, options: dict[str, str]) -> None:
+    def __init__(self, uri: str, options: dict[str, str], storage: Storage) -> None:
         self.uri = uri
         self.options = options
+        self.storage = storage
 
     # -- reading -------------------------------------------------------------------------
     def loaded(self, *, fresh: bool = True) -> DeltaTable | None:
@@ -138,6 +146,14 @@ class DeltaFollowedTable:
         actions = table.get_add_actions(flatten=True)
         return dict(zip(actions.column("path").to_pylist(),
                         actions.column("size_bytes").to_pylist(), strict=True))
+
+    def health(self, *, owner: str, now_ms: int) -> TableHealth:
+        from commit_protocol.tables.health import delta_health
+
+        table = self.loaded()
+        if table is None:
+            return TableHealth(["no delta table yet"])
+        return delta_health(self.storage, table)
 
     def maintain(self, *, owner: str, now_ms: int) -> None:
         """Nothing here: checkpoints (every 100 versions) and the clean-up of log files past

@@ -1,28 +1,18 @@
 """``table.format=iceberg``: rotsink's finalized files as snapshots of an Apache Iceberg table,
-through a catalog, committed with pyiceberg.
+through a catalog (:mod:`~commit_protocol.tables.iceberg_catalog`: an embedded SQLite catalog
+beside the output by default, a REST catalog for production), committed with pyiceberg.
 
-The catalog comes from ``table.catalog.<property>`` (:mod:`commit_protocol.tables.
-iceberg_catalog`): an embedded SQLite catalog beside the output by default, a REST catalog
-for production.
-
-The table is ``table.identifier`` (``namespace.table``). With the embedded catalog it lives at
-the output's root, its metadata under ``_iceberg/metadata`` (hidden from Spark's readers,
-rotsink's and orphan removal, which skip ``_`` directories); with a REST catalog where the
-catalog puts it. Either way its data files are rotsink's finalized files where they are, by
-absolute path. The table is partitioned by identity on ``partitionBy``, each file's partition
-tuple given from its directory's typed values, and has a name mapping for files without
-field ids.
-
-One snapshot per micro-batch that finalizes files: a fast append of the batch's data files
-(metrics from their footers), with the batch id in the snapshot summary and the table's
-high-water mark (``rotsink.batch``) in the same transaction, and added columns
-(``schema.evolution=addColumns``) too. pyiceberg has no idempotent commit and retries a
-commit that lost a race on top of the winner, which would commit a batch twice: rotsink's
-own transactions start from a table object that says no retries (in memory only: the table
-keeps no such property, and other writers racing rotsink retry as they always do), the mark
-is read from that object, and the append's own requirement (the main branch at the snapshot
-read) makes the commit conditional on it; a lost race reads the table afresh and looks again.
-The table is created asking engines for copy-on-write deletes, updates and merges.
+The table is ``table.identifier``. With a SQL catalog it lives at the output's root, its
+metadata in ``metadata/`` (where path-based readers look); its data files are rotsink's
+finalized files where they are, by absolute path, partitioned by identity on ``partitionBy``
+(:mod:`~commit_protocol.tables.iceberg_files`), with a name mapping for files without field
+ids. One snapshot per micro-batch that finalizes files: an append (merging manifests where the
+table asks, :mod:`~commit_protocol.tables.iceberg_maintenance`) with the batch in its summary
+and the query's mark (:mod:`~commit_protocol.tables.iceberg_marks`) in the same transaction.
+pyiceberg retries a commit that lost a race on top of the winner, which would commit a batch
+twice: rotsink's transactions start from a table object that says no retries (in memory only:
+other writers keep theirs), and the append's requirement (the main branch at the snapshot
+read) makes the commit conditional on the mark read; a lost race reads the table again.
 """
 
 from __future__ import annotations
@@ -33,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
-from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableCommit, TableFile, TableFormat, TableRead
+from commit_protocol.tables import TableCommit, TableFormat, TableHealth, TableRead
 from commit_protocol.tables.iceberg_catalog import (
     CATALOG_NAME,
     CATALOG_PREFIX,
@@ -48,6 +37,7 @@ from commit_protocol.tables.iceberg_catalog import (
     is_embedded,
     same_uri,
 )
+from commit_protocol.tables.iceberg_files import DATA_CONTENT, data_file, identity_spec, listed
 from commit_protocol.tables.iceberg_maintenance import (
     MERGE_KEY,
     RETENTION,
@@ -58,7 +48,17 @@ from commit_protocol.tables.iceberg_maintenance import (
     missing_properties,
     retention_option,
 )
-from commit_protocol.tables.iceberg_schema import iceberg_schema, partition_value
+from commit_protocol.tables.iceberg_marks import (
+    MARK,
+    NUM_RETRIES,
+    OWNER,
+    mark,
+    mark_key,
+    rotsink_appends,
+    without_retries,
+    writers,
+)
+from commit_protocol.tables.iceberg_schema import iceberg_schema
 
 logger = logging.getLogger("rotsink.table")
 
@@ -72,10 +72,6 @@ if TYPE_CHECKING:
 METADATA_DIR = "metadata"
 METADATA_PATH = "write.metadata.path"
 LEGACY_METADATA_DIR = "_iceberg/metadata"
-# a snapshot summary's batch and writer; as table properties, the one high-water mark an
-# earlier rotsink kept (now one per query: mark_key)
-MARK, OWNER = "rotsink.batch", "rotsink.owner"
-NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
 # Where every writer puts new data files: the output's root, so that another writer's files
 # (a DELETE's rewrite, a backfill) land in the output's partition directories, where the log
 # can list them for path readers (Iceberg's default, <location>/data/, is outside them)
@@ -134,6 +130,7 @@ class IcebergFollowedTable:
 
     def __init__(self, root_uri: str, config: SinkConfig) -> None:
         self.root = data_root(root_uri)
+        self.root_uri, self.fs_options = root_uri, config.fs_options
         self.options = config.table_options
         self.properties = catalog_properties(root_uri, config.table_options,
                                              config.fs_options)
@@ -168,7 +165,7 @@ class IcebergFollowedTable:
         follows, which starts its transaction from it."""
         if fresh or self._read is None:
             self._read = self.loaded()
-        return _mark(self._read, owner)
+        return mark(self._read, owner)
 
     def version(self) -> int | None:
         """(The table read is kept for the table commit after the log file.)"""
@@ -180,20 +177,20 @@ class IcebergFollowedTable:
         return set() if self._read is None else rotsink_appends(self._read, version)
 
     def files(self) -> dict[str, int]:
-        listed = _listed(self.loaded())
-        if listed is None:
+        current = listed(self.loaded())
+        if current is None:
             return {}
         prefix = same_uri(self.root) + "/"
         return {below(path, prefix): size
-                for path, size, content in zip(listed.column("file_path").to_pylist(),
-                                               listed.column("file_size_in_bytes").to_pylist(),
-                                               listed.column("content").to_pylist(),
+                for path, size, content in zip(current.column("file_path").to_pylist(),
+                                               current.column("file_size_in_bytes").to_pylist(),
+                                               current.column("content").to_pylist(),
                                                strict=True)
                 if content == DATA_CONTENT}
 
     def row_deletes(self) -> int:
-        listed = _listed(self.loaded())
-        contents = [] if listed is None else listed.column("content").to_pylist()
+        current = listed(self.loaded())
+        contents = [] if current is None else current.column("content").to_pylist()
         return sum(content != DATA_CONTENT for content in contents)
 
     def check(self, *, owner: str | None, schema_json: str,
@@ -219,15 +216,15 @@ class IcebergFollowedTable:
                 raise TableError(f"Iceberg table {self.identifier}: column {field.name!r} is "
                                  f"{field.field_type} in the table, {ours[field.name]} in the "
                                  "output")
-        writers = _writers(table)
+        holding = writers(table)
         if owner is None:
             logger.warning("Iceberg table %s exists (rotsink writers: %s): this output joins "
                            "it, one more writer of the table", self.identifier,
-                           ", ".join(writers) or "none")
-        elif _mark(table, owner) is None:
+                           ", ".join(holding) or "none")
+        elif mark(table, owner) is None:
             raise TableError(
                 f"Iceberg table {self.identifier} holds no batch of this output's query "
-                f"({owner}; its rotsink writers: {', '.join(writers) or 'none'}), though the "
+                f"({owner}; its rotsink writers: {', '.join(holding) or 'none'}), though the "
                 "output has committed batches: the table was replaced since; choose another "
                 "table.identifier")
 
@@ -241,7 +238,7 @@ class IcebergFollowedTable:
 
         for _ in range(_ATTEMPTS):
             table, self._read = self._read or self.loaded(), None
-            held = _mark(table, commit.owner)
+            held = mark(table, commit.owner)
             if held is not None and held >= commit.batch_id:
                 return None
             try:
@@ -249,7 +246,7 @@ class IcebergFollowedTable:
                     made = self._create(commit)
                 else:  # the leftovers read before retries are turned off in memory
                     leftovers = self._leftovers(table)
-                    made = self._append(_without_retries(table), commit, leftovers=leftovers)
+                    made = self._append(without_retries(table), commit, leftovers=leftovers)
                 current = made.current_snapshot()
                 assert current is not None and current.sequence_number is not None
                 self._committed = made  # for the clean-up after the commit (maintain)
@@ -260,6 +257,18 @@ class IcebergFollowedTable:
         raise TableError(f"Iceberg table {self.identifier}: the commit of batch "
                          f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "
                          "row; is another query or a maintenance job committing to it?")
+
+    def health(self, *, owner: str, now_ms: int) -> TableHealth:
+        from commit_protocol.tables.health import iceberg_health
+
+        table = self.loaded()
+        if table is None:
+            return TableHealth(["no iceberg table yet"])
+        policy = ExpiryPolicy.of(table.properties, self.retention, ours=created_by(table, owner))
+        from commit_protocol.storage import open_storage
+
+        return iceberg_health(open_storage(self.root_uri, self.fs_options), table,
+                              policy=policy, embedded=self.embedded, now_ms=now_ms)
 
     def maintain(self, *, owner: str, now_ms: int) -> None:
         """After this process's commit: expire the snapshots due (see
@@ -288,7 +297,7 @@ class IcebergFollowedTable:
         if self.embedded:  # at the output's root, its metadata in <root>/metadata
             location = {"location": self.root}
         tx = self.catalog.create_table_transaction(
-            self.identifier, schema=schema, partition_spec=_identity_spec(schema, commit),
+            self.identifier, schema=schema, partition_spec=identity_spec(schema, commit),
             properties=properties, **location)
         self._append_to(tx, commit)
         return tx.commit_transaction()
@@ -333,106 +342,4 @@ class IcebergFollowedTable:
         merging = tx.table_metadata.properties.get(MERGE_KEY, "false").lower() == "true"
         with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:
             for f in commit.files:
-                append.append_data_file(self._data_file(tx.table_metadata, f))
-
-    def _data_file(self, metadata: Any, f: TableFile) -> Any:
-        from pyiceberg.io.pyarrow import (
-            compute_statistics_plan,
-            data_file_statistics_from_parquet_metadata,
-            parquet_path_to_id_mapping,
-        )
-        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-        from pyiceberg.partitioning import partition_record_value
-        from pyiceberg.typedef import Record
-
-        schema, spec = metadata.schema(), metadata.spec()
-        stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=f.footer,
-            stats_columns=compute_statistics_plan(schema, metadata.properties),
-            parquet_column_mapping=parquet_path_to_id_mapping(schema))
-        values = parse_partition_dir(f.directory)
-        partition = [partition_record_value(
-            field, partition_value(values.get(schema.find_field(field.source_id).name),
-                                   schema.find_field(field.source_id).field_type), schema)
-            for field in spec.fields]
-        return DataFile.from_args(
-            content=DataFileContent.DATA, file_path=f"{self.root}/{f.path}",
-            file_format=FileFormat.PARQUET, partition=Record(*partition),
-            file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
-            equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
-
-
-def _listed(table: IcebergTable | None) -> Any:
-    """The data and delete files of the table's current snapshot (pyiceberg's
-    ``inspect.files``); None when it has none (pyiceberg fails on a snapshot without
-    manifests, as the first of a batch without files)."""
-    current = None if table is None else table.current_snapshot()
-    if table is None or current is None or not current.manifests(table.io):
-        return None
-    return table.inspect.files()
-
-
-DATA_CONTENT = 0  # a manifest entry's content: data; 1 and 2 are position and equality deletes
-
-
-def _without_retries(table: IcebergTable) -> IcebergTable:
-    """``table`` whose transactions pyiceberg does not retry: it retries a commit that lost a
-    race on top of the winner, re-based (the same batch twice), as many times as the
-    ``commit.retry.num-retries`` of the table object the transaction starts from says (4 by
-    default). Said 0 here, on this object alone: its catalog commit applies only the
-    transaction's updates to the table as the catalog holds it, so nothing is written to the
-    table and its other writers keep their own retries."""
-    metadata = table.metadata
-    table.metadata = metadata.model_copy(
-        update={"properties": {**metadata.properties, NUM_RETRIES: "0"}})
-    return table
-
-
-def mark_key(owner: str) -> str:
-    """The table property holding ``owner``'s high-water mark: one per rotsink query, so that
-    several queries (each its own output and checkpoint) share one table.
-
-    >>> mark_key("rotsink-5f0c")
-    'rotsink.batch.rotsink-5f0c'
-    """
-    return f"{MARK}.{owner}"
-
-
-def _mark(table: IcebergTable | None, owner: str) -> int | None:
-    """``owner``'s mark: its own property, or the one mark an earlier rotsink kept."""
-    if table is None:
-        return None
-    properties = table.properties
-    if mark_key(owner) in properties:
-        return int(properties[mark_key(owner)])
-    if properties.get(OWNER) == owner and MARK in properties:
-        return int(properties[MARK])
-    return None
-
-
-def _writers(table: IcebergTable) -> list[str]:
-    """The rotsink queries holding a mark in the table."""
-    prefix = MARK + "."
-    found = [key[len(prefix):] for key in table.properties if key.startswith(prefix)]
-    legacy = table.properties.get(OWNER)
-    return sorted(found + ([legacy] if legacy and legacy not in found else []))
-
-
-def rotsink_appends(table: IcebergTable, after: int) -> set[int]:
-    """Sequence numbers after ``after`` of the snapshots any rotsink query appended (the
-    summary names a rotsink writer; an append only adds files, below that query's output):
-    for another output following the table, no change to look at."""
-    return {s.sequence_number for s in table.snapshots()
-            if s.sequence_number is not None and s.sequence_number > after
-            and s.summary is not None and s.summary.operation.value == "append"
-            and OWNER in s.summary.additional_properties}
-
-
-def _identity_spec(schema: Any, commit: TableCommit) -> Any:
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
-
-    return PartitionSpec(*[PartitionField(source_id=schema.find_field(column).field_id,
-                                          field_id=1000 + i, transform=IdentityTransform(),
-                                          name=column)
-                           for i, column in enumerate(commit.partition_by)])
+                append.append_data_file(data_file(self.root, tx.table_metadata, f))

@@ -385,3 +385,17 @@ def test_vacuum_beside_a_committing_driver_takes_nothing_rotsink_needs(tmp_path)
     schema = pa.schema([("id", pa.int64()), ("grp", pa.string())])
     assert table_ids(str(out), {"format": "parquet", "table.format": "delta"}) == \
         finalized_ids(LocalStorage(str(out)), schema)
+
+
+def test_inspect_names_the_delta_tables_age(tmp_path, capsys):
+    from datasource import cli
+
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    assert cli.main(["inspect", cfg.path]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("table")]
+    version = delta(cfg).version()
+    assert line.startswith(f"table: delta table at version {version}; the log holds versions "
+                           f"0 to {version} ({version + 1} files")
+    assert "last checkpoint at version none; log retention interval 30 days" in line

@@ -180,3 +180,26 @@ def test_a_crash_in_the_middle_of_an_expiry_loses_and_duplicates_nothing(tmp_pat
     assert len(data_files(cfg)) == 4
     assert len(_iceberg(cfg).snapshots()) == 1
     assert verify_output(_storage(cfg), commit_timeout_s=0).ok
+
+
+def test_inspect_and_verify_name_the_tables_age_and_what_grows(tmp_path, capsys):
+    """``rotsink inspect`` prints, ``verify`` notes, what the table keeps and what bounds it;
+    a table nobody expires is named as growing."""
+    from datasource import cli
+
+    cfg = config(tmp_path)
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    assert cli.main(["inspect", cfg.path]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("table")]
+    assert len(lines) == 1 and lines[0].startswith("table: iceberg table: 3 snapshot(s)")
+    assert "snapshots expire after 5.0 days, keeping at least 1" in lines[0]
+    assert "metadata/ on storage:" in lines[0]
+    with _iceberg(cfg).transaction() as tx:  # as if a table rotsink joined, nobody expiring
+        tx.set_properties({CREATED_BY: "rotsink-another-query"})
+        tx.remove_properties("write.metadata.delete-after-commit.enabled")
+    result = verify_output(_storage(cfg), commit_timeout_s=0)
+    assert result.ok and not result.notes
+    grows = [n for n in result.table_health if n.startswith("table grows:")]
+    assert len(grows) == 2 and "no snapshot expiry" in grows[0]
+    assert "delete-after-commit.enabled is off" in grows[1]

@@ -5,11 +5,14 @@ fails with a clear error."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from commit_protocol import failpoints, task_writer
 from commit_protocol.committer import Committer
 from commit_protocol.errors import ConcurrentWriterError
+from commit_protocol.naming import partition_claim
 from commit_protocol.task_writer import TaskWriter
 from tests.unit.test_task_writer import (
     SCHEMA_JSON,
@@ -94,6 +97,12 @@ def test_two_attempts_of_one_task_at_once(tmp_path, monkeypatch, committed):
 
     def attempt_0_batches():
         yield rows(3, 2)
+        # the task writes on its pipeline's thread (commit_protocol.pipeline): attempt 0 has
+        # resumed its file, and taken the claim, once that thread has its first rows
+        deadline = time.monotonic() + 30
+        while not storage_of(cfg).exists(partition_claim(1, 0)):
+            assert time.monotonic() < deadline, "attempt 0 never took the claim"
+            time.sleep(0.01)
         reports["fenced copy"] = run_task(tmp_path, cfg, 1, [rows(3, 2), rows(5, 2)],
                                           attempt=1, plan=plan)
         yield rows(5, 2)

@@ -1,0 +1,390 @@
+"""A table's long run: tens of thousands of commits through rotsink's real driver-side commit,
+the table step included, and what every kind of metadata does meanwhile (issue 45).
+
+    python benchmarks/long_run.py                                  # 20,000 commits, local disk
+    python benchmarks/long_run.py --commits 100000                 # on demand
+    python benchmarks/long_run.py --storage s3 --commits 5000      # SeaweedFS (Iceberg: REST)
+    python benchmarks/long_run.py --png benchmarks/long_run.png    # and the picture
+
+Each commit is one micro-batch as rotsink's driver and one task run it, without Spark: the
+planning reads the log (``Committer.latest_state``), a task (``TaskWriter``) writes 10 rows
+that finish their file in the batch (``rotation.maxBatches=1``: every commit is a table
+commit, as a query rolling once a minute makes one a minute), and ``Committer.commit`` runs
+the whole commit: the log file, the publish, the table commit, the follow step, the
+table's clean-up (Iceberg's snapshot expiry), the log's compaction and clean-up. What this
+skips of a Spark query: the scheduling of a micro-batch and its tasks (seconds, the same for
+every batch), and Spark's checkpoint, which Spark writes and bounds itself
+(``spark.sql.streaming.minBatchesToRetain``, 100 batches): it is not printed.
+
+Time is the machine's: to show that what a commit reads and writes is bounded by the
+retentions and not by the number of commits, within one run of minutes, the retentions are
+compressed to ``--retention`` (60 s by default): Iceberg's snapshot age
+(``table.snapshotRetention``), Delta's ``delta.logRetentionDuration`` and rotsink's
+``log.cleanupDelay``. The plateau a real table reaches after its retention (Iceberg's 5 days,
+Delta's 30 days of log) is the one this run reaches after ``--retention``, at the commit
+rate of the run (printed), which is far higher than a query's: keep that in mind reading the
+picture.
+
+Beside rotsink, the formats' plain writers, as a Python pipeline without rotsink writes: a
+pyiceberg fast append of the same 10 rows per commit, a delta-rs ``write_deltalake`` append,
+neither with any maintenance (``--plain-commits``, 3,000 by default: they slow down).
+
+Printed every ``--every`` commits, per writer: the commit's median and p99 (and the table
+step's, inside rotsink's commit), the bytes and files of every kind of metadata on storage
+(the table's: ``_delta_log/``, Iceberg's ``metadata/`` and its catalog; ``_spark_metadata/``;
+``_rotsink/``), the time to open the table and plan a full scan with its own library, and the
+driver's peak memory. ``--png`` draws them against the commit number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers
+
+SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "day", "type": "string", "nullable": True, "metadata": {}}]})
+ROWS = 10
+KINDS = ("table", "_spark_metadata", "_rotsink")
+
+
+def rows_of(commit: int):
+    import pyarrow as pa
+
+    ids = list(range(commit * ROWS, (commit + 1) * ROWS))
+    return pa.record_batch({"id": pa.array(ids, pa.int64()),
+                            "day": pa.array([f"2026-11-{1 + commit % 4:02d}"] * ROWS)})
+
+
+# -- one writer, in a process of its own -----------------------------------------------------
+class RotsinkWriter:
+    """rotsink's planning, one task and the commit of every micro-batch."""
+
+    def __init__(self, url: str, table: str, options: dict[str, str], retention_s: int,
+                 fs: dict[str, str]) -> None:
+        from commit_protocol.config import RotationPolicy, SinkConfig
+        from commit_protocol.storage import open_storage
+        from commit_protocol.tables import table_format_named
+        from commit_protocol.tables.follow import TableFollower
+
+        if table == "iceberg":
+            options = {"snapshotRetention": f"{retention_s}s", **options}
+        self.cfg = SinkConfig(path=url, format="parquet", compression="snappy",
+                              file_suffix=".parquet", partition_by=("day",),
+                              table_format=table_format_named(table), table_options=options,
+                              fs_options=fs, cleanup_delay_ms=retention_s * 1000,
+                              rotation=RotationPolicy(max_batches=1, interval_ms=0,
+                                                      inactivity_ms=0))
+        self.storage = open_storage(url, fs)
+        self.table_ms = 0.0
+        self.retention_s = retention_s
+        follow = TableFollower.follow
+
+        def timed(follower: TableFollower, state: Any, **kwargs: Any) -> list[int]:
+            started = time.perf_counter()
+            try:
+                return follow(follower, state, **kwargs)
+            finally:
+                self.table_ms = (time.perf_counter() - started) * 1000
+
+        TableFollower.follow = timed  # type: ignore[method-assign,assignment]
+
+    def commit(self, n: int) -> tuple[float, float]:
+        from commit_protocol.committer import Committer
+        from commit_protocol.plan import WritePlan
+        from commit_protocol.task_writer import TaskWriter
+
+        started = time.perf_counter()
+        plan = WritePlan.from_state(Committer(self.storage, self.cfg, SCHEMA_JSON)
+                                    .latest_state(), self.storage.root_uri)
+        report = TaskWriter(self.storage, self.cfg, plan, batch_id=n, partition=0, attempt=0,
+                            query_id="long-run").write([rows_of(n)])
+        self.table_ms = 0.0
+        Committer(self.storage, self.cfg, SCHEMA_JSON).commit(n, [report])
+        assert self.cfg.table_format is not None
+        if n == 0 and self.cfg.table_format.name == "delta":  # the retention, compressed
+            from deltalake import DeltaTable
+
+            from commit_protocol.tables.delta import delta_location
+
+            uri, storage_options = delta_location(self.storage.root_uri, self.cfg)
+            DeltaTable(uri, storage_options=storage_options or None).alter \
+                .set_table_properties({"delta.logRetentionDuration":
+                                       f"interval {self.retention_s} seconds"})
+        return (time.perf_counter() - started) * 1000, self.table_ms
+
+
+class PlainWriter:
+    """The format's library appending the same rows, no maintenance."""
+
+    def __init__(self, url: str, table: str, options: dict[str, str], fs: dict[str, str]
+                 ) -> None:
+        self.url, self.table, self.options, self.fs = url, table, options, fs
+
+    def commit(self, n: int) -> tuple[float, float]:
+        import pyarrow as pa
+
+        rows = pa.Table.from_batches([rows_of(n)])
+        started = time.perf_counter()
+        if self.table == "delta":
+            from deltalake import write_deltalake
+
+            write_deltalake(delta_uri(self.url), rows, mode="append", partition_by=["day"],
+                            storage_options=delta_storage(self.fs) or None)
+        else:
+            iceberg_table(self.url, self.options, self.fs, rows.schema).append(rows)
+        return (time.perf_counter() - started) * 1000, 0.0
+
+
+def delta_uri(url: str) -> str:
+    return url[len("file://"):] if url.startswith("file://") else url
+
+
+def delta_storage(fs: dict[str, str]) -> dict[str, str]:
+    from commit_protocol.config import SinkConfig
+    from commit_protocol.tables.delta import delta_location
+
+    if not fs:
+        return {}
+    return delta_location("s3://x/y", SinkConfig(path="s3://x/y", fs_options=fs))[1]
+
+
+_ICEBERG: dict[str, Any] = {}
+
+
+def iceberg_table(url: str, options: dict[str, str], fs: dict[str, str], schema: Any) -> Any:
+    """The plain writer's table (created on first use), loaded afresh as a writer would."""
+    from pyiceberg.catalog import load_catalog
+
+    from commit_protocol.tables.iceberg_catalog import catalog_properties
+
+    catalog = _ICEBERG.get(url)
+    if catalog is None:
+        properties = catalog_properties(url if "://" in url else f"file://{url}", options, fs)
+        catalog = _ICEBERG[url] = load_catalog("plain", **properties)
+        catalog.create_namespace_if_not_exists("plain")
+        location: dict[str, Any] = {"location": url} if "://" not in url else {}
+        catalog.create_table("plain.t", schema=schema, **location)
+    return catalog.load_table("plain.t")
+
+
+def metadata(url: str, fs: dict[str, str]) -> dict[str, list[int]]:
+    """Bytes and files of each kind of metadata below the output (the table's: its log or
+    its metadata and catalog)."""
+    from commit_protocol.storage import open_storage
+
+    storage = open_storage(url, fs)
+    found = {kind: [0, 0] for kind in KINDS}
+    for f in storage.walk():
+        top = f.path.split("/", 1)[0]
+        kind = "table" if top in ("_delta_log", "metadata", "_iceberg") else top
+        if kind in found:
+            found[kind][0] += f.size
+            found[kind][1] += 1
+    return found
+
+
+def open_and_plan(url: str, fs: dict[str, str], table: str, plain: bool,
+                  options: dict[str, str]) -> tuple[float, int]:
+    """Milliseconds to open the table and plan a full scan with its own library; files."""
+    started = time.perf_counter()
+    if table == "delta":
+        from deltalake import DeltaTable
+
+        files = len(DeltaTable(delta_uri(url), storage_options=delta_storage(fs) or None)
+                    .file_uris())
+    else:
+        if plain:
+            loaded = iceberg_table(url, options, fs, None)
+        else:
+            from commit_protocol.config import SinkConfig
+            from commit_protocol.storage import open_storage
+            from commit_protocol.tables import table_format_named
+            from commit_protocol.tables.iceberg import IcebergFollowedTable
+
+            root = open_storage(url, fs).root_uri
+            loaded = IcebergFollowedTable(root, SinkConfig(
+                path=url, format="parquet", table_format=table_format_named("iceberg"),
+                table_options=options, fs_options=fs)).loaded()
+        files = len(list(loaded.scan().plan_files()))
+    return (time.perf_counter() - started) * 1000, files
+
+
+def drive(args: argparse.Namespace) -> None:
+    """The child: commit, and print one JSON line every ``--every`` commits."""
+    fs = json.loads(args.fs)
+    options = json.loads(args.options)
+    plain = args.writer == "plain"
+    writer: Any = PlainWriter(args.url, args.table, options, fs) if plain else \
+        RotsinkWriter(args.url, args.table, options, args.retention, fs)
+    commits, tables = [], []
+    started = time.perf_counter()
+    for n in range(args.commits):
+        total, step = writer.commit(n)
+        commits.append(total)
+        tables.append(step)
+        if (n + 1) % args.every == 0 or n == 0:
+            plan_ms, files = open_and_plan(args.url, fs, args.table, plain, options)
+            print(json.dumps({
+                "commit": n + 1, "commit_ms": _stats(commits), "table_ms": _stats(tables),
+                "metadata": metadata(args.url, fs), "plan_ms": plan_ms,
+                "files": files, "rate": len(commits) / (time.perf_counter() - started),
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
+                flush=True)
+            commits, tables, started = [], [], time.perf_counter()
+
+
+def _stats(values: list[float]) -> list[float]:
+    ordered = sorted(values)
+    return [statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]]
+
+
+# -- the parent ----------------------------------------------------------------------------------
+def run(label: str, cmd: list[str], env: dict[str, str]) -> list[dict]:
+    print(f"== {label}", flush=True)
+    points = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            point = json.loads(line)
+            points.append(point)
+            show(point)
+    if child.returncode:
+        raise SystemExit(f"{label}: the writer failed (exit {child.returncode})")
+    return points
+
+
+def show(p: dict) -> None:
+    kinds = ", ".join(f"{kind} {b / 1e6:,.2f} MB in {n:,} files"
+                      for kind, (b, n) in p["metadata"].items() if n)
+    print(f"  commit {p['commit']:>7,}: commit {p['commit_ms'][0]:6.1f} ms (p99 "
+          f"{p['commit_ms'][1]:6.1f}), table step {p['table_ms'][0]:5.1f} ms (p99 "
+          f"{p['table_ms'][1]:5.1f}); open+plan {p['plan_ms']:6.1f} ms for {p['files']:,} "
+          f"files; {p['rate']:,.0f} commits/s; peak {p['peak_mb']:,.0f} MB; {kinds}",
+          flush=True)
+
+
+def draw(results: dict[str, list[dict]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    for label, points in results.items():
+        xs = [p["commit"] for p in points]
+        style = "--" if label.startswith("plain") else "-"
+        axes[0].plot(xs, [p["commit_ms"][0] for p in points], style, label=label)
+        axes[1].plot(xs, [p["metadata"]["table"][0] / 1e6 for p in points], style, label=label)
+        axes[2].plot(xs, [p["plan_ms"] for p in points], style, label=label)
+    for ax, title in zip(axes, ("commit, median ms", "table metadata on storage, MB",
+                                "open the table and plan a full scan, ms"), strict=True):
+        ax.set_title(title)
+        ax.set_xlabel("commit")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"drew {png}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--table", default="delta,iceberg")
+    parser.add_argument("--storage", default="local", help="local, s3, or local,s3")
+    parser.add_argument("--commits", type=int, default=20_000)
+    parser.add_argument("--plain-commits", type=int, default=3_000)
+    parser.add_argument("--every", type=int, default=1_000)
+    parser.add_argument("--retention", type=int, default=60, help="seconds (see above)")
+    parser.add_argument("--png", type=Path)
+    parser.add_argument("--json", type=Path, help="every point, for later drawing")
+    parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--writer", default="rotsink", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--fs", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.drive:
+        drive(args)
+        return 0
+    from tests.support.s3server import DUMMY_CREDENTIALS, create_bucket
+
+    env = {**os.environ, **DUMMY_CREDENTIALS}
+    os.environ.update(DUMMY_CREDENTIALS)
+    results: dict[str, list[dict]] = {}
+    stop = None
+    try:
+        for storage in args.storage.split(","):
+            server = None
+            if storage == "s3":
+                from tests.support.s3server import start_seaweedfs_with_catalog
+
+                s3, catalog, stop = start_seaweedfs_with_catalog()
+                server = (s3, catalog)
+            for table in args.table.split(","):
+                for writer, commits in (("rotsink", args.commits),
+                                        ("plain", args.plain_commits)):
+                    if not commits:
+                        continue
+                    fs: dict[str, str] = {}
+                    options: dict[str, str] = {}
+                    if server is None:
+                        url = tempfile.mkdtemp(prefix=f"long-run-{table}-{writer}-")
+                    else:
+                        bucket = create_bucket(server[0], f"long-{uuid.uuid4().hex[:8]}")
+                        url, fs = f"s3://{bucket}/out", {"endpoint_url": server[0]}
+                        if table == "iceberg":
+                            from benchmarks.table_commits import iceberg_options
+
+                            options = iceberg_options(server[1], server[0])
+                    label = f"{writer} {table}, {storage}"
+                    cmd = [sys.executable, __file__, "--drive", "--writer", writer,
+                           "--table", table, "--url", url, "--fs", json.dumps(fs),
+                           "--options", json.dumps(options), "--commits", str(commits),
+                           "--every", str(args.every), "--retention", str(args.retention)]
+                    results[label] = run(label, cmd, env)
+            if stop is not None:
+                stop()
+                stop = None
+    finally:
+        if stop is not None:
+            stop()
+    if args.json:
+        args.json.write_text(json.dumps(results))
+    summarize(results)
+    if args.png:
+        draw(results, args.png)
+    return 0
+
+
+def summarize(results: dict[str, list[dict]]) -> None:
+    print("summary: median commit ms at the first full report and at the last, their ratio; "
+          "the table's metadata then and at the end")
+    for label, points in results.items():
+        first = next((p for p in points if p["commit"] >= 1000), points[0])
+        last = points[-1]
+        print(f"  {label:<26} commit {first['commit_ms'][0]:6.1f} ms at {first['commit']:,}, "
+              f"{last['commit_ms'][0]:6.1f} ms at {last['commit']:,} "
+              f"({last['commit_ms'][0] / first['commit_ms'][0]:.2f}x); table metadata "
+              f"{first['metadata']['table'][0] / 1e6:,.2f} MB -> "
+              f"{last['metadata']['table'][0] / 1e6:,.2f} MB "
+              f"({last['metadata']['table'][1]:,} files); open+plan "
+              f"{first['plan_ms']:.0f} -> {last['plan_ms']:.0f} ms")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

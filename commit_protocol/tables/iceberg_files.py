@@ -1,0 +1,64 @@
+"""What an Iceberg table lists: the manifest entries of rotsink's finalized files, the
+identity partitioning on ``partitionBy``, and the files of the current snapshot as read."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from commit_protocol.naming import parse_partition_dir
+from commit_protocol.tables import TableCommit, TableFile
+from commit_protocol.tables.iceberg_schema import partition_value
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table as IcebergTable
+
+DATA_CONTENT = 0  # a manifest entry's content: data; 1 and 2 are position and equality deletes
+
+
+def data_file(root: str, metadata: Any, f: TableFile) -> Any:
+    """The manifest entry of finalized file ``f`` (below ``root``): its metrics from its
+    Parquet footer, its partition tuple from its directory's typed values."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.partitioning import partition_record_value
+    from pyiceberg.typedef import Record
+
+    schema, spec = metadata.schema(), metadata.spec()
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=f.footer,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema))
+    values = parse_partition_dir(f.directory)
+    partition = [partition_record_value(
+        field, partition_value(values.get(schema.find_field(field.source_id).name),
+                               schema.find_field(field.source_id).field_type), schema)
+        for field in spec.fields]
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=f"{root}/{f.path}",
+        file_format=FileFormat.PARQUET, partition=Record(*partition),
+        file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
+        equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def listed(table: IcebergTable | None) -> Any:
+    """The data and delete files of the table's current snapshot (pyiceberg's
+    ``inspect.files``); None when it has none (pyiceberg fails on a snapshot without
+    manifests, as the first of a batch without files)."""
+    current = None if table is None else table.current_snapshot()
+    if table is None or current is None or not current.manifests(table.io):
+        return None
+    return table.inspect.files()
+
+
+def identity_spec(schema: Any, commit: TableCommit) -> Any:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    return PartitionSpec(*[PartitionField(source_id=schema.find_field(column).field_id,
+                                          field_id=1000 + i, transform=IdentityTransform(),
+                                          name=column)
+                           for i, column in enumerate(commit.partition_by)])
