@@ -202,7 +202,7 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
         explained |= set(checked.added_since)  # other writers' files, followed next commit
         in_flight = [*in_flight, _TABLE_COMMIT] if checked.in_flight else in_flight
     unlisted = unlisted_paths(storage, set(logged) | set(listed) | explained
-                              | followed.retired, owned)
+                              | set(followed.retired), owned)
     others = [p for p in unlisted if table is not None and not is_final_name(p)]
     problems += [unlisted_problem(p) for p in unlisted if p not in others]
     if others:  # a shared table's: written and removed again between two of rotsink's commits

@@ -258,8 +258,8 @@ class TableFollower:
         retiring = sorted(followed.retiring)  # those the table's clean-up deleted drop out
         on_storage = [p for p, kept in zip(retiring, each(self.storage, self.storage.exists,
                                                            retiring), strict=True) if kept]
-        return LogStep({FOLLOWED_KEY: followed.compacted(on_storage).recorded()}, entries,
-                       followed.removed)
+        return LogStep({FOLLOWED_KEY: followed.compacted(on_storage, now_ms).recorded()},
+                       entries, followed.removed)
 
     def _listing(self, batch_id: int, followed: Followed) -> dict[str, int]:
         """The finalized files as of ``batch_id`` as rotsink's readers list them."""

@@ -41,6 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FOLLOWED_KEY = "table_followed"
+# How long a file the table removed is remembered while nobody deletes it (Delta's
+# delta.deletedFileRetentionDuration default): after that its table's clean-up is overdue,
+# and the log stops carrying it (``verify`` then names it among the visible files)
+RETIRED_KEEP_MS = 7 * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,9 @@ class Followed:
     row_deletes: int = 0
     # files the table removed that a compaction has left out of the listing, still on
     # storage until the table's own clean-up (VACUUM, orphan removal) deletes them: no
-    # reader of the log lists them, and ``verify`` knows them for the table's
-    retired: frozenset[str] = frozenset()
+    # reader of the log lists them, and ``verify`` knows them for the table's. Path -> when
+    # a compaction first found it retired (-1: not yet stamped); kept RETIRED_KEEP_MS
+    retired: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, extra: Mapping[str, Any]) -> Followed:
@@ -68,13 +73,14 @@ class Followed:
             return cls()
         return cls(body.get("version"), frozenset(body.get("removed", ())),
                    {str(p): int(s) for p, s in body.get("added", [])},
-                   int(body.get("row_deletes", 0)), frozenset(body.get("retired", ())))
+                   int(body.get("row_deletes", 0)), _retired(body.get("retired", ())))
 
     def recorded(self) -> dict[str, Any]:
         """What a state's ``extra`` records (sorted: the same changes, the same bytes)."""
         return {"version": self.version, "removed": sorted(self.removed),
                 "added": sorted([p, s] for p, s in self.added.items()),
-                "row_deletes": self.row_deletes, "retired": sorted(self.retired)}
+                "row_deletes": self.row_deletes,
+                "retired": sorted([p, t] for p, t in self.retired.items())}
 
     @property
     def changes_listing(self) -> bool:
@@ -86,16 +92,25 @@ class Followed:
         files.update(self.added)
         return files
 
-    def compacted(self, on_storage: Iterable[str]) -> Followed:
+    def compacted(self, on_storage: Iterable[str], now_ms: int) -> Followed:
         """After a compaction wrote the changes into the listing: nothing left to apply; the
-        removed and retired files still ``on_storage`` retired."""
-        return Followed(self.version, row_deletes=self.row_deletes,
-                        retired=frozenset(on_storage))
+        removed and retired files still ``on_storage`` retired, each for
+        :data:`RETIRED_KEEP_MS` from when a compaction first found it so (bounded by that
+        retention however often other writers rewrite the table and nobody cleans up).
+
+        >>> old = Followed(retired={"a": 0, "b": -1})
+        >>> dict(old.compacted(["a", "b", "c"], now_ms=RETIRED_KEEP_MS + 1).retired)
+        {'b': 604800001, 'c': 604800001}
+        """
+        stamped = {p: self.retired.get(p, -1) for p in on_storage}
+        return Followed(self.version, row_deletes=self.row_deletes, retired={
+            p: now_ms if t < 0 else t for p, t in stamped.items()
+            if t < 0 or now_ms - t <= RETIRED_KEEP_MS})
 
     @property
     def retiring(self) -> frozenset[str]:
         """What a compaction retires: the removed files and those retired before."""
-        return self.removed | self.retired
+        return self.removed | frozenset(self.retired)
 
     def with_changes(self, version: int, removed: set[str], added: Mapping[str, int],
                      row_deletes: int) -> Followed:
@@ -105,7 +120,18 @@ class Followed:
         kept = {p: s for p, s in self.added.items() if p not in removed}
         again = {p for p in removed if p in self.added}
         return Followed(version, self.removed | (removed - again), {**kept, **added},
-                        row_deletes, self.retired | again)
+                        row_deletes, {**self.retired, **{p: -1 for p in again}})
+
+
+def _retired(recorded: Iterable[Any]) -> dict[str, int]:
+    """Retired files as a state recorded them: ``[path, ms]`` pairs, or paths alone (an
+    earlier rotsink's: stamped at the next compaction).
+
+    >>> sorted(_retired([["a", 5], "b"]).items())
+    [('a', 5), ('b', -1)]
+    """
+    return {str(r): -1 for r in recorded if isinstance(r, str)} | \
+        {str(r[0]): int(r[1]) for r in recorded if not isinstance(r, str)}
 
 
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")

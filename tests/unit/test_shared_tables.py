@@ -399,3 +399,21 @@ def test_rows_deleted_in_place_are_named_at_start_and_refused_by_rotsink_s_reade
     delete_where(cfg, 3, 4)
     commit_batch(cfg, 4)
     assert rotsink_ids(cfg) == table_ids(cfg)
+
+
+def test_files_nobody_cleans_up_are_carried_no_longer_than_the_retention():
+    """A file the table removed is carried in the log's state (for verify) until the table's
+    clean-up deletes it, but for RETIRED_KEEP_MS at most: a table rewritten often and never
+    vacuumed does not grow every log head forever."""
+    from commit_protocol.tables.sharing import RETIRED_KEEP_MS, Followed
+
+    followed = Followed(version=3, removed=frozenset({"d=1/a.parquet"}))
+    first = followed.compacted(["d=1/a.parquet"], now_ms=1_000)
+    assert dict(first.retired) == {"d=1/a.parquet": 1_000}
+    kept = Followed.of({"table_followed": first.recorded()}).compacted(
+        ["d=1/a.parquet"], now_ms=1_000 + RETIRED_KEEP_MS)
+    assert dict(kept.retired) == {"d=1/a.parquet": 1_000}
+    assert not kept.compacted(["d=1/a.parquet"], now_ms=1_001 + RETIRED_KEEP_MS).retired
+    # an earlier rotsink's state (paths alone) is stamped at its next compaction
+    legacy = Followed.of({"table_followed": {"version": 3, "retired": ["d=1/b.parquet"]}})
+    assert dict(legacy.compacted(["d=1/b.parquet"], now_ms=50).retired) == {"d=1/b.parquet": 50}
