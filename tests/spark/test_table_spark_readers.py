@@ -27,7 +27,13 @@ import pytest
 from tests.support.jvm import table_reader_formats
 from tests.support.spark_log import finalized_ids
 from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
-from tests.support.table_spark import SESSION_CATALOG, iceberg_catalog_options, read_table
+from tests.support.table_spark import (
+    SESSION_CATALOG,
+    iceberg_catalog_options,
+    identifier,
+    read_table,
+    sql_table,
+)
 
 pytestmark = pytest.mark.compat
 READERS = table_reader_formats()  # the formats whose Spark reader this PySpark has
@@ -46,10 +52,6 @@ def start_query(spark, tmp_path: Path, table_format: str, catalog_db: Path):
     return (df.writeStream.format("rotsink").options(**options)
             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
             .start(str(tmp_path / "out")))
-
-
-def identifier(tmp_path: Path) -> str:
-    return "lake." + "".join(c if c.isalnum() else "_" for c in tmp_path.name)
 
 
 def table_rows(spark, table_format: str, out: Path, tmp_path: Path) -> Counter:
@@ -132,12 +134,6 @@ if READERS:  # no test where this PySpark has no Spark table reader
               "after Spark's maintenance the query went on exactly once")
 
 
-def _sql_table(table_format: str, out: Path, tmp_path: Path) -> str:
-    """The table in Spark SQL: Delta by path, Iceberg in the session's catalog."""
-    return f"delta.`{out}`" if table_format == "delta" else \
-        f"{SESSION_CATALOG}.{identifier(tmp_path)}"
-
-
 def _compact(spark, table_format: str, out: Path, tmp_path: Path, **options: str) -> None:
     """Spark's own compaction: Delta's OPTIMIZE, Iceberg's rewrite_data_files."""
     if table_format == "delta":
@@ -162,7 +158,7 @@ if READERS:
         from datasource.inspect import verify
 
         out = tmp_path / "out"
-        table = _sql_table(table_format, out, tmp_path)
+        table = sql_table(table_format, out, tmp_path)
         written = 0
 
         def run(files: int) -> None:

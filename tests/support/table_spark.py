@@ -75,6 +75,19 @@ def iceberg_catalog_options(iceberg_db: Path, catalog: str = SESSION_CATALOG
             "table.catalog.warehouse": f"file://{iceberg_db.parent}"}
 
 
+def identifier(tmp_path: Path) -> str:
+    """A test's own Iceberg table, ``lake.<its directory's name>``: rotsink's
+    ``table.identifier``, which the session's Spark catalog ``lake`` opens as
+    ``lake.lake.<name>``."""
+    return "lake." + "".join(c if c.isalnum() else "_" for c in tmp_path.name)
+
+
+def sql_table(table_format: str, out: Path, tmp_path: Path) -> str:
+    """The table in Spark SQL: Delta by path, Iceberg in the session's catalog."""
+    return f"delta.`{out}`" if table_format == "delta" else \
+        f"{SESSION_CATALOG}.{identifier(tmp_path)}"
+
+
 def read_table(spark, table_format: str, table: str, *, catalog: str = ICEBERG_CATALOG
                ) -> tuple[int, int | None, list[int]]:
     """The newest version of ``table`` (a Delta path, an Iceberg identifier in the catalog
