@@ -25,6 +25,17 @@ Delta's 30 days of log) is the one this run reaches after ``--retention``, at th
 rate of the run (printed), which is far higher than a query's: keep that in mind reading the
 picture.
 
+The table keeps its last days, as a stream's table does: each commit's rows are of the day
+``commit // --day-commits`` (500 commits a day by default), and at the start of each day the
+user's retention job, another writer beside the stream, deletes the days older than
+``--days-kept`` (4) through the table's own library (a DELETE of whole partitions, which
+rotsink follows at its next commit) and deletes from storage the files its previous run
+removed (the table's clean-up: VACUUM, ``remove_orphan_files``, after their retention). Its
+time is not a commit's. So the table's live files stay about ``--days-kept`` days of commits,
+and what grows, if anything, grows with the commits. ``--days-kept 0`` keeps every file: then
+every commit's reading of the live files (the table's snapshot, Spark's log compaction, whose
+compact file lists every live file) grows with them, as for any table that never drops data.
+
 Beside rotsink, the formats' plain writers, as a Python pipeline without rotsink writes: a
 pyiceberg fast append of the same 10 rows per commit, a delta-rs ``write_deltalake`` append,
 neither with any maintenance (``--plain-commits``, 3,000 by default: they slow down).
@@ -60,12 +71,16 @@ ROWS = 10
 KINDS = ("table", "_spark_metadata", "_rotsink")
 
 
-def rows_of(commit: int):
+def day_of(commit: int, day_commits: int) -> str:
+    return f"d{commit // day_commits:05d}"
+
+
+def rows_of(commit: int, day_commits: int):
     import pyarrow as pa
 
     ids = list(range(commit * ROWS, (commit + 1) * ROWS))
     return pa.record_batch({"id": pa.array(ids, pa.int64()),
-                            "day": pa.array([f"2026-11-{1 + commit % 4:02d}"] * ROWS)})
+                            "day": pa.array([day_of(commit, day_commits)] * ROWS)})
 
 
 # -- one writer, in a process of its own -----------------------------------------------------
@@ -73,7 +88,7 @@ class RotsinkWriter:
     """rotsink's planning, one task and the commit of every micro-batch."""
 
     def __init__(self, url: str, table: str, options: dict[str, str], retention_s: int,
-                 fs: dict[str, str]) -> None:
+                 fs: dict[str, str], day_commits: int) -> None:
         from commit_protocol.config import RotationPolicy, SinkConfig
         from commit_protocol.storage import open_storage
         from commit_protocol.tables import table_format_named
@@ -90,6 +105,7 @@ class RotsinkWriter:
         self.storage = open_storage(url, fs)
         self.table_ms = 0.0
         self.retention_s = retention_s
+        self.day_commits = day_commits
         follow = TableFollower.follow
 
         def timed(follower: TableFollower, state: Any, **kwargs: Any) -> list[int]:
@@ -110,7 +126,7 @@ class RotsinkWriter:
         plan = WritePlan.from_state(Committer(self.storage, self.cfg, SCHEMA_JSON)
                                     .latest_state(), self.storage.root_uri)
         report = TaskWriter(self.storage, self.cfg, plan, batch_id=n, partition=0, attempt=0,
-                            query_id="long-run").write([rows_of(n)])
+                            query_id="long-run").write([rows_of(n, self.day_commits)])
         self.table_ms = 0.0
         Committer(self.storage, self.cfg, SCHEMA_JSON).commit(n, [report])
         assert self.cfg.table_format is not None
@@ -121,22 +137,26 @@ class RotsinkWriter:
 
             uri, storage_options = delta_location(self.storage.root_uri, self.cfg)
             DeltaTable(uri, storage_options=storage_options or None).alter \
-                .set_table_properties({"delta.logRetentionDuration":
-                                       f"interval {self.retention_s} seconds"})
+                .set_table_properties({
+                    "delta.logRetentionDuration": f"interval {self.retention_s} seconds",
+                    # the removed files a checkpoint carries (a week by default)
+                    "delta.deletedFileRetentionDuration":
+                        f"interval {self.retention_s} seconds"})
         return (time.perf_counter() - started) * 1000, self.table_ms
 
 
 class PlainWriter:
     """The format's library appending the same rows, no maintenance."""
 
-    def __init__(self, url: str, table: str, options: dict[str, str], fs: dict[str, str]
-                 ) -> None:
+    def __init__(self, url: str, table: str, options: dict[str, str], fs: dict[str, str],
+                 day_commits: int) -> None:
         self.url, self.table, self.options, self.fs = url, table, options, fs
+        self.day_commits = day_commits
 
     def commit(self, n: int) -> tuple[float, float]:
         import pyarrow as pa
 
-        rows = pa.Table.from_batches([rows_of(n)])
+        rows = pa.Table.from_batches([rows_of(n, self.day_commits)])
         started = time.perf_counter()
         if self.table == "delta":
             from deltalake import write_deltalake
@@ -180,6 +200,59 @@ def iceberg_table(url: str, options: dict[str, str], fs: dict[str, str], schema:
     return catalog.load_table("plain.t")
 
 
+class DataRetention:
+    """The user's retention job beside the stream (see above): at the start of each day past
+    ``days_kept``, the files its last run removed leave storage, then the old days leave the
+    table."""
+
+    def __init__(self, url: str, fs: dict[str, str], table: str, plain: bool,
+                 options: dict[str, str], day_commits: int, days_kept: int) -> None:
+        from commit_protocol.storage import open_storage
+
+        self.url, self.fs, self.table, self.plain, self.options = url, fs, table, plain, options
+        self.day_commits, self.days_kept = day_commits, days_kept
+        self.storage = open_storage(url, fs)
+        self.removed: set[str] = set()
+
+    def due(self, commit: int) -> bool:
+        return (self.days_kept > 0 and commit % self.day_commits == 0
+                and commit // self.day_commits > self.days_kept)
+
+    def run(self, commit: int) -> None:
+        for uri in self.removed:
+            path = below(self.storage.root_uri, uri)
+            if path is not None:  # (a plain Iceberg table's files on S3 are the catalog's)
+                self.storage.delete(path)
+        cutoff = day_of(commit - self.days_kept * self.day_commits, self.day_commits)
+        before = self.live_files()
+        if self.table == "delta":
+            from deltalake import DeltaTable
+
+            DeltaTable(delta_uri(self.url), storage_options=delta_storage(self.fs) or None
+                       ).delete(f"day < '{cutoff}'")
+        else:
+            load_iceberg(self.url, self.fs, self.plain, self.options).delete(
+                f"day < '{cutoff}'")
+        self.removed = before - self.live_files()
+
+    def live_files(self) -> set[str]:
+        if self.table == "delta":
+            from deltalake import DeltaTable
+
+            return set(DeltaTable(delta_uri(self.url),
+                                  storage_options=delta_storage(self.fs) or None).file_uris())
+        loaded = load_iceberg(self.url, self.fs, self.plain, self.options)
+        return {task.file.file_path for task in loaded.scan().plan_files()}
+
+
+def below(root_uri: str, uri: str) -> str | None:
+    """``uri``'s path below the output's root, None when it is elsewhere."""
+    for root in (root_uri, root_uri.removeprefix("file://")):
+        if uri.startswith(root + "/"):
+            return uri[len(root) + 1:]
+    return None
+
+
 def metadata(url: str, fs: dict[str, str]) -> dict[str, list[int]]:
     """Bytes and files of each kind of metadata below the output (the table's: its log or
     its metadata and catalog)."""
@@ -206,20 +279,23 @@ def open_and_plan(url: str, fs: dict[str, str], table: str, plain: bool,
         files = len(DeltaTable(delta_uri(url), storage_options=delta_storage(fs) or None)
                     .file_uris())
     else:
-        if plain:
-            loaded = iceberg_table(url, options, fs, None)
-        else:
-            from commit_protocol.config import SinkConfig
-            from commit_protocol.storage import open_storage
-            from commit_protocol.tables import table_format_named
-            from commit_protocol.tables.iceberg import IcebergFollowedTable
-
-            root = open_storage(url, fs).root_uri
-            loaded = IcebergFollowedTable(root, SinkConfig(
-                path=url, format="parquet", table_format=table_format_named("iceberg"),
-                table_options=options, fs_options=fs)).loaded()
-        files = len(list(loaded.scan().plan_files()))
+        files = len(list(load_iceberg(url, fs, plain, options).scan().plan_files()))
     return (time.perf_counter() - started) * 1000, files
+
+
+def load_iceberg(url: str, fs: dict[str, str], plain: bool, options: dict[str, str]) -> Any:
+    """The Iceberg table of a writer, loaded afresh from its catalog."""
+    if plain:
+        return iceberg_table(url, options, fs, None)
+    from commit_protocol.config import SinkConfig
+    from commit_protocol.storage import open_storage
+    from commit_protocol.tables import table_format_named
+    from commit_protocol.tables.iceberg import IcebergFollowedTable
+
+    root = open_storage(url, fs).root_uri
+    return IcebergFollowedTable(root, SinkConfig(
+        path=url, format="parquet", table_format=table_format_named("iceberg"),
+        table_options=options, fs_options=fs)).loaded()
 
 
 def drive(args: argparse.Namespace) -> None:
@@ -227,11 +303,15 @@ def drive(args: argparse.Namespace) -> None:
     fs = json.loads(args.fs)
     options = json.loads(args.options)
     plain = args.writer == "plain"
-    writer: Any = PlainWriter(args.url, args.table, options, fs) if plain else \
-        RotsinkWriter(args.url, args.table, options, args.retention, fs)
+    writer: Any = PlainWriter(args.url, args.table, options, fs, args.day_commits) if plain \
+        else RotsinkWriter(args.url, args.table, options, args.retention, fs, args.day_commits)
+    retention = DataRetention(args.url, fs, args.table, plain, options, args.day_commits,
+                              args.days_kept)
     commits, tables = [], []
     started = time.perf_counter()
     for n in range(args.commits):
+        if retention.due(n):
+            retention.run(n)
         total, step = writer.commit(n)
         commits.append(total)
         tables.append(step)
@@ -310,8 +390,14 @@ def main() -> int:
     parser.add_argument("--plain-commits", type=int, default=3_000)
     parser.add_argument("--every", type=int, default=1_000)
     parser.add_argument("--retention", type=int, default=60, help="seconds (see above)")
+    parser.add_argument("--day-commits", type=int, default=500,
+                        help="commits a day (a partition)")
+    parser.add_argument("--days-kept", type=int, default=4,
+                        help="days the retention job keeps; 0: no retention job")
     parser.add_argument("--png", type=Path)
     parser.add_argument("--json", type=Path, help="every point, for later drawing")
+    parser.add_argument("--redraw", type=Path,
+                        help="summarize and draw the points of an earlier --json, run nothing")
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--writer", default="rotsink", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -320,6 +406,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.drive:
         drive(args)
+        return 0
+    if args.redraw:
+        drawn: dict[str, list[dict]] = json.loads(args.redraw.read_text())
+        summarize(drawn)
+        if args.png:
+            draw(drawn, args.png)
         return 0
     from tests.support.s3server import DUMMY_CREDENTIALS, create_bucket
 
@@ -355,16 +447,18 @@ def main() -> int:
                     cmd = [sys.executable, __file__, "--drive", "--writer", writer,
                            "--table", table, "--url", url, "--fs", json.dumps(fs),
                            "--options", json.dumps(options), "--commits", str(commits),
-                           "--every", str(args.every), "--retention", str(args.retention)]
+                           "--every", str(args.every), "--retention", str(args.retention),
+                           "--day-commits", str(args.day_commits),
+                           "--days-kept", str(args.days_kept)]
                     results[label] = run(label, cmd, env)
+                    if args.json:  # as it goes: a run of an hour keeps what it measured
+                        args.json.write_text(json.dumps(results))
             if stop is not None:
                 stop()
                 stop = None
     finally:
         if stop is not None:
             stop()
-    if args.json:
-        args.json.write_text(json.dumps(results))
     summarize(results)
     if args.png:
         draw(results, args.png)
