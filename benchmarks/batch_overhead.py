@@ -5,8 +5,11 @@
 Every sink reads the same pre-generated JSON files, one file per micro-batch
 (``maxFilesPerTrigger=1``, ``availableNow``), so they see identical batches. rotsink writes
 ``format=jsonl`` with default rotation, durable (``commit.fsync=true``, the default) and, as
-``rotsink-nofsync``, without the ``fsync`` calls (what durability costs per batch); the anchor
-is ``format("json")``, the floor ``benchmarks/floors.py``'s sink that only counts rows.
+``rotsink-nofsync``, without the ``fsync`` calls (what durability costs per batch), and as
+``rotsink-metrics`` with Spark's streaming metrics on for its query
+(``spark.sql.streaming.metricsEnabled``: rotsink's metrics, and Spark's own of the query, into
+the session's JMX sink: what watching a query costs per batch); the anchor is
+``format("json")``, the floor ``benchmarks/floors.py``'s sink that only counts rows.
 
 Warm: one session, a warm-up query per sink, then the measured query per sink.
 Cold: each sink's first query in a fresh session, each in its own subprocess (fresh JVM and
@@ -38,7 +41,8 @@ from common import (  # noqa: E402
 )
 
 SCHEMA = "id LONG, name STRING, score DOUBLE, grp STRING"
-SINKS = ("builtin", "floor", "rotsink", "rotsink-nofsync")
+SINKS = ("builtin", "floor", "rotsink", "rotsink-nofsync", "rotsink-metrics")
+METRICS = "spark.sql.streaming.metricsEnabled"
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch",
           "walCommit", "commitOffsets")
 
@@ -62,12 +66,14 @@ def run(spark, source: Path, out: Path, sink: str, batches: int) -> dict:
     writer = df.writeStream.option("checkpointLocation", checkpoint)
     if sink.startswith("rotsink"):
         writer = writer.format("rotsink").option("format", "jsonl") \
-            .option("commit.fsync", str(sink == "rotsink").lower())
+            .option("commit.fsync", str(sink != "rotsink-nofsync").lower())
     else:
         writer = writer.format(sink if sink == "floor" else "json")
     reset_jvm_heap_peak(spark)
     started = time.perf_counter()
+    spark.conf.set(METRICS, str(sink == "rotsink-metrics").lower())  # read at the start
     query = writer.trigger(availableNow=True).start(str(out))
+    spark.conf.unset(METRICS)
     query.awaitTermination()
     wall = time.perf_counter() - started
     progress = [p for p in query.recentProgress if p.get("numInputRows")]
@@ -81,7 +87,8 @@ def run(spark, source: Path, out: Path, sink: str, batches: int) -> dict:
 
 
 def session(batches: int):
-    spark = quiet_session("rotsink-batch-overhead")
+    spark = quiet_session("rotsink-batch-overhead", conf={
+        "spark.metrics.conf.*.sink.jmx.class": "org.apache.spark.metrics.sink.JmxSink"})
     floors.register(spark)
     # recentProgress keeps 100 batches by default: keep all of them for the medians.
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(batches + 10))
@@ -150,12 +157,16 @@ def main() -> None:
         warm[sink] = sorted(runs[sink], key=lambda r: r["wall"])[len(runs[sink]) // 2]
         show(f"warm {sink}", warm[sink], input_bytes)
     spark.stop()
-    for anchor in ("builtin", "floor", "rotsink-nofsync"):
+    for anchor in ("builtin", "floor", "rotsink-nofsync"):  # (and metrics on against off)
         rot, base = warm["rotsink"], warm[anchor]
         trigger = ratio(rot["medians"]["triggerExecution"], base["medians"]["triggerExecution"])
         print(f"warm ratio rotsink/{anchor}: wall {ratio(rot['wall'], base['wall'])}  median "
               f"trigger {trigger}  median addBatch "
               f"{ratio(rot['medians']['addBatch'], base['medians']['addBatch'])}")
+    on, off = warm["rotsink-metrics"], warm["rotsink"]
+    print(f"warm ratio rotsink metrics on/off: wall {ratio(on['wall'], off['wall'])}  median "
+          f"trigger {ratio(on['medians']['triggerExecution'], off['medians']['triggerExecution'])}"
+          f"  median addBatch {ratio(on['medians']['addBatch'], off['medians']['addBatch'])}")
     if not args.no_cold:
         colds = {sink: cold(root / "src", root / f"cold-{sink}", sink, args.batches)
                  for sink in ("builtin", "rotsink")}

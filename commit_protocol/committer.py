@@ -43,6 +43,7 @@ from commit_protocol.log.files import batch_names, is_compaction_batch
 from commit_protocol.log.lines import file_entry
 from commit_protocol.merge import Finalized, Merged, merge_reports
 from commit_protocol.messages import PlanBasis, TaskReport
+from commit_protocol.metrics import advanced
 from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR
 from commit_protocol.partition_markers import complete_partitions
 from commit_protocol.plan import WritePlan
@@ -69,6 +70,7 @@ class CommitResult:
     finalized: list[Finalized] = field(default_factory=list)
     in_progress: int = 0
     compacted: bool = False
+    state: SinkState | None = None  # the state it committed (its metrics: totals, open files)
 
 
 class Committer:
@@ -192,7 +194,8 @@ class Committer:
         deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
         log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
-                            is_compaction_batch(batch_id, self.config.compact_interval))
+                            is_compaction_batch(batch_id, self.config.compact_interval),
+                            new_state)
 
     def _staged_elsewhere(self, state: SinkState) -> None:
         """The intent of ``state.batch_id`` exists: return if this query committed the batch
@@ -277,8 +280,9 @@ class Committer:
         files = [f for r in reports for f in r.files]
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
-        extra = state.extra if self.config.table_format is None else \
-            {**state.extra, **self.config.table_format.record(self.config)}
+        table = self.config.table_format
+        extra = advanced({**state.extra, **(table.record(self.config) if table else {})},
+                         reports, len(publish))  # the output's totals, for its metrics
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra,
                        query_name=self.config.query_name)
@@ -294,7 +298,7 @@ class Committer:
                 raise self._lost_race(state) from e
             raise
         self._make_durable(directories=sorted(
-            {_parent(p.name) for p in state.publish} | set(state.markers)))
+            {p.name.rpartition("/")[0] for p in state.publish} | set(state.markers)))
         failpoints.hit("driver.before_log_write")
         published = self.log.publish(state.batch_id, data, sync=self.config.fsync)
         if not published and \
@@ -342,7 +346,3 @@ def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:
     (made without a plan read from the log) or, which one planning cannot give, several."""
     bases = {m.basis for m in messages if m is not None}
     return bases.pop() if len(bases) == 1 else None
-
-
-def _parent(path: str) -> str:
-    return path.rpartition("/")[0]

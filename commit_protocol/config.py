@@ -66,6 +66,9 @@ class SinkConfig:
     table_options: dict[str, str] = field(default_factory=dict)
     # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)
     query_name: str = ""
+    # Spark's streaming metrics on: the driver directory the commits leave the query's
+    # metrics in (commit_protocol.metrics), set by rotsink's start of the query
+    metrics_mailbox: str | None = None
 
     @property
     def encrypted(self) -> bool:

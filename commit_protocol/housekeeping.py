@@ -11,12 +11,14 @@ from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import is_compaction_batch
+from commit_protocol.metrics import timed
 from commit_protocol.naming import CLAIMS_DIR, INPROGRESS_DIR
 from commit_protocol.state import SinkState
 from commit_protocol.storage import FileInfo, Storage
 from commit_protocol.storage.concurrent import each
 
 
+@timed("cleanup")
 def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig, *,
              now_ms: int) -> list[str]:
     """Delete expired log files, old intents, orphan temp files and old claims; return what

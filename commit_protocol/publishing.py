@@ -14,12 +14,14 @@ from collections.abc import Sequence
 
 from commit_protocol import failpoints
 from commit_protocol.errors import CommitError, TruncatedFileError
+from commit_protocol.metrics import timed
 from commit_protocol.naming import success_marker
 from commit_protocol.state import Publish
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 
 
+@timed("publish")
 def publish_all(storage: Storage, publishes: Sequence[Publish],
                 directories: Sequence[str]) -> None:
     """Publish every finished file, then mark every completed partition directory."""

@@ -68,7 +68,11 @@ MAX_FILES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER = "maxFilesPerTrigger", "maxBytesPe
 CHECKPOINT_LOCATION = "checkpointLocation"
 QUERY_NAME = "queryName"
 WRITER_PARTITION_COLUMNS = "__partition_columns"
-SPARK_WRITER_OPTIONS = (PATH, CHECKPOINT_LOCATION, QUERY_NAME, WRITER_PARTITION_COLUMNS)
+# rotsink's start of a query with Spark's streaming metrics on adds the query's metrics
+# mailbox (datasource.spark_metrics); the user sets it no more than the three above.
+METRICS_MAILBOX = "__metrics_mailbox"
+SPARK_WRITER_OPTIONS = (PATH, CHECKPOINT_LOCATION, QUERY_NAME, WRITER_PARTITION_COLUMNS,
+                        METRICS_MAILBOX)
 
 SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_RECORDS,
                 MAX_BATCHES, INTERVAL, INACTIVITY, ROLL_ON_IDLE, PARTITION_BY, FILE_PREFIX,
@@ -178,6 +182,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         table_format=table_format(given(TABLE_FORMAT)),
         table_options=_table_options(options, table_format(given(TABLE_FORMAT))),
         query_name=get(QUERY_NAME).strip(),
+        metrics_mailbox=given(METRICS_MAILBOX),
     )
     check_table_options(config)
     return config

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from commit_protocol import metrics
 from commit_protocol.committer import Committer
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import (
@@ -129,12 +130,16 @@ class RotSinkStreamWriter(StreamWriterBase):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver once every task of the batch succeeded."""
-        with naming(self.config.query_name):
-            self._committer().commit(batchId, [_report(m) for m in messages])
+        with naming(self.config.query_name), \
+                metrics.recording(self.config.metrics_mailbox, batchId) as recorded:
+            result = self._committer().commit(batchId, [_report(m) for m in messages])
+            recorded.committed(result.state, compacted=result.compacted)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver when a task failed: nothing of the batch becomes visible."""
-        with naming(self.config.query_name):
+        with naming(self.config.query_name), \
+                metrics.recording(self.config.metrics_mailbox, batchId) as recorded:
+            recorded.aborted()
             self._committer().abort(batchId, [_report(m) for m in messages])
 
 

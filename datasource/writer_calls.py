@@ -14,8 +14,11 @@ option ``__partition_columns`` (Spark's own key for them, ``DataSourceUtils
 .PARTITIONING_COLUMNS_KEY``), which the sink reads as it reads ``partitionBy``
 (:func:`datasource.options.partition_columns`: both at once must agree). ``start`` of a rotsink
 query also runs it without Spark's per-row Arrow size check when the session leaves the
-setting unset (:mod:`datasource.arrow_transfer`). Every other format's query runs exactly as
-before: nothing is added to its options or its session.
+setting unset (:mod:`datasource.arrow_transfer`), and, when the session has Spark's streaming
+metrics on, with rotsink's metrics (:mod:`datasource.spark_metrics`: the writer also remembers
+the options it was given, whose path and storage options name the log the metrics start
+from). Every other format's query runs exactly as before: nothing is added to its options or
+its session.
 
 The wrapping happens in every Python process of an environment with rotsink installed,
 before PySpark is first imported: ``rotsink_workers.pth`` calls :func:`install`, which
@@ -65,7 +68,8 @@ def wrap_module(module: Any) -> None:
 
 
 def wrap_writer(cls: type) -> None:
-    """Make ``cls`` (a PySpark ``DataStreamWriter``) hand rotsink its partition columns."""
+    """Make ``cls`` (a PySpark ``DataStreamWriter``) hand rotsink its partition columns (and
+    its metrics' mailbox)."""
     import functools
     import inspect
     import json
@@ -73,6 +77,7 @@ def wrap_writer(cls: type) -> None:
     if cls.__dict__.get(_WRAPPED):
         return
     original_format, original_partition_by = cls.format, cls.partitionBy  # type: ignore[attr-defined]
+    original_option, original_options = cls.option, cls.options  # type: ignore[attr-defined]
     original_start = cls.start  # type: ignore[attr-defined]
     signature = inspect.signature(original_start)
 
@@ -80,6 +85,16 @@ def wrap_writer(cls: type) -> None:
     def format(self: Any, source: str) -> Any:
         self._rotsink_source = source
         return original_format(self, source)
+
+    @functools.wraps(original_option)
+    def option(self: Any, key: str, value: Any) -> Any:
+        given_options(self)[key] = value
+        return original_option(self, key, value)
+
+    @functools.wraps(original_options)
+    def options(self: Any, **options: Any) -> Any:
+        given_options(self).update(options)
+        return original_options(self, **options)
 
     @functools.wraps(original_partition_by)
     def partitionBy(self: Any, *cols: Any) -> Any:
@@ -97,15 +112,31 @@ def wrap_writer(cls: type) -> None:
         if columns:
             self.option(PARTITION_COLUMNS, json.dumps(list(columns)))
         from datasource.arrow_transfer import start_unchecked
+        from datasource.spark_metrics import start_watched
 
         session = getattr(self, "_spark", None) or getattr(self, "_session", None)
         if session is None:  # a PySpark whose writer keeps its session elsewhere
             return original_start(self, *args, **kwargs)
-        return start_unchecked(session, lambda: original_start(self, *args, **kwargs))
+        options = {**given_options(self), **given.get("options", {})}
+        for key in ("path", "queryName"):
+            if given.get(key):
+                options[key] = given[key]
+        return start_watched(session, self, lambda: start_unchecked(
+            session, lambda: original_start(self, *args, **kwargs)),
+            {k: str(v) for k, v in options.items() if v is not None})
 
-    for name, method in (("format", format), ("partitionBy", partitionBy), ("start", start)):
+    for name, method in (("format", format), ("partitionBy", partitionBy), ("start", start),
+                         ("option", option), ("options", options)):
         setattr(cls, name, method)
     setattr(cls, _WRAPPED, True)
+
+
+def given_options(writer: Any) -> dict[str, Any]:
+    """The options given to ``writer`` so far (rotsink's metrics read the output's log at
+    start: its path and storage options)."""
+    if "_rotsink_options" not in writer.__dict__:
+        writer._rotsink_options = {}
+    return writer._rotsink_options  # type: ignore[no-any-return]
 
 
 def columns_of(cols: tuple[Any, ...]) -> tuple[str, ...]:

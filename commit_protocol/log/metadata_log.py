@@ -21,6 +21,7 @@ from commit_protocol.log.files import (
     read_snapshot,
 )
 from commit_protocol.log.writing import KEPT_BYTES, file_chunks
+from commit_protocol.metrics import timed
 from commit_protocol.naming import INTENT_DIR, LOG_DIR
 from commit_protocol.state import SinkState, StateHead
 from commit_protocol.storage import Storage
@@ -170,6 +171,7 @@ class MetadataLog:
     def intent_path(self, batch_id: int) -> str:
         return f"{INTENT_DIR}/{log_file_name(batch_id, self.interval)}"
 
+    @timed("log")
     def stage(self, state: SinkState, new_entries: list[dict[str, Any]], *,
               previous: SinkState | None, now_ms: int, retention_ms: int | None,
               intent: bool = True, dropped: frozenset[str] = frozenset()) -> bytes | None:
@@ -203,6 +205,7 @@ class MetadataLog:
         STATES.put(self.storage.root_uri, state)
         return data
 
+    @timed("log")
     def publish(self, batch_id: int, data: bytes | None = None, *, sync: bool = False) -> bool:
         """Create the log file of ``batch_id`` exclusively: the commit point. ``data`` is its
         content as :meth:`stage` returned it; None copies the staged intent (a compaction,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from commit_protocol import failpoints
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import TableError
+from commit_protocol.metrics import count
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.storage import Storage
 from commit_protocol.tables import (
@@ -202,6 +203,7 @@ class DeltaFollowedTable:
                         return None
                     return self._append(known, commit)
             except CommitFailedError:
+                count("tableCommitRetries-total")
                 continue  # another commit landed first: read the table again
             except DeltaError as e:
                 if known is None and "exist" in str(e).lower():

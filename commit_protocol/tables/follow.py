@@ -35,6 +35,7 @@ from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import is_compaction_batch
 from commit_protocol.log.lines import file_entry
+from commit_protocol.metrics import count, note, timed
 from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
@@ -114,6 +115,7 @@ class TableFollower:
             self._table = self.config.table_format.open(self.storage, self.config)
         return self._table
 
+    @timed("table")
     def follow(self, state: SinkState, *, now_ms: int,
                footers: dict[str, bytes] | None = None) -> list[int]:
         """After the log file of ``state.batch_id``: catch up, then commit this batch.
@@ -201,6 +203,7 @@ class TableFollower:
         if version is None:
             return False
         _OWN_VERSIONS.setdefault(self.storage.root_uri, set()).add(version)
+        note("tableVersion", version)
         return True
 
     # -- other writers ---------------------------------------------------------------------
@@ -235,6 +238,8 @@ class TableFollower:
                  if p not in listed and in_layout(p, self.config.partition_by)}
         followed = before.with_changes(version, removed, added, self.table.row_deletes())
         if removed or added:
+            count("tableFollowed-total")
+            count("tableFilesFollowed-total", len(removed) + len(added))
             logger.warning("table %s: following version %d, which other writers changed: "
                            "%d listed file(s) removed, %d added", self._name, version,
                            len(removed), len(added))
@@ -244,6 +249,7 @@ class TableFollower:
         failpoints.hit("table.after_follow")
         return followed
 
+    @timed("follow")
     def log_step(self, previous: SinkState, batch_id: int, now_ms: int) -> LogStep:
         """What the log file of ``batch_id`` (after ``previous``) records of the table: the
         changes followed so far in its state, and on a compaction batch the changes written

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
+from commit_protocol.metrics import count
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableCommit, TableFormat, TableHealth, TableRead
 from commit_protocol.tables.iceberg_catalog import (
@@ -253,6 +254,7 @@ class IcebergFollowedTable:
                 return current.sequence_number
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
+                count("tableCommitRetries-total")
                 continue  # another commit landed first, or might have: read again
         raise TableError(f"Iceberg table {self.identifier}: the commit of batch "
                          f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "

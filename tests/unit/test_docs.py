@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from commit_protocol.metrics import METRICS
 from commit_protocol.tables import table_option_names
 from datasource.cli import build_parser
 from datasource.options import (
     CHECKPOINT_LOCATION,
+    METRICS_MAILBOX,
     READ_OPTIONS,
     SINK_OPTIONS,
     WRITER_PARTITION_COLUMNS,
@@ -32,9 +34,10 @@ def documented_options(text: str) -> set[str]:
 
 
 def code_options() -> set[str]:
-    # Spark's own: the checkpoint, and the writer's .partitionBy(...) (documented as that)
+    # Spark's own: the checkpoint, and the writer's .partitionBy(...) (documented as that);
+    # the metrics' mailbox, which rotsink's start sets (documented in the page's text)
     return ((set(SINK_OPTIONS) | set(READ_OPTIONS) | table_option_names())
-            - {CHECKPOINT_LOCATION, WRITER_PARTITION_COLUMNS})
+            - {CHECKPOINT_LOCATION, WRITER_PARTITION_COLUMNS, METRICS_MAILBOX})
 
 
 def test_every_option_is_in_the_reference_and_every_reference_row_is_an_option():
@@ -94,3 +97,9 @@ def test_the_iceberg_reader_snippet_sets_what_the_tests_set():
     fixed = ("", ".type", ".jdbc.schema-version", ".cache-enabled")
     assert {k: settings[f"spark.sql.catalog.lake{k}"] for k in fixed} == \
         {k: tested[f"spark.sql.catalog.lake{k}"] for k in fixed}
+
+
+def test_every_metric_is_explained_in_watching_a_query():
+    page = (ROOT / "docs" / "operations.md").read_text()
+    section = page.split("\n## Watching a query\n")[1].split("\n## ")[0]
+    assert set(re.findall(r"^\| `([^`]+)` \|", section, re.M)) == set(METRICS)

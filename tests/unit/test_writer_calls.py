@@ -21,7 +21,7 @@ class FakeWriter:
     have these methods, with this ``start`` signature)."""
 
     def __init__(self) -> None:
-        self.options: dict[str, str] = {}
+        self.given: dict[str, str] = {}
         self.started_with: dict[str, str] = {}
 
     def format(self, source):
@@ -31,7 +31,11 @@ class FakeWriter:
         return self
 
     def option(self, key, value):
-        self.options[key] = value
+        self.given[key] = value
+        return self
+
+    def options(self, **options):
+        self.given.update(options)
         return self
 
     def start(self, path=None, format=None, outputMode=None, partitionBy=None,
@@ -40,7 +44,7 @@ class FakeWriter:
             self.format(format)
         if partitionBy is not None:
             self.partitionBy(partitionBy)
-        self.started_with = dict(self.options)
+        self.started_with = dict(self.given)
         return self
 
 

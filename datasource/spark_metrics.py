@@ -1,0 +1,221 @@
+"""rotsink's metrics in Spark's metrics system, beside Spark's own streaming metrics.
+
+When a session has Spark's streaming metrics on (``spark.sql.streaming.metricsEnabled``),
+rotsink's start of a query (:mod:`datasource.writer_calls`) gives it a mailbox
+(:mod:`commit_protocol.metrics.mailbox`, where each commit leaves the query's metrics) and
+registers a metrics source ``rotsink.<query name>`` in the driver's metrics system, so every
+sink the cluster configured carries them: JMX, the UI's ``PrometheusServlet``, CSV, Graphite.
+A Spark listener in the same process moves the mailbox's values into the source's gauges at
+each progress (and idle) event of the query, and removes the source when the query ends, as
+Spark does with its own.
+
+Why this way, and not Spark's own route: PySpark gives a Python sink no custom metric
+(``PythonStreamingSinkCommitRunner`` returns nothing to the JVM but success), Spark's commit
+runs in a Python worker that has no JVM to talk to, and a source of Spark's metrics system is
+a JVM object: ``org.apache.spark.metrics.source.Source``, which the user's process
+implements through py4j's callback server (as PySpark's own listeners are) over a registry of
+Dropwizard's ``DefaultSettableGauge`` (Spark's classpath has it): no compiler, no jar. The
+metrics system itself is private to Spark (``SparkEnv.metricsSystem`` is ``private[spark]``)
+and py4j cannot call a method of ``SparkEnv`` (its reflection loads every method's types,
+and one of them is a shaded protobuf class Spark's jars do not hold), so it is read through
+Java's reflection on the field. A gauge's registry is copied when the source is registered,
+so every gauge is made first, at 0.
+
+Spark Connect runs the query in a server with no Python of the user's: there, the metrics are
+off (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from commit_protocol.metrics import METRICS, gauges_of
+from commit_protocol.metrics import mailbox as mailboxes
+from commit_protocol.metrics.names import OLDEST_INVISIBLE, VISIBILITY_LAG
+from datasource.options import METRICS_MAILBOX
+
+logger = logging.getLogger("rotsink.metrics")
+METRICS_ENABLED = "spark.sql.streaming.metricsEnabled"
+SOURCE = "rotsink"
+
+
+def enabled(session: Any) -> bool:
+    """Whether a query of ``session`` publishes rotsink's metrics: a classic session (one
+    with a JVM in this process) whose streaming metrics are on."""
+    if getattr(session, "_jvm", None) is None:
+        return False
+    return str(session.conf.get(METRICS_ENABLED, "false")).strip().lower() == "true"
+
+
+def start_watched(session: Any, writer: Any, start: Callable[[], Any],
+                  options: Mapping[str, str]) -> Any:
+    """``start()`` a rotsink query of ``writer`` (its ``options`` as given), watched when
+    ``session``'s streaming metrics are on."""
+    if not enabled(session):
+        return start()
+    mailbox = tempfile.mkdtemp(prefix="rotsink-metrics-")
+    writer.option(METRICS_MAILBOX, mailbox)
+    try:
+        query = start()
+    except BaseException:
+        shutil.rmtree(mailbox, ignore_errors=True)
+        raise
+    try:
+        _Watcher.of(session).add(query, mailbox, logged_gauges(options))
+    except Exception as e:  # the metrics never cost the query
+        logger.warning("query %s runs without rotsink's metrics: %s", query.name or query.id, e)
+    return query
+
+
+def logged_gauges(options: Mapping[str, str]) -> dict[str, int]:
+    """The gauges the output's log gives before the query commits (a restarted query's
+    totals); empty for a new output, or one this process cannot read."""
+    from commit_protocol.log.metadata_log import open_committed
+    from commit_protocol.storage import open_storage
+    from datasource.options import parse_sink_options
+
+    try:
+        config = parse_sink_options(options)
+        committed = open_committed(open_storage(config.path, config.fs_options))
+    except Exception as e:  # the query's own start names a bad option; the log, its commit
+        logger.info("rotsink's metrics start at 0: the output's log was not read (%s)", e)
+        return {}
+    return {} if committed is None else gauges_of(committed[2])
+
+
+class QuerySource:
+    """One query's source in Spark's metrics system: a gauge per metric."""
+
+    def __init__(self, jvm: Any, name: str) -> None:
+        self.name = name
+        self.registry = jvm.com.codahale.metrics.MetricRegistry()
+        self.shown = {metric: -1 if metric == "batchId" else 0 for metric in METRICS}
+        self.gauges = {metric: jvm.com.codahale.metrics.DefaultSettableGauge(value)
+                       for metric, value in self.shown.items()}
+        for metric, gauge in self.gauges.items():
+            self.registry.register(metric, gauge)
+
+    def show(self, values: Mapping[str, int], now_ms: int) -> None:
+        """Set the gauges whose value changed (each a call into the JVM)."""
+        oldest = values.get(OLDEST_INVISIBLE, 0)
+        values = {**values, VISIBILITY_LAG: max(0, now_ms - oldest) if oldest else 0}
+        for metric, value in values.items():
+            if metric in self.gauges and self.shown[metric] != value:
+                self.gauges[metric].setValue(value)
+                self.shown[metric] = value
+
+    # org.apache.spark.metrics.source.Source, called by the metrics system through py4j
+    def sourceName(self) -> str:  # noqa: N802 (Spark's name)
+        return self.name
+
+    def metricRegistry(self) -> Any:  # noqa: N802
+        return self.registry
+
+    # java.lang.Object's, which py4j hands to the Python object too (the metrics system
+    # finds a source to remove by equals)
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:  # noqa: N802
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:  # noqa: N802
+        return f"rotsink metrics source {self.name}"
+
+    class Java:
+        implements = ["org.apache.spark.metrics.source.Source"]
+
+
+class _Watched:
+    def __init__(self, source: QuerySource, mailbox: str, logged: dict[str, int]) -> None:
+        self.source, self.mailbox, self.logged = source, mailbox, logged
+
+    def refresh(self) -> None:
+        self.source.show({**self.logged, **mailboxes.read(self.mailbox)},
+                         int(time.time() * 1000))
+
+
+class _Watcher:
+    """The rotsink queries of one Spark application, and the listener that updates them."""
+
+    _of: dict[int, _Watcher] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, session: Any) -> None:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        context = session.sparkContext
+        self.jvm = context._jvm
+        ensure_callback_server_started(context._gateway)
+        field = self.jvm.java.lang.Class.forName("org.apache.spark.SparkEnv") \
+            .getDeclaredField("metricsSystem")
+        field.setAccessible(True)
+        self.metrics_system = field.get(context._jsc.sc().env())
+        self.queries: dict[str, _Watched] = {}
+        session.streams.addListener(_listener(self))
+
+    @classmethod
+    def of(cls, session: Any) -> _Watcher:
+        with cls._lock:
+            key = id(session.sparkContext)
+            if key not in cls._of:
+                cls._of[key] = cls(session)
+            return cls._of[key]
+
+    def add(self, query: Any, mailbox: str, logged: dict[str, int]) -> None:
+        source = QuerySource(self.jvm, f"{SOURCE}.{query.name or query.id}")
+        watched = _Watched(source, mailbox, logged)
+        watched.refresh()
+        self.metrics_system.registerSource(source)
+        with self._lock:
+            self.queries[str(query.id)] = watched
+        if not query.isActive:  # ended before it was watched: no terminated event to come
+            self.remove(str(query.id))
+
+    def refresh(self, query_id: str) -> None:
+        watched = self.queries.get(query_id)
+        if watched is not None:
+            watched.refresh()
+
+    def remove(self, query_id: str) -> None:
+        with self._lock:
+            watched = self.queries.pop(query_id, None)
+        if watched is not None:
+            self.metrics_system.removeSource(watched.source)
+            shutil.rmtree(watched.mailbox, ignore_errors=True)
+
+
+def _listener(watcher: _Watcher) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class RotsinkMetrics(StreamingQueryListener):
+        """Moves each rotsink query's mailbox into its gauges."""
+
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            _quietly(watcher.refresh, str(event.progress.id))
+
+        def onQueryIdle(self, event: Any) -> None:
+            _quietly(watcher.refresh, str(event.id))
+
+        def onQueryTerminated(self, event: Any) -> None:
+            _quietly(watcher.refresh, str(event.id))
+            _quietly(watcher.remove, str(event.id))
+
+    return RotsinkMetrics()
+
+
+def _quietly(call: Callable[[str], None], query_id: str) -> None:
+    """A listener's failure is a warning: Spark would print its Java trace at every event."""
+    try:
+        call(query_id)
+    except Exception as e:
+        logger.warning("rotsink's metrics of query %s were not updated: %s", query_id, e)
