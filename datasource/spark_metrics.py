@@ -5,21 +5,23 @@ rotsink's start of a query (:mod:`datasource.writer_calls`) gives it a mailbox
 (:mod:`commit_protocol.metrics.mailbox`, where each commit leaves the query's metrics) and
 registers a metrics source ``rotsink.<query name>`` in the driver's metrics system, so every
 sink the cluster configured carries them: JMX, the UI's ``PrometheusServlet``, CSV, Graphite.
-A Spark listener in the same process moves the mailbox's values into the source's gauges at
-each progress (and idle) event of the query, and removes the source when the query ends, as
-Spark does with its own.
+Each gauge is asked for its value when a metrics sink reads it (a scrape, a reporter's
+period), and reads the mailbox again at most once a second: nothing of this runs at a
+micro-batch of the query but the commit's writing of the mailbox. A Spark listener in the
+same process removes the source when the query ends, as Spark does with its own.
 
 Why this way, and not Spark's own route: PySpark gives a Python sink no custom metric
 (``PythonStreamingSinkCommitRunner`` returns nothing to the JVM but success), Spark's commit
 runs in a Python worker that has no JVM to talk to, and a source of Spark's metrics system is
 a JVM object: ``org.apache.spark.metrics.source.Source``, which the user's process
-implements through py4j's callback server (as PySpark's own listeners are) over a registry of
-Dropwizard's ``DefaultSettableGauge`` (Spark's classpath has it): no compiler, no jar. The
+implements through py4j's callback server (as PySpark's own listeners are), over a registry
+of Dropwizard gauges (``com.codahale.metrics.Gauge``, on Spark's classpath) implemented the
+same way: no compiler, no jar. The
 metrics system itself is private to Spark (``SparkEnv.metricsSystem`` is ``private[spark]``)
 and py4j cannot call a method of ``SparkEnv`` (its reflection loads every method's types,
 and one of them is a shaded protobuf class Spark's jars do not hold), so it is read through
-Java's reflection on the field. A gauge's registry is copied when the source is registered,
-so every gauge is made first, at 0.
+Java's reflection on the field. A source's registry is copied when the source is registered,
+so every gauge is made first.
 
 Spark Connect runs the query in a server with no Python of the user's: there, the metrics are
 off (docs/operations.md).
@@ -89,60 +91,81 @@ def logged_gauges(options: Mapping[str, str]) -> dict[str, int]:
     return {} if committed is None else gauges_of(committed[2])
 
 
-class QuerySource:
+class _JavaObject:
+    """``java.lang.Object``'s methods, which py4j hands to a Python object that implements a
+    Java interface too (the metrics system finds a source to remove by ``equals``)."""
+
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:  # noqa: N802 (Java's names)
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:  # noqa: N802
+        return f"rotsink {type(self).__name__}"
+
+
+class QueryValues:
+    """A query's values as its last commit left them (over those of the log at its start),
+    read again from the mailbox at most every ``REREAD_S`` seconds."""
+
+    REREAD_S = 1.0
+
+    def __init__(self, mailbox: str, logged: dict[str, int]) -> None:
+        self.mailbox, self.logged = mailbox, logged
+        self.values: dict[str, int] = dict(logged)
+        self.read_at = float("-inf")
+        self.lock = threading.Lock()
+
+    def value(self, metric: str) -> int:
+        now = time.monotonic()
+        with self.lock:
+            if now - self.read_at >= self.REREAD_S:
+                self.values = {**self.logged, **mailboxes.read(self.mailbox)}
+                self.read_at = now
+            values = self.values
+        if metric == VISIBILITY_LAG:  # as old as the moment it is read
+            oldest = values.get(OLDEST_INVISIBLE, 0)
+            return max(0, int(time.time() * 1000) - oldest) if oldest else 0
+        return values.get(metric, -1 if metric == "batchId" else 0)
+
+
+class _Gauge(_JavaObject):
+    """One metric: a Dropwizard gauge whose value the JVM asks this process for when a
+    metrics sink reads it (a scrape, a reporter's period), never at a batch."""
+
+    def __init__(self, values: QueryValues, metric: str) -> None:
+        self.values, self.metric = values, metric
+
+    def getValue(self) -> int:  # noqa: N802
+        return self.values.value(self.metric)
+
+    class Java:
+        implements = ["com.codahale.metrics.Gauge"]
+
+
+class QuerySource(_JavaObject):
     """One query's source in Spark's metrics system: a gauge per metric."""
 
-    def __init__(self, jvm: Any, name: str) -> None:
+    def __init__(self, jvm: Any, name: str, values: QueryValues) -> None:
         self.name = name
         self.registry = jvm.com.codahale.metrics.MetricRegistry()
-        self.shown = {metric: -1 if metric == "batchId" else 0 for metric in METRICS}
-        self.gauges = {metric: jvm.com.codahale.metrics.DefaultSettableGauge(value)
-                       for metric, value in self.shown.items()}
-        for metric, gauge in self.gauges.items():
-            self.registry.register(metric, gauge)
-
-    def show(self, values: Mapping[str, int], now_ms: int) -> None:
-        """Set the gauges whose value changed (each a call into the JVM)."""
-        oldest = values.get(OLDEST_INVISIBLE, 0)
-        values = {**values, VISIBILITY_LAG: max(0, now_ms - oldest) if oldest else 0}
-        for metric, value in values.items():
-            if metric in self.gauges and self.shown[metric] != value:
-                self.gauges[metric].setValue(value)
-                self.shown[metric] = value
+        for metric in METRICS:
+            self.registry.register(metric, _Gauge(values, metric))
 
     # org.apache.spark.metrics.source.Source, called by the metrics system through py4j
-    def sourceName(self) -> str:  # noqa: N802 (Spark's name)
+    def sourceName(self) -> str:  # noqa: N802
         return self.name
 
     def metricRegistry(self) -> Any:  # noqa: N802
         return self.registry
 
-    # java.lang.Object's, which py4j hands to the Python object too (the metrics system
-    # finds a source to remove by equals)
-    def equals(self, other: Any) -> bool:
-        return other is self
-
-    def hashCode(self) -> int:  # noqa: N802
-        return id(self) & 0x7FFFFFFF
-
-    def toString(self) -> str:  # noqa: N802
-        return f"rotsink metrics source {self.name}"
-
     class Java:
         implements = ["org.apache.spark.metrics.source.Source"]
 
 
-class _Watched:
-    def __init__(self, source: QuerySource, mailbox: str, logged: dict[str, int]) -> None:
-        self.source, self.mailbox, self.logged = source, mailbox, logged
-
-    def refresh(self) -> None:
-        self.source.show({**self.logged, **mailboxes.read(self.mailbox)},
-                         int(time.time() * 1000))
-
-
 class _Watcher:
-    """The rotsink queries of one Spark application, and the listener that updates them."""
+    """The rotsink queries of one Spark application, and the listener that removes them."""
 
     _of: dict[int, _Watcher] = {}
     _lock = threading.Lock()
@@ -157,7 +180,7 @@ class _Watcher:
             .getDeclaredField("metricsSystem")
         field.setAccessible(True)
         self.metrics_system = field.get(context._jsc.sc().env())
-        self.queries: dict[str, _Watched] = {}
+        self.queries: dict[str, tuple[QuerySource, str]] = {}
         session.streams.addListener(_listener(self))
 
     @classmethod
@@ -169,45 +192,36 @@ class _Watcher:
             return cls._of[key]
 
     def add(self, query: Any, mailbox: str, logged: dict[str, int]) -> None:
-        source = QuerySource(self.jvm, f"{SOURCE}.{query.name or query.id}")
-        watched = _Watched(source, mailbox, logged)
-        watched.refresh()
+        source = QuerySource(self.jvm, f"{SOURCE}.{query.name or query.id}",
+                             QueryValues(mailbox, logged))
         self.metrics_system.registerSource(source)
         with self._lock:
-            self.queries[str(query.id)] = watched
+            self.queries[str(query.id)] = (source, mailbox)
         if not query.isActive:  # ended before it was watched: no terminated event to come
             self.remove(str(query.id))
-
-    def refresh(self, query_id: str) -> None:
-        watched = self.queries.get(query_id)
-        if watched is not None:
-            watched.refresh()
 
     def remove(self, query_id: str) -> None:
         with self._lock:
             watched = self.queries.pop(query_id, None)
         if watched is not None:
-            self.metrics_system.removeSource(watched.source)
-            shutil.rmtree(watched.mailbox, ignore_errors=True)
+            source, mailbox = watched
+            self.metrics_system.removeSource(source)
+            shutil.rmtree(mailbox, ignore_errors=True)
 
 
 def _listener(watcher: _Watcher) -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
     class RotsinkMetrics(StreamingQueryListener):
-        """Moves each rotsink query's mailbox into its gauges."""
+        """Removes a rotsink query's source when the query ends."""
 
         def onQueryStarted(self, event: Any) -> None:
             pass
 
         def onQueryProgress(self, event: Any) -> None:
-            _quietly(watcher.refresh, str(event.progress.id))
-
-        def onQueryIdle(self, event: Any) -> None:
-            _quietly(watcher.refresh, str(event.id))
+            pass
 
         def onQueryTerminated(self, event: Any) -> None:
-            _quietly(watcher.refresh, str(event.id))
             _quietly(watcher.remove, str(event.id))
 
     return RotsinkMetrics()
