@@ -69,7 +69,7 @@ def start_watched(session: Any, writer: Any, start: Callable[[], Any],
         shutil.rmtree(mailbox, ignore_errors=True)
         raise
     try:
-        _Watcher.of(session).add(query, mailbox, logged_gauges(options))
+        _Watcher.of(session).add(session, query, mailbox, logged_gauges(options))
     except Exception as e:  # the metrics never cost the query
         logger.warning("query %s runs without rotsink's metrics: %s", query.name or query.id, e)
     return query
@@ -165,9 +165,10 @@ class QuerySource(_JavaObject):
 
 
 class _Watcher:
-    """The rotsink queries of one Spark application, and the listener that removes them."""
+    """The rotsink queries of one Spark application, and the listeners (one per session:
+    Spark tells a session's listeners of its own queries only) that remove them."""
 
-    _of: dict[int, _Watcher] = {}
+    _of: dict[str, _Watcher] = {}
     _lock = threading.Lock()
 
     def __init__(self, session: Any) -> None:
@@ -181,17 +182,22 @@ class _Watcher:
         field.setAccessible(True)
         self.metrics_system = field.get(context._jsc.sc().env())
         self.queries: dict[str, tuple[QuerySource, str]] = {}
-        session.streams.addListener(_listener(self))
+        self.sessions: set[str] = set()
 
     @classmethod
     def of(cls, session: Any) -> _Watcher:
         with cls._lock:
-            key = id(session.sparkContext)
+            key = session.sparkContext.applicationId
             if key not in cls._of:
                 cls._of[key] = cls(session)
             return cls._of[key]
 
-    def add(self, query: Any, mailbox: str, logged: dict[str, int]) -> None:
+    def add(self, session: Any, query: Any, mailbox: str, logged: dict[str, int]) -> None:
+        with self._lock:
+            listen = session._jsparkSession.sessionUUID() not in self.sessions
+            self.sessions.add(session._jsparkSession.sessionUUID())
+        if listen:
+            session.streams.addListener(_listener(self))
         source = QuerySource(self.jvm, f"{SOURCE}.{query.name or query.id}",
                              QueryValues(mailbox, logged))
         self.metrics_system.registerSource(source)

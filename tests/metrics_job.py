@@ -6,7 +6,7 @@ on, the UI's Prometheus endpoint and JMX configured, until told to stop or kille
 ``WORK/input/<query>`` holds each query's JSON input (one file a micro-batch), the query
 writes ``WORK/out/<query>`` with ``rotation.maxRecords=ROWS_PER_FILE`` (each input file one
 finished part file), checkpointed in ``WORK/checkpoints/<query>``. The queries are
-``alpha`` and ``beta``.
+``alpha`` (in a second session of the application) and ``beta``.
 
 Prints one JSON line ``{"ui": <the UI's address>, "app": <application id>}`` once both
 queries run, then answers each line of stdin: ``jmx <query> <metric>`` prints the gauge's
@@ -20,8 +20,6 @@ import json
 import os
 import sys
 from typing import Any
-
-QUERIES = ("alpha", "beta")
 
 
 def main(work: str, rows_per_file: str) -> int:
@@ -40,8 +38,10 @@ def main(work: str, rows_per_file: str) -> int:
     })
     spark.sparkContext.setLogLevel("ERROR")
     queries = []
-    for name in QUERIES:
-        rows = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1) \
+    # alpha starts second, in a session of its own (Spark tells a session's listeners of
+    # its own queries only): the application's metrics hold both, and end each with its query
+    for name, session in (("beta", spark), ("alpha", spark.newSession())):
+        rows = session.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1) \
             .json(f"{work}/input/{name}")
         queries.append(rows.writeStream.format("rotsink").queryName(name)
                        .option("checkpointLocation", f"{work}/checkpoints/{name}")
