@@ -12,6 +12,9 @@ the session's JMX sink: what watching a query costs per batch); the anchor is
 ``format("json")``, the floor ``benchmarks/floors.py``'s sink that only counts rows.
 
 Warm: one session, a warm-up query per sink, then the measured query per sink.
+Metrics alone: the driver's commit of the same tiny batches without Spark, metrics recorded
+into a mailbox and not (``--commits``, alternating runs): what metrics add to a commit,
+below the noise of a Spark batch.
 Cold: each sink's first query in a fresh session, each in its own subprocess (fresh JVM and
 Python workers). Prints per-batch wall ms (wall / batches) and the medians of Spark's
 per-batch ``durationMs`` (``triggerExecution``: the whole batch; ``addBatch``: the sink's
@@ -86,6 +89,40 @@ def run(spark, source: Path, out: Path, sink: str, batches: int) -> dict:
             "jvm_heap_mb": jvm_heap_peak_mb(spark), "driver_rss_mb": driver_peak_rss_mb()}
 
 
+def commit_alone(batches: int, mailbox: str | None) -> float:
+    """Median ms of the driver's commit of ``batches`` tiny batches (no Spark: the plan, one
+    task's rows, the commit), recording metrics into ``mailbox`` when given."""
+    import pyarrow as pa
+
+    from commit_protocol import metrics
+    from commit_protocol.committer import Committer
+    from commit_protocol.config import RotationPolicy, SinkConfig
+    from commit_protocol.plan import WritePlan
+    from commit_protocol.storage import open_storage
+    from commit_protocol.task_writer import TaskWriter
+
+    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,' \
+        '"metadata":{}}]}'
+    out = tempfile.mkdtemp(prefix="rotsink-commit-alone-")
+    config = SinkConfig(path=out, rotation=RotationPolicy(max_batches=5, interval_ms=0,
+                                                          inactivity_ms=0))
+    storage = open_storage(out, {})
+    times = []
+    for b in range(batches):
+        plan = WritePlan.from_state(Committer(storage, config, schema).latest_state(),
+                                    storage.root_uri)
+        report = TaskWriter(storage, config, plan, batch_id=b, partition=0, attempt=0,
+                            query_id="q").write([pa.record_batch(
+                                {"id": pa.array(range(b * 10, b * 10 + 10), pa.int64())})])
+        started = time.perf_counter()
+        with metrics.recording(mailbox, b) as recorded:
+            result = Committer(storage, config, schema).commit(b, [report])
+            recorded.committed(result.state, compacted=result.compacted)
+        times.append((time.perf_counter() - started) * 1000)
+    shutil.rmtree(out, ignore_errors=True)
+    return median(times[batches // 10:])  # past the first compactions
+
+
 def session(batches: int):
     spark = quiet_session("rotsink-batch-overhead", conf={
         "spark.metrics.conf.*.sink.jmx.class": "org.apache.spark.metrics.sink.JmxSink"})
@@ -129,6 +166,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="measured queries per sink, "
                         "in alternating order (the run with the median wall time is shown)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold subprocesses")
+    parser.add_argument("--commits", type=int, default=300,
+                        help="batches of the metrics-alone runs (0: skip them)")
     parser.add_argument("--cold-side", choices=SINKS, help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -167,6 +206,16 @@ def main() -> None:
     print(f"warm ratio rotsink metrics on/off: wall {ratio(on['wall'], off['wall'])}  median "
           f"trigger {ratio(on['medians']['triggerExecution'], off['medians']['triggerExecution'])}"
           f"  median addBatch {ratio(on['medians']['addBatch'], off['medians']['addBatch'])}")
+    if args.commits:
+        mailbox = tempfile.mkdtemp(prefix="rotsink-metrics-")
+        alone: dict[str, list[float]] = {"off": [], "on": []}
+        for _ in range(3):
+            alone["off"].append(commit_alone(args.commits, None))
+            alone["on"].append(commit_alone(args.commits, mailbox))
+        off, on = median(alone["off"]), median(alone["on"])
+        print(f"driver commit alone ({args.commits} tiny batches, 3 runs each): metrics off "
+              f"{off:.2f} ms, on {on:.2f} ms (+{on - off:.2f} ms, {ratio(on, off)})")
+        shutil.rmtree(mailbox, ignore_errors=True)
     if not args.no_cold:
         colds = {sink: cold(root / "src", root / f"cold-{sink}", sink, args.batches)
                  for sink in ("builtin", "rotsink")}
