@@ -4,7 +4,7 @@ the table step included, and what every kind of metadata does meanwhile (issue 4
     python benchmarks/long_run.py                                  # 20,000 commits, local disk
     python benchmarks/long_run.py --commits 100000                 # on demand
     python benchmarks/long_run.py --storage s3 --commits 5000      # SeaweedFS (Iceberg: REST)
-    python benchmarks/long_run.py --png benchmarks/long_run.png    # and the picture
+    python benchmarks/long_run.py --png benchmarks/long_run.png    # and the picture (.[bench])
 
 Each commit is one micro-batch as rotsink's driver and one task run it, without Spark: the
 planning reads the log (``Committer.latest_state``), a task (``TaskWriter``) writes 10 rows
