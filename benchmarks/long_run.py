@@ -460,7 +460,8 @@ def main() -> int:
                            "--every", str(args.every), "--retention", str(args.retention),
                            "--day-commits", str(args.day_commits),
                            "--days-kept", str(args.days_kept)]
-                    results[label] = run(label, cmd, env)
+                    # (the environment as now: an Iceberg catalog's secret was just set)
+                    results[label] = run(label, cmd, {**os.environ, **env})
                     if args.json:  # as it goes: a run of an hour keeps what it measured
                         args.json.write_text(json.dumps(results))
             if stop is not None:
