@@ -282,7 +282,7 @@ class Committer:
                     sum(f.end - f.start for f in files))
         table = self.config.table_format
         extra = advanced({**state.extra, **(table.record(self.config) if table else {})},
-                         reports, len(publish))  # the output's totals, for its metrics
+                         files, appended, len(publish))  # the output's totals, for its metrics
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra,
                        query_name=self.config.query_name)

@@ -10,24 +10,24 @@ existed counts them from its first batch that carries them; ``batches-total`` is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from commit_protocol.messages import TaskReport
+    from commit_protocol.messages import FileReport
     from commit_protocol.state import SinkState
 
 TOTALS = "totals"
 
 
-def advanced(extra: dict[str, Any], reports: Iterable[TaskReport],
+def advanced(extra: dict[str, Any], files: Sequence[FileReport], appended: tuple[int, int, int],
              finalized: int) -> dict[str, Any]:
-    """``extra`` with the totals moved on by one batch: what its tasks reported and the
-    ``finalized`` files its commit publishes."""
-    files = [f for r in reports for f in r.files]
-    rows = sum(f.new_records for f in files)
+    """``extra`` with the totals moved on by one batch: its tasks' ``files`` and what they
+    ``appended`` (tasks, rows, bytes, as the state records it), and the ``finalized`` files
+    its commit publishes."""
+    _, rows, size = appended
     before = extra.get(TOTALS) or {}
-    added = {"rows": rows, "bytes": sum(f.end - f.start for f in files),
+    added = {"rows": rows, "bytes": size,
              "filesCreated": sum(1 for f in files if f.new_records and f.records == f.new_records),
              "filesFinalized": finalized, "idleBatches": int(rows == 0)}
     totals = {key: int(before.get(key, 0)) + value for key, value in added.items()}
