@@ -140,7 +140,7 @@ def test_a_tables_version_retries_and_followed_files_are_counted(tmp_path, monke
         shown = batch(batch_id)
         assert shown["tableVersion"] == DeltaTable(cfg.path).version()
     assert shown["commitTable-ms"] >= 0 and "tableCommitRetries-total" not in shown
-    append, lost = delta.DeltaFollowedTable._append, []
+    append, lost = delta.DeltaFollowedTable._append, list[int]()
 
     def loses_once(self, known, commit):
         if not lost:
