@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import importlib
 import json
+import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -168,6 +170,7 @@ def freeze_task_modules(fmt: str) -> None:
     if _frozen:
         return
     entry = FORMATS[fmt]
+    polars_threads_per_task()
     for module in ("commit_protocol.task_writer", entry.module):
         importlib.import_module(module)
     for module in entry.preload:
@@ -178,6 +181,23 @@ def freeze_task_modules(fmt: str) -> None:
                 raise
     gc.freeze()
     _frozen = True
+
+
+def polars_threads_per_task() -> None:
+    """Polars, which encodes JSON lines and CSV, runs on as many threads as Spark gives the
+    task cores (``spark.task.cpus``, 1 by default), unless ``POLARS_MAX_THREADS`` is set.
+
+    Polars sizes its thread pool once, when it is imported, to every core of the machine:
+    on a 16-core executor running 16 tasks, each worker would start 16 threads of its own
+    for each chunk it encodes (benchmarks/README.md, "The Arrow size check").
+    """
+    if "polars" in sys.modules:  # sized already, by whoever imported it first
+        return
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    cores = context.cpus() if context is not None else 1
+    os.environ.setdefault("POLARS_MAX_THREADS", str(max(1, cores)))
 
 
 def _report(message: WriterCommitMessage | None) -> TaskReport | None:

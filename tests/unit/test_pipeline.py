@@ -61,29 +61,55 @@ def test_an_error_of_the_rows_source_stops_the_worker_and_is_raised():
 
 
 class CountingStorage:
-    def __init__(self, fail: bool = False) -> None:
+    """Records each sync; with ``gate``, a sync waits for it (a slow disk)."""
+
+    def __init__(self, fail: bool = False, gate: threading.Event | None = None) -> None:
         self.synced: list[list[str]] = []
         self.fail = fail
+        self.gate = gate
+        self.finished = threading.Semaphore(0)
 
     def sync(self, paths):
-        if self.fail:
-            raise OSError("EIO")
-        self.synced.append(list(paths))
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
+        try:
+            if self.fail:
+                raise OSError("EIO")
+            self.synced.append(list(paths))
+        finally:
+            self.finished.release()
 
 
-def test_early_syncs_every_so_many_bytes_and_finish_waits_for_them(monkeypatch):
+def test_early_sync_keeps_one_running_and_finish_waits_for_it(monkeypatch):
     monkeypatch.setattr(pipeline, "EARLY_SYNC_BYTES", 100)
-    storage = CountingStorage()
+    gate = threading.Event()
+    storage = CountingStorage(gate=gate)
     early = EarlySync(storage, enabled=True)  # type: ignore[arg-type]
-    for written in (50, 120, 180, 260, 400):
-        early.note("a", written)
+    early.note("a", 50)   # below the threshold
+    early.note("a", 120)  # starts a sync, which waits on the slow disk
+    early.note("a", 260)  # one is running: none queued behind it
     early.note("b", 99)
+    gate.set()
+    assert storage.finished.acquire(timeout=30)
+    early.note("a", 300)  # 180 bytes since the last one: the next starts
     early.finish()
-    assert storage.synced == [["a"], ["a"], ["a"]]  # at 120, 260 and 400 bytes
+    assert storage.synced == [["a"], ["a"]]
+    assert not [t for t in threading.enumerate() if t.name.startswith("rotsink-sync")]
     disabled = EarlySync(storage, enabled=False)  # type: ignore[arg-type]
     disabled.note("a", 10_000)
     disabled.finish()
-    assert len(storage.synced) == 3
+    assert len(storage.synced) == 2
+
+
+def test_an_early_sync_that_failed_stops_the_task_at_its_next_write(monkeypatch):
+    monkeypatch.setattr(pipeline, "EARLY_SYNC_BYTES", 1)
+    storage = CountingStorage(fail=True)
+    early = EarlySync(storage, enabled=True)  # type: ignore[arg-type]
+    early.note("a", 10)
+    assert storage.finished.acquire(timeout=30)
+    with pytest.raises(OSError, match="EIO"):
+        early.note("a", 20)
+    early.finish()
 
 
 def test_an_early_sync_that_fails_fails_the_task(monkeypatch):

@@ -60,3 +60,37 @@ def test_a_task_on_a_node_without_pandas_loads_what_is_there(fmt):
     done = subprocess.run([sys.executable, "-c", WITHOUT_PANDAS.format(fmt=fmt)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# polars sizes its thread pool when it is imported: the check runs in a fresh interpreter.
+POLARS_THREADS = """
+import os, sys
+import pyspark
+class Context:
+    def cpus(self):
+        return {cpus}
+if {cpus} is not None:
+    pyspark.TaskContext.get = staticmethod(lambda: Context())
+from datasource.writer import freeze_task_modules
+freeze_task_modules("jsonl")
+import polars
+print(polars.thread_pool_size())
+"""
+
+
+@pytest.mark.parametrize(("cpus", "preset", "threads"), [
+    (None, None, 1),  # no task (a driver-side call): one
+    (1, None, 1),     # spark.task.cpus=1, Spark's default
+    (3, None, 3),
+    (1, "2", 2),      # the user's POLARS_MAX_THREADS wins
+])
+def test_polars_runs_on_the_cores_spark_gives_the_task(cpus, preset, threads):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    if preset is not None:
+        env["POLARS_MAX_THREADS"] = preset
+    done = subprocess.run([sys.executable, "-c", POLARS_THREADS.format(cpus=cpus)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == threads
