@@ -42,7 +42,8 @@ neither with any maintenance (``--plain-commits``, 3,000 by default: they slow d
 
 Printed every ``--every`` commits, per writer: the commit's median and p99 (and the table
 step's, inside rotsink's commit), the bytes and files of every kind of metadata on storage
-(the table's: ``_delta_log/``, Iceberg's ``metadata/`` and its catalog; ``_spark_metadata/``;
+(the table's: ``_delta_log/``, Iceberg's ``metadata/`` and its catalog, or on S3 the REST
+catalog's ``metadata/`` in its warehouse bucket; ``_spark_metadata/``;
 ``_rotsink/``), the time to open the table and plan a full scan with its own library, and the
 driver's peak memory. ``--png`` draws them against the commit number.
 """
@@ -269,6 +270,16 @@ def metadata(url: str, fs: dict[str, str]) -> dict[str, list[int]]:
     return found
 
 
+def catalog_metadata(table: Any, fs: dict[str, str]) -> list[int]:
+    """Bytes and files of an Iceberg table's ``metadata/`` where its catalog keeps it (a REST
+    catalog's warehouse, outside the output): the directory of its current metadata file."""
+    from commit_protocol.storage import open_storage
+
+    directory = table.metadata_location.rpartition("/")[0]
+    sizes = [f.size for f in open_storage(directory, fs).walk()]
+    return [sum(sizes), len(sizes)]
+
+
 def open_and_plan(url: str, fs: dict[str, str], table: str, plain: bool,
                   options: dict[str, str]) -> tuple[float, int]:
     """Milliseconds to open the table and plan a full scan with its own library; files."""
@@ -317,9 +328,12 @@ def drive(args: argparse.Namespace) -> None:
         tables.append(step)
         if (n + 1) % args.every == 0 or n == 0:
             plan_ms, files = open_and_plan(args.url, fs, args.table, plain, options)
+            found = metadata(args.url, fs)
+            if args.table == "iceberg" and options:  # a REST catalog: metadata in its bucket
+                found["table"] = catalog_metadata(load_iceberg(args.url, fs, plain, options), fs)
             print(json.dumps({
                 "commit": n + 1, "commit_ms": _stats(commits), "table_ms": _stats(tables),
-                "metadata": metadata(args.url, fs), "plan_ms": plan_ms,
+                "metadata": found, "plan_ms": plan_ms,
                 "files": files, "rate": len(commits) / (time.perf_counter() - started),
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
                 flush=True)

@@ -60,6 +60,7 @@ from commit_protocol.tables.iceberg_marks import (
     writers,
 )
 from commit_protocol.tables.iceberg_schema import iceberg_schema
+from commit_protocol.tables.iceberg_transaction import transaction
 
 logger = logging.getLogger("rotsink.table")
 
@@ -317,7 +318,7 @@ class IcebergFollowedTable:
                 leftovers: tuple[str, ...] = ()) -> IcebergTable:
         """Commit the batch on ``table``; returns it, brought to the version committed."""
         missing = missing_properties(table, commit.owner)  # a table an earlier rotsink made
-        with table.transaction() as tx:
+        with transaction(table) as tx:
             if leftovers:
                 tx.remove_properties(*leftovers)
             if DATA_PATH not in tx.table_metadata.properties:

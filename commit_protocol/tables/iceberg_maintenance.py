@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from commit_protocol import failpoints
 from commit_protocol.errors import OptionError
+from commit_protocol.tables.iceberg_transaction import expire_snapshots
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
@@ -175,7 +176,7 @@ def expire(table: IcebergTable, due: list[int]) -> int:
     before = table.metadata
     unreferenced = _only_in(table, before.snapshots, set(due))
     try:
-        table.maintenance.expire_snapshots().by_ids(due).commit()
+        expire_snapshots(table).by_ids(due).commit()
     except CommitFailedException:
         return 0  # another writer committed meanwhile: the next commit's expiry tries again
     failpoints.hit("table.after_expire")
