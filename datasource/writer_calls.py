@@ -111,6 +111,8 @@ def wrap_writer(cls: type) -> None:
             return original_start(self, *args, **kwargs)
         if columns:
             self.option(PARTITION_COLUMNS, json.dumps(list(columns)))
+        from pyspark.sql.utils import to_str  # as Spark's writer spells them: True is "true"
+
         from datasource.arrow_transfer import start_unchecked
         from datasource.spark_metrics import start_watched
 
@@ -123,7 +125,7 @@ def wrap_writer(cls: type) -> None:
                 options[key] = given[key]
         return start_watched(session, self, lambda: start_unchecked(
             session, lambda: original_start(self, *args, **kwargs)),
-            {k: str(v) for k, v in options.items() if v is not None})
+            {k: str(to_str(v)) for k, v in options.items() if v is not None})
 
     for name, method in (("format", format), ("partitionBy", partitionBy), ("start", start),
                          ("option", option), ("options", options)):

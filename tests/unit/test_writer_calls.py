@@ -94,6 +94,33 @@ def test_a_rotsink_query_starts_without_sparks_arrow_size_check():
     assert session.conf.settings == {}
 
 
+def test_the_metrics_read_the_options_as_spark_spells_them(monkeypatch):
+    """What rotsink's metrics seed from (the output's log, found by the options) gets the
+    values as Spark's writer hands them to the sink: ``True`` as ``"true"``, not ``"True"``."""
+    from datasource import spark_metrics
+    from tests.unit.test_arrow_transfer import FakeSession
+
+    seen: dict[str, str] = {}
+
+    def watched(session, writer, start, options):
+        seen.update(options)
+        return start()
+
+    monkeypatch.setattr(spark_metrics, "start_watched", watched)
+
+    class WithSession(FakeWriter):
+        def __init__(self, session):
+            super().__init__()
+            self._spark = session
+
+    wrap_writer(WithSession)
+    WithSession(FakeSession()).format("rotsink").option("commit.fsync", False) \
+        .options(**{"compact.enabled": True, "rotation.maxBatches": 2}).start("/o")
+    assert {k: seen[k] for k in ("commit.fsync", "compact.enabled", "rotation.maxBatches",
+                                 "path")} == {"commit.fsync": "false", "compact.enabled": "true",
+                                              "rotation.maxBatches": "2", "path": "/o"}
+
+
 def test_wrapping_twice_wraps_once():
     start = FakeWriter.start
     wrap_writer(FakeWriter)
