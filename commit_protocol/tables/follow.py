@@ -39,7 +39,7 @@ from commit_protocol.metrics import count, note, timed
 from commit_protocol.schema_evolution import recorded
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.storage.concurrent import each
+from commit_protocol.storage.concurrent import each, existing
 from commit_protocol.tables import Table, TableCommit, TableFile, owner_of
 from commit_protocol.tables.sharing import (
     FOLLOWED_KEY,
@@ -262,8 +262,7 @@ class TableFollower:
         entries = [file_entry(to_uri(root, path), size, now_ms)
                    for path, size in sorted(followed.added.items())]
         retiring = sorted(followed.retiring)  # those the table's clean-up deleted drop out
-        on_storage = [p for p, kept in zip(retiring, each(self.storage, self.storage.exists,
-                                                           retiring), strict=True) if kept]
+        on_storage = existing(self.storage, retiring)
         return LogStep({FOLLOWED_KEY: followed.compacted(on_storage, now_ms).recorded()},
                        entries, followed.removed)
 
