@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.errors import CorruptLogError, RotsinkError
 from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
+from commit_protocol.metrics.totals import TOTALS, gauges_of
 from commit_protocol.progress import Progress, no_progress
 from commit_protocol.reading import open_committed
 from commit_protocol.storage import Storage, open_storage
@@ -68,7 +69,26 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
     added = [f"    batch {batch} added column(s) {', '.join(columns)}"
              for batch, columns in recorded(state.extra)]
     return [query_line(state.query_name, state.query_id), f"schema: {schema}", *added,
-            f"format: {state.format}, {partitioning(state.partition_by)}"]
+            f"format: {state.format}, {partitioning(state.partition_by)}",
+            totals_line(gauges_of(state)) if TOTALS in state.extra else
+            "totals: none in this log (its batches were committed before rotsink kept them)"]
+
+
+def totals_line(gauges: dict[str, int]) -> str:
+    """The output's running totals, as the log carries them (the query's metrics' totals).
+
+    >>> print(totals_line({"batches-total": 12, "batchesIdle-total": 2, "rows-total": 5000,
+    ...                    "bytes-total": 81920, "filesCreated-total": 4,
+    ...                    "filesFinalized-total": 3, "filesInProgress": 1}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    totals: 12 batch(es) (2 idle), 5,000 row(s), 81,920 byte(s); files: 4 created,
+    3 finalized, 1 in progress
+    """
+    return (f"totals: {gauges['batches-total']:,} batch(es) ({gauges['batchesIdle-total']:,} "
+            f"idle), {gauges['rows-total']:,} row(s), {gauges['bytes-total']:,} byte(s); "
+            f"files: {gauges['filesCreated-total']:,} created, "
+            f"{gauges['filesFinalized-total']:,} finalized, {gauges['filesInProgress']:,} in "
+            "progress")
 
 
 def query_line(name: str, query_id: str) -> str:

@@ -23,6 +23,8 @@ def test_inspect_lists_what_each_batch_rolled(tmp_path, capsys):
             "row(s), 9 byte(s)") in out
     assert "part-00000-000000-000.jsonl (9 bytes, rolled by maxBatches)" in out
     assert "format: jsonl, not partitioned (option partitionBy unset)" in out
+    assert ("totals: 1 batch(es) (0 idle), 1 row(s), 9 byte(s); files: 1 created, 1 "
+            "finalized, 0 in progress") in out
 
 
 def test_verify_passes_then_names_a_damaged_file(tmp_path, capsys):
