@@ -101,14 +101,28 @@ def read_table(spark, table_format: str, table: str, *, catalog: str = ICEBERG_C
         rows = spark.read.format("delta").option("versionAsOf", version).load(table)
         batch = delta_batch(Path(table), version)
     else:
-        name = f"{catalog}.{table}"
+        return _read_iceberg(spark, f"{catalog}.{table}")
+    return version, batch, sorted(r.id for r in rows.select("id").collect())
+
+
+def _read_iceberg(spark, name: str, attempts: int = 5) -> tuple[int, int | None, list[int]]:
+    """The newest snapshot, then its rows: two statements, between which a commit and the
+    expiry after it may remove that snapshot where the table keeps snapshots for a second
+    (the crash loop's ``table.snapshotRetention``); Spark then refuses the version as any
+    reader of an expired one is refused, and the newer one is read instead."""
+    for attempt in range(attempts):
         newest = spark.sql(f"SELECT snapshot_id, summary['rotsink.batch'] AS batch FROM "
                            f"{name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
         assert newest is not None, "an Iceberg table without a snapshot"
         version, batch = newest["snapshot_id"], newest["batch"]
-        batch = None if batch is None else int(batch)
-        rows = spark.sql(f"SELECT id FROM {name} VERSION AS OF {version}")
-    return version, batch, sorted(r.id for r in rows.select("id").collect())
+        try:
+            rows = spark.sql(f"SELECT id FROM {name} VERSION AS OF {version}").collect()
+        except Exception as e:
+            if "Cannot find snapshot with ID" not in str(e) or attempt == attempts - 1:
+                raise
+            continue
+        return version, None if batch is None else int(batch), sorted(r.id for r in rows)
+    raise AssertionError("unreachable")
 
 
 def delta_batch(table: Path, version: int) -> int | None:
