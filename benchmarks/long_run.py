@@ -51,6 +51,7 @@ driver's peak memory. ``--png`` draws them against the commit number.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -335,9 +336,21 @@ def drive(args: argparse.Namespace) -> None:
                 "commit": n + 1, "commit_ms": _stats(commits), "table_ms": _stats(tables),
                 "metadata": found, "plan_ms": plan_ms,
                 "files": files, "rate": len(commits) / (time.perf_counter() - started),
-                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rss_mb": resident_mb()}),
                 flush=True)
             commits, tables, started = [], [], time.perf_counter()
+
+
+def resident_mb() -> float | None:
+    """The driver's memory now, after a full collection (the peak never comes down, so it
+    cannot show whether memory keeps growing); None where ``/proc`` is missing."""
+    gc.collect()
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return None
 
 
 def _stats(values: list[float]) -> list[float]:
@@ -361,12 +374,13 @@ def run(label: str, cmd: list[str], env: dict[str, str]) -> list[dict]:
 
 
 def show(p: dict) -> None:
+    now = f" (now {p['rss_mb']:,.0f} MB)" if p.get("rss_mb") is not None else ""
     kinds = ", ".join(f"{kind} {b / 1e6:,.2f} MB in {n:,} files"
                       for kind, (b, n) in p["metadata"].items() if n)
     print(f"  commit {p['commit']:>7,}: commit {p['commit_ms'][0]:6.1f} ms (p99 "
           f"{p['commit_ms'][1]:6.1f}), table step {p['table_ms'][0]:5.1f} ms (p99 "
           f"{p['table_ms'][1]:5.1f}); open+plan {p['plan_ms']:6.1f} ms for {p['files']:,} "
-          f"files; {p['rate']:,.0f} commits/s; peak {p['peak_mb']:,.0f} MB; {kinds}",
+          f"files; {p['rate']:,.0f} commits/s; peak {p['peak_mb']:,.0f} MB{now}; {kinds}",
           flush=True)
 
 
