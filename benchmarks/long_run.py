@@ -342,15 +342,13 @@ def drive(args: argparse.Namespace) -> None:
             commits, tables, started = [], [], time.perf_counter()
 
 
-def resident_mb() -> float | None:
+def resident_mb() -> float:
     """The driver's memory now, after a full collection (the peak never comes down, so it
-    cannot show whether memory keeps growing); None where ``/proc`` is missing."""
+    cannot show whether memory keeps growing)."""
+    from benchmarks.common import own_memory_mb
+
     gc.collect()
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return None
+    return own_memory_mb()["rss"]
 
 
 def _stats(values: list[float]) -> list[float]:
@@ -374,7 +372,7 @@ def run(label: str, cmd: list[str], env: dict[str, str]) -> list[dict]:
 
 
 def show(p: dict) -> None:
-    now = f" (now {p['rss_mb']:,.0f} MB)" if p.get("rss_mb") is not None else ""
+    now = f" (now {p['rss_mb']:,.0f} MB)" if p.get("rss_mb") else ""  # older --json
     kinds = ", ".join(f"{kind} {b / 1e6:,.2f} MB in {n:,} files"
                       for kind, (b, n) in p["metadata"].items() if n)
     print(f"  commit {p['commit']:>7,}: commit {p['commit_ms'][0]:6.1f} ms (p99 "
