@@ -310,9 +310,58 @@ def load_iceberg(url: str, fs: dict[str, str], plain: bool, options: dict[str, s
         table_options=options, fs_options=fs)).loaded()
 
 
+class S3Calls:
+    """rotsink's own S3 requests inside the commits, by operation and area of the output (every
+    one goes through s3fs's ``_call_s3``; delta-rs's and pyiceberg's requests do not, and are
+    not seen): when a run slows down, this says whether rotsink asks more of the store or the
+    store answers more slowly."""
+
+    def __init__(self) -> None:
+        import s3fs
+        from fsspec.asyn import sync_wrapper
+
+        self.active = False
+        self.calls: dict[str, list[float]] = {}
+        call_s3 = s3fs.S3FileSystem._call_s3
+        recorder = self
+
+        async def timed(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+            if not recorder.active:
+                return await call_s3(fs, method, *args, **kwargs)
+            started = time.perf_counter()
+            try:
+                return await call_s3(fs, method, *args, **kwargs)
+            finally:
+                recorder.calls.setdefault(f"{method} {_area(kwargs)}", []).append(
+                    (time.perf_counter() - started) * 1000)
+
+        s3fs.S3FileSystem._call_s3 = timed  # type: ignore[method-assign]
+        # (s3fs's blocking ``call_s3`` wraps the coroutine its class body saw)
+        s3fs.S3FileSystem.call_s3 = sync_wrapper(timed)  # type: ignore[method-assign]
+
+    def take(self, commits: int) -> dict[str, list[float]]:
+        """Per request kind since the last take: requests a commit, median ms, ms a commit."""
+        taken = {kind: [len(ms) / commits, statistics.median(ms), sum(ms) / commits]
+                 for kind, ms in self.calls.items()}
+        self.calls = {}
+        return taken
+
+
+def _area(kwargs: dict[str, Any]) -> str:
+    """The part of the output a request is about: ``_spark_metadata``, ``_rotsink``, the
+    table's log or a data file (``data``)."""
+    key = kwargs.get("Key") or kwargs.get("Prefix") or ""
+    if not key and "Delete" in kwargs:
+        key = kwargs["Delete"]["Objects"][0]["Key"]
+    below_root = key.split("/", 2)[1:2]  # keys are <output dir>/<area>/...
+    area = below_root[0] if below_root else ""
+    return area if area.startswith("_") else "data"
+
+
 def drive(args: argparse.Namespace) -> None:
     """The child: commit, and print one JSON line every ``--every`` commits."""
     fs = json.loads(args.fs)
+    s3 = S3Calls() if args.url.startswith("s3://") else None
     options = json.loads(args.options)
     plain = args.writer == "plain"
     writer: Any = PlainWriter(args.url, args.table, options, fs, args.day_commits) if plain \
@@ -324,7 +373,11 @@ def drive(args: argparse.Namespace) -> None:
     for n in range(args.commits):
         if retention.due(n):
             retention.run(n)
+        if s3 is not None:
+            s3.active = True
         total, step = writer.commit(n)
+        if s3 is not None:
+            s3.active = False
         commits.append(total)
         tables.append(step)
         if (n + 1) % args.every == 0 or n == 0:
@@ -337,7 +390,8 @@ def drive(args: argparse.Namespace) -> None:
                 "metadata": found, "plan_ms": plan_ms,
                 "files": files, "rate": len(commits) / (time.perf_counter() - started),
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "rss_mb": resident_mb()}),
+                "rss_mb": resident_mb(),
+                "s3_calls": s3.take(len(commits)) if s3 is not None else {}}),
                 flush=True)
             commits, tables, started = [], [], time.perf_counter()
 
@@ -380,6 +434,10 @@ def show(p: dict) -> None:
           f"{p['table_ms'][1]:5.1f}); open+plan {p['plan_ms']:6.1f} ms for {p['files']:,} "
           f"files; {p['rate']:,.0f} commits/s; peak {p['peak_mb']:,.0f} MB{now}; {kinds}",
           flush=True)
+    calls = sorted(p.get("s3_calls", {}).items(), key=lambda kv: -kv[1][2])
+    if calls:
+        print("    rotsink's S3 requests a commit: " + ", ".join(
+            f"{kind} {n:.2f} x {median:.1f} ms" for kind, (n, median, _) in calls), flush=True)
 
 
 def draw(results: dict[str, list[dict]], png: Path) -> None:

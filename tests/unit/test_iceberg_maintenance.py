@@ -57,6 +57,16 @@ def test_a_table_rotsink_creates_asks_for_bounded_metadata_and_snapshot_isolatio
     assert properties[CREATED_BY] == "rotsink-q1"
 
 
+def test_a_created_table_keeps_ten_metadata_files_behind_the_current_one(tmp_path):
+    """Each ``metadata.json`` holds every snapshot kept (megabytes at a table's plateau):
+    rotsink's tables keep 10 old ones, not Iceberg's default 100."""
+    cfg = config(tmp_path)
+    for batch_id in range(14):
+        commit_batch(cfg, batch_id)
+    assert len(metadata_files(cfg, ".metadata.json")) == 10 + 1
+    assert table_ids(cfg) == Counter(range(14 * ROWS))
+
+
 def test_metadata_files_and_manifests_stay_bounded(tmp_path):
     """Small bounds set on the table (a value anyone set is kept): 30 commits leave at most
     previous-versions-max + 1 metadata files and, merged, a handful of manifests."""
