@@ -349,13 +349,14 @@ class S3Calls:
 
 def _area(kwargs: dict[str, Any]) -> str:
     """The part of the output a request is about: ``_spark_metadata``, ``_rotsink``, the
-    table's log or a data file (``data``)."""
+    table's log or a data file (``data``); a listing's later pages apart."""
     key = kwargs.get("Key") or kwargs.get("Prefix") or ""
     if not key and "Delete" in kwargs:
         key = kwargs["Delete"]["Objects"][0]["Key"]
-    below_root = key.split("/", 2)[1:2]  # keys are <output dir>/<area>/...
-    area = below_root[0] if below_root else ""
-    return area if area.startswith("_") else "data"
+    parts = key.split("/")[1:]  # keys are <output dir>/<area>/...
+    area = "/".join(parts[:2] if parts[:1] == ["_rotsink"] else parts[:1])  # its kinds apart
+    page = " (next page)" if "ContinuationToken" in kwargs else ""
+    return (area if area.startswith("_") else "data") + page
 
 
 def drive(args: argparse.Namespace) -> None:
