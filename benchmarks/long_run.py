@@ -44,8 +44,11 @@ Printed every ``--every`` commits, per writer: the commit's median and p99 (and 
 step's, inside rotsink's commit), the bytes and files of every kind of metadata on storage
 (the table's: ``_delta_log/``, Iceberg's ``metadata/`` and its catalog, or on S3 the REST
 catalog's ``metadata/`` in its warehouse bucket; ``_spark_metadata/``;
-``_rotsink/``), the time to open the table and plan a full scan with its own library, and the
-driver's peak memory. ``--png`` draws them against the commit number.
+``_rotsink/``), the time to open the table and plan a full scan with its own library, the
+driver's peak and current memory, and on S3 rotsink's own requests a commit by operation and
+part of the output with their median time (:class:`S3Calls`: whether a commit that slows down
+asks more of the store, or the store answers more slowly). ``--png`` draws them against the
+commit number.
 """
 
 from __future__ import annotations
