@@ -1,6 +1,6 @@
 """The JVM artifacts the pipeline tests need, fetched from Maven Central into ``.jvm-cache/``.
 
-Three sets, each resolved by Maven from a pom under ``tests/jvm/`` and copied with its
+Three sets, each resolved by Maven from a pom under ``tests/jvm/`` and linked with its
 dependencies into a folder of its own (they must not share a classpath):
 
 - ``spark-packages``: what a PySpark user adds with ``--packages`` for Kafka in and S3 out,
@@ -134,8 +134,8 @@ def table_reader_jars(table_format: str) -> tuple[Path, ...]:
 
 def _fetch(pom: str, *, folder: str = "", candidates: tuple[str, ...] = ("",),
            hadoop: str = "", properties: dict[str, str] | None = None) -> Path:
-    """Copy the dependencies of ``tests/jvm/<pom>/pom.xml`` into ``.jvm-cache/<folder>/``
-    (default: the pom's name) unless already there."""
+    """Resolve the dependencies of ``tests/jvm/<pom>/pom.xml`` and link them into
+    ``.jvm-cache/<folder>/`` (default: the pom's name) unless already there."""
     target = CACHE / (folder or pom)
     if (target / "VERSIONS").exists():
         return target
@@ -143,14 +143,17 @@ def _fetch(pom: str, *, folder: str = "", candidates: tuple[str, ...] = ("",),
     errors = []
     for spark in candidates:
         shutil.rmtree(target, ignore_errors=True)
+        classpath = CACHE / f".{target.name}.classpath"
         command = [mvn, "-B", "-q", "-f", str(POMS / pom / "pom.xml"),
-                   "dependency:copy-dependencies", f"-DoutputDirectory={target}",
+                   "dependency:build-classpath", f"-Dmdep.outputFile={classpath}",
                    "-DincludeScope=runtime",
                    *(f"-D{key}={value}" for key, value in (properties or {}).items())]
         if spark:
             command += [f"-Dspark.version={spark}", f"-Dhadoop.version={hadoop}"]
         done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode == 0:
+            _link_jars([j for j in classpath.read_text().strip().split(":") if j], target)
+            classpath.unlink()
             versions = (f"spark-sql-kafka {spark}, spark-avro {spark}, hadoop-aws {hadoop}"
                         if spark else " ".join((properties or {}).values()) or pom)
             (target / "VERSIONS").write_text(versions + "\n")
@@ -158,6 +161,19 @@ def _fetch(pom: str, *, folder: str = "", candidates: tuple[str, ...] = ("",),
         errors.append(f"{' '.join(command)}\n{_maven_error(done.stdout + done.stderr)}")
     raise JvmSetupError(f"Maven could not fetch the JVM artifacts of {pom}:\n"
                         + "\n".join(errors))
+
+
+def _link_jars(jars: list[str], target: Path) -> None:
+    """Hard-link Maven's resolved jars into ``target``: a copy of each set would cost the disk
+    a gigabyte or more (the AWS SDK bundle alone is 560 MB, in every PySpark version's set),
+    and a machine running CI again and again ran out of it. A jar on another filesystem than
+    Maven's repository is copied."""
+    target.mkdir(parents=True, exist_ok=True)
+    for jar in map(Path, jars):
+        try:
+            (target / jar.name).hardlink_to(jar)
+        except OSError:
+            shutil.copy2(jar, target / jar.name)
 
 
 def _maven_error(output: str) -> str:
