@@ -158,7 +158,7 @@ class Committer:
         elif state.encrypted:
             merged = replace(merged, finalized=[
                 seal_rolled(self.storage, self.config, f, batch_id) for f in merged.finalized])
-        new_state = self._next_state(state, batch_id, merged, reports)
+        new_state = self._next_state(state, batch_id, merged, reports, now_ms)
         if change is not None:
             new_state = evolved(new_state, self.schema_json, batch_id, change)
             failpoints.hit("driver.schema_change")
@@ -275,14 +275,16 @@ class Committer:
         return state
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged,
-                    reports: list[TaskReport]) -> SinkState:
+                    reports: list[TaskReport], now_ms: int) -> SinkState:
         publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
         files = [f for r in reports for f in r.files]
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
         table = self.config.table_format
         extra = advanced({**state.extra, **(table.record(self.config) if table else {})},
-                         files, appended, len(publish))  # the output's totals, for its metrics
+                         after=state.batch_id, batch_id=batch_id, files=files,
+                         appended=appended, finalized=len(publish),
+                         now_ms=now_ms)  # the output's totals, for its metrics
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra,
                        query_name=self.config.query_name)

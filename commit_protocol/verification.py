@@ -35,6 +35,7 @@ from commit_protocol.in_flight import (
 )
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_names, last_compaction_at_or_before, log_file_name
+from commit_protocol.metrics.totals import gauges_of
 from commit_protocol.naming import (
     INPROGRESS_DIR,
     INTENT_DIR,
@@ -72,6 +73,10 @@ class Verification:
     notes: list[str] = field(default_factory=list)  # worth saying, not problems
     # the table's age and what bounds its metadata; "table grows: ..." lines are warnings
     table_health: list[str] = field(default_factory=list)
+    # the log's totals: rows in finalized files, and the batches they miss (an earlier
+    # release's; metrics.totals)
+    finalized_rows: int = 0
+    batches_uncounted: int = 0
 
     @property
     def ok(self) -> bool:
@@ -216,9 +221,12 @@ def _check(storage: Storage, *, ring: Mapping[str, bytes] | None, deep: bool,
     if deep or ring is not None:
         authenticated = authenticate(storage, state, finalized + prefixes, ring, problems,
                                      progress)
+    totals = gauges_of(state)
     return Verification(latest, problems, len(listed), sum(listed.values()), in_progress,
                         [i.path for i in orphans(storage, state)], pending, repaired,
-                        authenticated, notes, health), in_flight
+                        authenticated, notes, health,
+                        finalized_rows=totals["rowsFinalized-total"],
+                        batches_uncounted=totals["batchesUncounted-total"]), in_flight
 
 
 def _vacuumed_early(storage: Storage, followed: Followed, logged: dict[str, int]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import TextIO
@@ -56,6 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        return _run(args)
+    except BrokenPipeError:
+        # the reader of the output went away (`rotsink inspect PATH | head`): end quietly, as
+        # a Unix tool does, with the interpreter's last flush of stdout sent nowhere
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         if args.command == "demo":
             from datasource.demo import run_demo
 
@@ -96,9 +108,10 @@ def _inspect(path: str, fs_options: dict[str, str]) -> int:
     for line in schema_lines(path, fs_options) + table_lines(path, fs_options):
         print(line)
     for s in summaries:
-        kind = "compact" if s.compacted else "delta"
+        # a compaction file of the log also lists every finalized file before it
+        kind = " (log compaction)" if s.compacted else ""
         tasks, rows, size = s.appended
-        print(f"batch {s.batch_id:>5} ({kind}): finalized {len(s.finalized)} file(s), "
+        print(f"batch {s.batch_id:>5}{kind}: finalized {len(s.finalized)} file(s), "
               f"{len(s.in_progress)} in progress; {tasks} task(s) appended {rows} row(s), "
               f"{size} byte(s)")
         for name, size, reason in s.finalized:
@@ -143,8 +156,11 @@ def _verify(path: str, fs_options: dict[str, str], *, keys: list[str], deep: boo
                     progress=shown or no_progress)
     if shown is not None:
         shown.close()
-    for line in verification_lines(result):
-        print(line)
+    try:
+        for line in verification_lines(result):
+            print(line)
+    except BrokenPipeError:  # `rotsink verify PATH | head`: the exit status is still the check's
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.ok else 1
 
 
@@ -189,9 +205,6 @@ def _size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def _plain(text: str) -> str:
     """A docstring as a terminal shows it: without reStructuredText's double backticks.
@@ -200,3 +213,7 @@ def _plain(text: str) -> str:
     'The rotsink command: demo.'
     """
     return text.replace("``", "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -70,25 +70,38 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
              for batch, columns in recorded(state.extra)]
     return [query_line(state.query_name, state.query_id), f"schema: {schema}", *added,
             f"format: {state.format}, {partitioning(state.partition_by)}",
-            totals_line(gauges_of(state)) if TOTALS in state.extra else
-            "totals: none in this log (its batches were committed before rotsink kept them)"]
+            *(totals_lines(gauges_of(state)) if TOTALS in state.extra else
+              ["totals: none in this log (its batches were committed by a release that kept "
+               "none; the next commit starts them)"])]
 
 
-def totals_line(gauges: dict[str, int]) -> str:
-    """The output's running totals, as the log carries them (the query's metrics' totals).
+def totals_lines(gauges: dict[str, int]) -> list[str]:
+    """The output's running totals, as the log carries them (the query's metrics' totals),
+    and the rows a reader of its finalized files gets; marked partial where an earlier
+    release committed batches without counting them.
 
-    >>> print(totals_line({"batches-total": 12, "batchesIdle-total": 2, "rows-total": 5000,
-    ...                    "bytes-total": 81920, "filesCreated-total": 4,
-    ...                    "filesFinalized-total": 3, "filesInProgress": 1}))
+    >>> print("\\n".join(totals_lines({"batches-total": 12, "batchesIdle-total": 2,
+    ...     "rows-total": 5000, "bytes-total": 81920, "filesCreated-total": 4,
+    ...     "filesFinalized-total": 3, "filesInProgress": 1, "rowsFinalized-total": 4000,
+    ...     "filesInProgress-rows": 1000, "batchesUncounted-total": 0})))
     ... # doctest: +NORMALIZE_WHITESPACE
     totals: 12 batch(es) (2 idle), 5,000 row(s), 81,920 byte(s); files: 4 created,
     3 finalized, 1 in progress
+    rows: 4,000 in finalized files (what Spark's readers of the path return), 1,000 in open
+    files (rotsink's reader returns both)
     """
-    return (f"totals: {gauges['batches-total']:,} batch(es) ({gauges['batchesIdle-total']:,} "
+    uncounted = gauges["batchesUncounted-total"]
+    partial = (f" (partial: {uncounted:,} of the batches were committed by an earlier release "
+               "that counted nothing, and are not in these counts)" if uncounted else "")
+    return [f"totals: {gauges['batches-total']:,} batch(es) ({gauges['batchesIdle-total']:,} "
             f"idle), {gauges['rows-total']:,} row(s), {gauges['bytes-total']:,} byte(s); "
             f"files: {gauges['filesCreated-total']:,} created, "
             f"{gauges['filesFinalized-total']:,} finalized, {gauges['filesInProgress']:,} in "
-            "progress")
+            f"progress{partial}",
+            f"rows: {'at least ' if uncounted else ''}"
+            f"{gauges['rowsFinalized-total']:,} in finalized files (what Spark's readers "
+            f"of the path return), "
+            f"{gauges['filesInProgress-rows']:,} in open files (rotsink's reader returns both)"]
 
 
 def query_line(name: str, query_id: str) -> str:
@@ -192,9 +205,19 @@ def verification_lines(result: Verification) -> list[str]:
     uncommitted = sum(c.uncommitted for c in result.in_progress)
     summary = (f"{head}: {result.finalized_files} finalized file(s) "
                f"({result.finalized_bytes} bytes), {len(result.in_progress)} in progress "
-               f"({committed} committed bytes, {uncommitted} uncommitted), "
-               f"{len(result.orphans)} orphan temp file(s), {result.authenticated} authenticated")
-    return ([summary] + [f"TABLE {line}" for line in result.table_health]
+               f"({committed} committed bytes, {uncommitted} uncommitted)")
+    if result.authenticated:
+        summary += f", {result.authenticated} authenticated"
+    lines = [summary]
+    if result.latest is not None:
+        at_least = "at least " if result.batches_uncounted else ""
+        lines.append(f"rows finalized: {at_least}{result.finalized_rows:,} (the log's totals"
+                     + (f"; {result.batches_uncounted:,} batch(es) an earlier release "
+                        "committed are not counted" if result.batches_uncounted else "") + ")")
+    if result.orphans:  # a healthy output has them: a bulk format's staged rows, a retry's
+        lines.append(f"{len(result.orphans)} temp file(s) no committed state names: invisible "
+                     "to every reader, deleted by the clean-up after log.cleanupDelay")
+    return (lines + [f"TABLE {line}" for line in result.table_health]
             + [f"NOTE {n}" for n in result.notes]
             + [f"PROBLEM {p}" for p in result.problems]
             + [f"REPAIRED batch {b}" for b in result.repaired])

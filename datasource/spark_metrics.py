@@ -76,19 +76,49 @@ def start_watched(session: Any, writer: Any, start: Callable[[], Any],
 
 
 def logged_gauges(options: Mapping[str, str]) -> dict[str, int]:
-    """The gauges the output's log gives before the query commits (a restarted query's
-    totals); empty for a new output, or one this process cannot read."""
+    """The gauges the output's log and table give before the query commits (a restarted
+    query's totals, its last commit's time and batch, its open files, the table's version),
+    so that nothing reads 0 from a restart to the next commit; empty for a new output, or
+    one this process cannot read."""
     from commit_protocol.log.metadata_log import open_committed
+    from commit_protocol.naming import LOG_DIR
     from commit_protocol.storage import open_storage
     from datasource.options import parse_sink_options
 
     try:
         config = parse_sink_options(options)
-        committed = open_committed(open_storage(config.path, config.fs_options))
+        storage = open_storage(config.path, config.fs_options)
+        committed = open_committed(storage)
     except Exception as e:  # the query's own start names a bad option; the log, its commit
         logger.info("rotsink's metrics start at 0: the output's log was not read (%s)", e)
         return {}
-    return {} if committed is None else gauges_of(committed[2])
+    if committed is None:
+        return {}
+    log, latest, state = committed
+    gauges = gauges_of(state)
+    if "lastCommit-timestampMs" not in gauges:  # a state written before it carried the time
+        gauges["lastCommit-timestampMs"] = next(
+            (f.mtime_ms for f in storage.list(LOG_DIR) if f.path == log.path_of(latest)), 0)
+    try:
+        version = table_version(storage, state, config.fs_options)
+    except Exception as e:  # the commit reports the table's own failure
+        logger.info("rotsink's metric tableVersion starts unknown: the table was not read "
+                    "(%s)", e)
+        version = None
+    if version is not None:
+        gauges["tableVersion"] = version
+    return gauges
+
+
+def table_version(storage: Any, state: Any, fs_options: dict[str, str]) -> int | None:
+    """The version (Delta) or sequence number (Iceberg) of the table following the output
+    whose last committed state is ``state``; None without a table."""
+    from commit_protocol.tables.checks import table_config
+
+    config = table_config(storage, state, fs_options)
+    if config is None or config.table_format is None:
+        return None
+    return config.table_format.open(storage, config).version()
 
 
 class _JavaObject:

@@ -6,7 +6,8 @@ on, the UI's Prometheus endpoint and JMX configured, until told to stop or kille
 ``WORK/input/<query>`` holds each query's JSON input (one file a micro-batch), the query
 writes ``WORK/out/<query>`` with ``rotation.maxRecords=ROWS_PER_FILE`` (each input file one
 finished part file), checkpointed in ``WORK/checkpoints/<query>``. The queries are
-``alpha`` (in a second session of the application) and ``beta``.
+``alpha`` (JSON lines, in a second session of the application) and ``beta`` (Parquet, and a
+Delta table that follows it).
 
 Prints one JSON line ``{"ui": <the UI's address>, "app": <application id>}`` once both
 queries run, then answers each line of stdin: ``jmx <query> <metric>`` prints the gauge's
@@ -43,7 +44,9 @@ def main(work: str, rows_per_file: str) -> int:
     for name, session in (("beta", spark), ("alpha", spark.newSession())):
         rows = session.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1) \
             .json(f"{work}/input/{name}")
-        queries.append(rows.writeStream.format("rotsink").queryName(name)
+        # beta writes Parquet into a Delta table: its version is a gauge from the start
+        table = {"format": "parquet", "table.format": "delta"} if name == "beta" else {}
+        queries.append(rows.writeStream.format("rotsink").queryName(name).options(**table)
                        .option("checkpointLocation", f"{work}/checkpoints/{name}")
                        .option("rotation.maxRecords", rows_per_file)
                        .trigger(processingTime="300 milliseconds")

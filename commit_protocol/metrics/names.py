@@ -8,7 +8,8 @@ a dash. A sink of Spark's metrics system shows ``<app id>.driver.rotsink.<query>
 Prometheus refuses made ``_``).
 
 ``-total`` counts since the output's first batch where the log knows it (its state carries the
-totals: a restarted query goes on from them), else since the query started (marked *started*).
+totals: a restarted query goes on from them; ``batchesUncounted-total`` says how many batches an
+earlier release committed without counting), else since the query started (marked *started*).
 ``-lastBatch`` and the ``commit*-ms`` durations are of the last committed batch;
 ``commitCompaction-ms`` of the last batch that compacted the log.
 """
@@ -25,6 +26,10 @@ METRICS: dict[str, str] = {
     "bytes-total": "bytes the tasks wrote (for Parquet and ORC: the staged rows)",
     "filesCreated-total": "part files started",
     "filesFinalized-total": "part files finished and renamed to their final names",
+    "rowsFinalized-total": "rows in those files: what Spark's readers of the path return "
+                           "(less what a table's deletes removed)",
+    "batchesUncounted-total": "batches the -total counts miss: committed by a release that "
+                              "kept no totals (0: the totals are whole)",
     "rows-lastBatch": "rows of the last batch",
     "bytes-lastBatch": "bytes of the last batch",
     "files-lastBatch": "part files the last batch appended to",

@@ -3,9 +3,16 @@
 Each batch's state carries the output's running totals (``extra["totals"]``, beside the
 fields older writers ignore), so a query restarted after its driver died goes on counting
 from the log instead of from 0, and the gauges of a query that has not committed since its
-start can be read from the log alone (:func:`gauges_of`). An output written before the totals
-existed counts them from its first batch that carries them; ``batches-total`` is always whole
-(the batch id says it).
+start can be read from the log alone (:func:`gauges_of`).
+
+The totals name the batch they count through (``batch``) and their commit's time
+(``committedMs``). A batch they do not count is *uncounted*, never silently missing: an output
+written by a release that kept no totals counts from the first batch this one commits (its
+earlier batches uncounted), and a release that copies the totals without moving them on (an
+earlier one, after a downgrade) leaves a gap between their ``batch`` and the batch before the
+next commit, which is added to ``uncounted``. Everything that shows the totals says how many
+batches they miss (``batchesUncounted-total``). ``batches-total`` is always whole (the batch
+id says it).
 """
 
 from __future__ import annotations
@@ -20,37 +27,80 @@ if TYPE_CHECKING:
 TOTALS = "totals"
 
 
-def advanced(extra: dict[str, Any], files: Sequence[FileReport], appended: tuple[int, int, int],
-             finalized: int) -> dict[str, Any]:
-    """``extra`` with the totals moved on by one batch: its tasks' ``files`` and what they
-    ``appended`` (tasks, rows, bytes, as the state records it), and the ``finalized`` files
-    its commit publishes."""
+def advanced(extra: dict[str, Any], *, after: int, batch_id: int,
+             files: Sequence[FileReport], appended: tuple[int, int, int],
+             finalized: int, now_ms: int) -> dict[str, Any]:
+    """``extra`` (of the state of batch ``after``; -1: none) with the totals moved on to batch
+    ``batch_id``: its tasks' ``files``, what they ``appended`` (tasks, rows, bytes, as the
+    state records it) and the ``finalized`` files its commit publishes (how many), at ``now_ms``.
+
+    >>> first = advanced({}, after=-1, batch_id=0, files=[], appended=(1, 5, 50),
+    ...                  finalized=0, now_ms=7)[TOTALS]
+    >>> first["rows"], first["uncounted"], first["batch"], first["committedMs"]
+    (5, 0, 0, 7)
+    >>> advanced({}, after=4, batch_id=5, files=[], appended=(1, 5, 50), finalized=0,
+    ...          now_ms=7)[TOTALS]["uncounted"]  # batches 0-4: an earlier release's
+    5
+    >>> advanced({TOTALS: first}, after=3, batch_id=4, files=[], appended=(1, 5, 50),
+    ...          finalized=0, now_ms=7)[TOTALS]["uncounted"]  # 1-3 committed without them
+    3
+    """
     _, rows, size = appended
     before = extra.get(TOTALS) or {}
     added = {"rows": rows, "bytes": size,
              "filesCreated": sum(1 for f in files if f.new_records and f.records == f.new_records),
-             "filesFinalized": finalized, "idleBatches": int(rows == 0)}
+             "filesFinalized": finalized,
+             "idleBatches": int(rows == 0), "uncounted": _uncounted(before, after)}
     totals = {key: int(before.get(key, 0)) + value for key, value in added.items()}
-    return {**extra, TOTALS: {**totals, "lastBatchFiles": len(files)}}
+    return {**extra, TOTALS: {**totals, "lastBatchFiles": len(files), "batch": batch_id,
+                              "committedMs": now_ms}}
+
+
+def _uncounted(before: dict[str, Any], after: int) -> int:
+    """Batches up to ``after`` that totals ``before`` (carried by batch ``after``'s state)
+    do not count: all of them without totals; the gap past the batch they count through
+    when a release that keeps no such mark (or none) committed the batches since. Totals
+    written before the mark existed are taken as whole."""
+    if not before:
+        return after + 1
+    counted_through = before.get("batch")
+    return 0 if counted_through is None else max(0, after - int(counted_through))
 
 
 def gauges_of(state: SinkState) -> dict[str, int]:
     """The gauges that ``state``, the state after a committed batch, gives."""
     totals = state.extra.get(TOTALS) or {}
     open_files = state.in_progress
+    in_progress_rows = sum(f.records for f in open_files)
     _, rows, size = state.appended
-    return {
+    gauges = {
         "batches-total": state.batch_id + 1, "batchId": state.batch_id,
         "batchesIdle-total": totals.get("idleBatches", 0), "rows-total": totals.get("rows", 0),
         "bytes-total": totals.get("bytes", 0),
         "filesCreated-total": totals.get("filesCreated", 0),
         "filesFinalized-total": totals.get("filesFinalized", 0),
+        # every committed row is in a finalized file or in an open one
+        "rowsFinalized-total": max(0, totals.get("rows", 0) - in_progress_rows),
+        "batchesUncounted-total": uncounted(state),
         "rows-lastBatch": rows, "bytes-lastBatch": size,
         "files-lastBatch": totals.get("lastBatchFiles", 0),
         "filesFinalized-lastBatch": len(state.publish),
         "filesInProgress": len(open_files),
         "filesInProgress-bytes": sum(f.size for f in open_files),
-        "filesInProgress-rows": sum(f.records for f in open_files),
+        "filesInProgress-rows": in_progress_rows,
         "oldestInvisibleRow-timestampMs": min(
             (f.opened_ms for f in open_files if f.records), default=0),
     }
+    if "committedMs" in totals:
+        gauges["lastCommit-timestampMs"] = int(totals["committedMs"])
+    return gauges
+
+
+def uncounted(state: SinkState) -> int:
+    """Batches up to ``state``'s that its totals do not count (see the module's docstring)."""
+    totals = state.extra.get(TOTALS) or {}
+    if not totals:
+        return state.batch_id + 1
+    through = totals.get("batch")
+    gap = 0 if through is None else max(0, state.batch_id - int(through))
+    return int(totals.get("uncounted", 0)) + gap

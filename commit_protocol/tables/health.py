@@ -53,7 +53,8 @@ def delta_health(storage: Storage, table: Any) -> TableHealth:
     checkpoint = _last_checkpoint(storage)
     retention = table.metadata().configuration.get("delta.logRetentionDuration",
                                                    "interval 30 days (Delta's default)")
-    facts = [f"delta table at version {version}; the log holds versions "
+    facts = [f"delta table at version {version}: {_delta_rows(table)} row(s); the log holds "
+             f"versions "
              f"{versions[0] if versions else version} to {version} ({log_files} files, "
              f"{log_bytes / 1e6:,.2f} MB); last checkpoint at version "
              f"{'none' if checkpoint is None else checkpoint}; log retention {retention}"]
@@ -63,6 +64,21 @@ def delta_health(storage: Storage, table: Any) -> TableHealth:
         warnings.append(f"no checkpoint for {since} versions: opening the table replays "
                         "every commit since (rotsink checkpoints every 100 of its commits)")
     return TableHealth(facts, warnings)
+
+
+def _delta_rows(table: Any) -> str:
+    """The rows of the table's version, from its files' statistics less its deletion
+    vectors' rows ("unknown" where a file has no statistics)."""
+    actions = table.get_add_actions(flatten=True)
+    names = actions.schema.names
+    if "num_records" not in names:
+        return "unknown"
+    records = actions.column("num_records").to_pylist()
+    if any(n is None for n in records):
+        return "unknown"
+    deleted = actions.column("deletionVector.cardinality").to_pylist() \
+        if "deletionVector.cardinality" in names else []
+    return f"{sum(records) - sum(n or 0 for n in deleted):,}"
 
 
 def _last_checkpoint(storage: Storage) -> int | None:
@@ -86,7 +102,9 @@ def iceberg_health(storage: Storage, table: Any, *, policy: Any, embedded: bool,
     properties = table.properties
     expiry = "never" if policy.max_age_ms is None else \
         f"after {age(policy.max_age_ms)}, keeping at least {policy.min_keep}"
-    facts = [f"iceberg table: {len(snapshots)} snapshot(s), the oldest {age(now_ms - oldest)} "
+    rows = "0" if current is None else _iceberg_rows(current)
+    facts = [f"iceberg table: {rows} row(s); {len(snapshots)} snapshot(s), the oldest "
+             f"{age(now_ms - oldest)} "
              f"old; snapshots expire {expiry}; {manifests} manifest(s) in the current "
              f"snapshot; {kept} metadata file(s) in its log"]
     if embedded:
@@ -105,3 +123,15 @@ def iceberg_health(storage: Storage, table: Any, *, policy: Any, embedded: bool,
         warnings.append(f"{manifests} manifests in one snapshot and {MERGE_KEY} off: a scan "
                         "plans each of them; merge them (rewrite_manifests) or enable merging")
     return TableHealth(facts, warnings)
+
+
+def _iceberg_rows(snapshot: Any) -> str:
+    """The rows of ``snapshot`` from its summary, and its row-level deletes where it has
+    some (an equality delete removes as many rows as match it: no sum says how many)."""
+    totals = {} if snapshot.summary is None else snapshot.summary.additional_properties
+    if "total-records" not in totals:
+        return "unknown"
+    records = f"{int(totals['total-records']):,}"
+    deletes = int(totals.get("total-position-deletes", 0)) + \
+        int(totals.get("total-equality-deletes", 0))
+    return f"{records} (and {deletes:,} row delete(s) on them)" if deletes else records

@@ -106,8 +106,10 @@ def test_prometheus_and_jmx_show_each_query_and_a_restart_goes_on_from_the_log(t
             shown = found[query]
             assert shown["commit_ms"] >= shown["commitLog_ms"] > 0
             assert shown["lastCommit_timestampMs"] > time.time() * 1000 - 600_000
-            assert shown["bytes_total"] == sum(
-                f.stat().st_size for f in (work / "out" / query).glob("part-*"))
+        assert found["alpha"]["bytes_total"] == sum(  # JSON lines: the bytes are the files'
+            f.stat().st_size for f in (work / "out" / "alpha").glob("part-*"))
+        assert found["beta"]["tableVersion"] == delta_version(work / "out" / "beta") > 0
+        before_kill = found
         assert app.jmx("alpha", "rows-total") == alpha
         assert app.jmx("beta", "batches-total") == 2
         assert app.jmx("gamma", "rows-total") is None
@@ -120,6 +122,15 @@ def test_prometheus_and_jmx_show_each_query_and_a_restart_goes_on_from_the_log(t
     try:
         found = wait_for(app, {"alpha": {"rows-total": alpha, "batches-total": 3,
                                          "filesFinalized-total": 3}})
+        # and so does every gauge the log and the table give (an alert on the time since the
+        # last commit must not fire at a restart); beta gets no new input after the kill
+        for query in ("alpha", "beta"):
+            shown, before = found[query], before_kill[query]
+            assert shown["batchId"] == before["batchId"]
+            assert shown["filesInProgress"] == before["filesInProgress"] == 0
+            assert before["lastCommit_timestampMs"] - 60_000 < shown["lastCommit_timestampMs"] \
+                <= before["lastCommit_timestampMs"]
+        assert found["beta"]["tableVersion"] == before_kill["beta"]["tableVersion"]
         write_numbered_source(work / "input" / "alpha", files=1, rows_per_file=ROWS_PER_FILE,
                               start_file=3)
         wait_for(app, {"alpha": {"rows-total": alpha + ROWS_PER_FILE, "batches-total": 4,
@@ -137,3 +148,8 @@ def test_prometheus_and_jmx_show_each_query_and_a_restart_goes_on_from_the_log(t
         app.kill()
         raise
     app.stop()
+
+
+def delta_version(table: Path) -> int:
+    """The newest version in the table's ``_delta_log``, as a file listing shows it."""
+    return max(int(p.name.split(".")[0]) for p in (table / "_delta_log").glob("*.json"))

@@ -19,12 +19,32 @@ def committed_path(tmp_path):
 def test_inspect_lists_what_each_batch_rolled(tmp_path, capsys):
     assert main(["inspect", str(committed_path(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert ("batch     0 (delta): finalized 1 file(s), 0 in progress; 1 task(s) appended 1 "
+    assert ("batch     0: finalized 1 file(s), 0 in progress; 1 task(s) appended 1 "
             "row(s), 9 byte(s)") in out
     assert "part-00000-000000-000.jsonl (9 bytes, rolled by maxBatches)" in out
     assert "format: jsonl, not partitioned (option partitionBy unset)" in out
     assert ("totals: 1 batch(es) (0 idle), 1 row(s), 9 byte(s); files: 1 created, 1 "
-            "finalized, 0 in progress") in out
+            "finalized, 0 in progress\n") in out
+    assert "rows: 1 in finalized files (what Spark's readers of the path return), 0 in open" \
+        in out
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path, command):
+    """``rotsink inspect PATH | head``: the reader is gone before the command writes."""
+    import os
+    import subprocess
+    import sys
+
+    path = committed_path(tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to the pipe now fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "datasource.cli", command, str(path)],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 0
 
 
 def test_verify_passes_then_names_a_damaged_file(tmp_path, capsys):

@@ -13,6 +13,7 @@ from commit_protocol import failpoints, metrics
 from commit_protocol.errors import FailpointError
 from commit_protocol.log.metadata_log import open_committed
 from commit_protocol.metrics import mailbox
+from commit_protocol.metrics.totals import TOTALS
 from commit_protocol.tables import table_format_named
 from tests.unit.test_delta_commits import ROWS, commit_batch, forget, table_config
 from tests.unit.test_roll_on_idle import rows_of
@@ -61,7 +62,11 @@ def test_the_totals_count_the_input_and_go_on_from_the_log_after_a_restart(tmp_p
     log = open_committed(storage_of(cfg))
     assert log is not None
     from_log = metrics.gauges_of(log[2])  # what a restarted driver shows before its commit
+    assert from_log.pop("lastCommit-timestampMs") == 3  # batch 3's commit, on its own clock
     assert {k: shown[k] for k in from_log} == from_log
+    assert from_log["rowsFinalized-total"] == sum(
+        len(p.read_text().splitlines()) for p in finished_files(cfg))
+    assert from_log["batchesUncounted-total"] == 0
 
 
 def test_an_idle_batch_counts_as_one_and_the_byte_totals_are_the_tasks(tmp_path):
@@ -158,3 +163,39 @@ def test_a_tables_version_retries_and_followed_files_are_counted(tmp_path, monke
     shown = batch(4)
     assert shown["tableFollowed-total"] == 1
     assert shown["tableFilesFollowed-total"] == len(removed) > 0
+
+
+def _earlier_release(extra, **_):
+    """How a release that keeps no totals commits: it copies the fields it does not know."""
+    return {key: value for key, value in extra.items()}
+
+
+def _no_release_kept_totals(extra, **_):
+    return {key: value for key, value in extra.items() if key != TOTALS}
+
+
+@pytest.mark.parametrize("earlier, batches, uncounted", [
+    (_no_release_kept_totals, [0, 1], 2),  # an upgrade: the first two batches had none
+    (_earlier_release, [1, 2], 2),  # a downgrade and back: the totals copied, not moved on
+], ids=["upgraded", "downgraded-and-back"])
+def test_totals_say_which_batches_an_earlier_release_left_uncounted(
+        tmp_path, monkeypatch, capsys, earlier, batches, uncounted):
+    from datasource.cli import main
+
+    cfg = config(tmp_path / "out")
+    box = tmp_path / "box"
+    box.mkdir()
+    for batch_id in range(4):
+        with monkeypatch.context() as patch:
+            if batch_id in batches:
+                patch.setattr("commit_protocol.committer.advanced", earlier)
+            shown = committed(box, cfg, batch_id,
+                              run_task(tmp_path, cfg, batch_id, [rows_of(5 * batch_id, 5, "a")]))
+    assert shown["batches-total"] == 4
+    assert shown["batchesUncounted-total"] == uncounted
+    assert shown["rows-total"] == 5 * (4 - uncounted)  # the counted batches', and no more
+    assert main(["inspect", cfg.path]) == 0
+    out = capsys.readouterr().out
+    assert (f"(partial: {uncounted} of the batches were committed by an earlier release that "
+            "counted nothing, and are not in these counts)") in out
+    assert "rows: at least " in out

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from commit_protocol import failpoints
@@ -396,6 +397,8 @@ def test_inspect_names_the_delta_tables_age(tmp_path, capsys):
     assert cli.main(["inspect", cfg.path]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("table")]
     version = delta(cfg).version()
-    assert line.startswith(f"table: delta table at version {version}; the log holds versions "
-                           f"0 to {version} ({version + 1} files")
+    rows = sum(pq.ParquetFile(p).metadata.num_rows  # the table's files, read by pyarrow
+               for p in Path(cfg.path).rglob("part-*.parquet"))
+    assert line.startswith(f"table: delta table at version {version}: {rows} row(s); the log "
+                           f"holds versions 0 to {version} ({version + 1} files")
     assert "last checkpoint at version none; log retention interval 30 days" in line

@@ -518,7 +518,8 @@ def test_cli_repair_rolls_forward_and_exit_codes_follow(tmp_path, monkeypatch, c
     out = capsys.readouterr().out
     assert out.splitlines() == [
         "committed up to batch 0: 1 finalized file(s) (2 bytes), 0 in progress "
-        "(0 committed bytes, 0 uncommitted), 0 orphan temp file(s), 0 authenticated",
+        "(0 committed bytes, 0 uncommitted)",
+        "rows finalized: 1 (the log's totals)",
         "REPAIRED batch 0"]
     assert main(["verify", str(tmp_path)]) == 0
 
@@ -529,8 +530,8 @@ def test_cli_reports_uncommitted_bytes_and_deep_counts(tmp_path, capsys):
     assert main(["verify", str(tmp_path), "--deep"]) == 0
     assert capsys.readouterr().out == (
         f"committed up to batch 1: 2 finalized file(s) (36 bytes), 1 in progress "
-        f"({out.committed} committed bytes, 6 uncommitted), 0 orphan temp file(s), "
-        "3 authenticated\n")
+        f"({out.committed} committed bytes, 6 uncommitted), 3 authenticated\n"
+        "rows finalized: 4 (the log's totals)\n")
 
 
 def test_cli_on_an_encrypted_path_needs_a_key(tmp_path, encrypted, capsys):
