@@ -10,8 +10,9 @@ check_supported()  # a PySpark without the Python streaming sink, named before a
 # here for a process that did not run it: PYTHONPATH, a zip shipped with a job)
 writer_calls.install()
 
+from datasource.backfill import backfill  # noqa: E402
 from datasource.fast_read import read  # noqa: E402
 from datasource.heartbeat import with_heartbeat  # noqa: E402
 from datasource.source import RotSinkDataSource as DefaultSource  # noqa: E402
 
-__all__ = ["DefaultSource", "read", "with_heartbeat"]
+__all__ = ["DefaultSource", "backfill", "read", "with_heartbeat"]

@@ -16,11 +16,13 @@ from commit_protocol.errors import UnsupportedQueryError
 BATCH_WRITE_REFUSED = (
     "rotsink is a streaming sink: a batch write (df.write) could not be written exactly once "
     "(a retried or re-run job is a new job and would write its rows again). Write the rows "
-    "with a one-off streaming query over the same input instead, into its own output path: "
-    "spark.readStream.schema(schema).parquet(input).writeStream.format('rotsink')"
-    ".option('checkpointLocation', ck).trigger(availableNow=True).start(backfill_path); "
-    "for a table, give that output the same table (docs/tables.md, 'A shared table'). "
-    "See the README, 'Backfills'")
+    "with a one-off streaming query over the same input, into an output path of its own; "
+    "pyspark_rotsink.backfill runs it to its end with every file finished, for Spark's "
+    "readers to see: `pyspark_rotsink.backfill(spark.readStream.schema(df.schema)"
+    ".parquet(input_path), backfill_path, checkpoint=checkpoint_path, "
+    "options={'format': 'parquet'})` (run again after a failure: it continues). For a "
+    "table, give that output the same table (docs/tables.md, 'A shared table'). See the "
+    "README, 'Backfills'")
 
 
 class RotSinkDataSource(DataSource):

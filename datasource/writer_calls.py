@@ -18,7 +18,8 @@ setting unset (:mod:`datasource.arrow_transfer`), and, when the session has Spar
 metrics on, with rotsink's metrics (:mod:`datasource.spark_metrics`: the writer also remembers
 the options it was given, whose path and storage options name the log the metrics start
 from). Every other format's query runs exactly as before: nothing is added to its options or
-its session.
+its session. PySpark's batch ``DataFrameWriter`` is wrapped too, so that a batch write to
+rotsink gets rotsink's refusal in every save mode (:func:`wrap_batch_writer`).
 
 The wrapping happens in every Python process of an environment with rotsink installed,
 before PySpark is first imported: ``rotsink_workers.pth`` calls :func:`install`, which
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 KEEP_ENV = "ROTSINK_KEEP_SPARK_WRITER"
 PARTITION_COLUMNS = "__partition_columns"  # as datasource.options.WRITER_PARTITION_COLUMNS
-WRITER_MODULES = ("pyspark.sql.streaming.readwriter", "pyspark.sql.connect.streaming.readwriter")
+WRITER_MODULES = ("pyspark.sql.streaming.readwriter", "pyspark.sql.connect.streaming.readwriter",
+                  "pyspark.sql.readwriter", "pyspark.sql.connect.readwriter")
 _NAMES = {"rotsink", "pyspark_rotsink", "pyspark_rotsink.defaultsource",
           "datasource.source.rotsinkdatasource"}
 _WRAPPED = "_rotsink_wrapped"
@@ -65,6 +67,47 @@ def wrap_module(module: Any) -> None:
     writer = getattr(module, "DataStreamWriter", None)
     if writer is not None:
         wrap_writer(writer)
+    batch_writer = getattr(module, "DataFrameWriter", None)
+    if batch_writer is not None:
+        wrap_batch_writer(batch_writer)
+
+
+def wrap_batch_writer(cls: type) -> None:
+    """Make ``cls`` (a PySpark ``DataFrameWriter``) refuse a rotsink batch write with
+    rotsink's reason and what to run instead, in every save mode: Spark itself refuses a
+    Python data source's default mode (``errorifexists``) and ``ignore`` with a save-mode
+    error that sends the user the wrong way, before rotsink is asked."""
+    import functools
+    import inspect
+
+    if cls.__dict__.get(_WRAPPED):
+        return
+    original_format = cls.format  # type: ignore[attr-defined]
+
+    @functools.wraps(original_format)
+    def format(self: Any, source: str) -> Any:
+        self._rotsink_source = source
+        return original_format(self, source)
+
+    def refusing(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def save(self: Any, *args: Any, **kwargs: Any) -> Any:
+            given = signature.bind_partial(self, *args, **kwargs).arguments
+            if is_rotsink(given.get("format") or getattr(self, "_rotsink_source", None)):
+                from commit_protocol.errors import UnsupportedQueryError
+                from datasource.source import BATCH_WRITE_REFUSED
+
+                raise UnsupportedQueryError(BATCH_WRITE_REFUSED)
+            return original(self, *args, **kwargs)
+
+        return save
+
+    cls.format = format
+    for name in ("save", "saveAsTable"):
+        setattr(cls, name, refusing(getattr(cls, name)))
+    setattr(cls, _WRAPPED, True)
 
 
 def wrap_writer(cls: type) -> None:

@@ -58,11 +58,11 @@ def backfill_example() -> str:
 def test_the_backfill_runs_as_written_and_finishes_every_file(spark, tmp_path):
     """The README's backfill, its paths under a temporary directory and its input Parquet
     files of the tests' rows: every row reaches Spark's own reader of the output (so every
-    file finished), once, in the partition directories ``.partitionBy("day")`` asked for."""
+    file finished), once, in the partition directories the option ``partitionBy`` asked for."""
     import pyspark_rotsink
 
     code = backfill_example()
-    assert ".partitionBy(\"day\")" in code and "availableNow=True" in code
+    assert "pyspark_rotsink.backfill(" in code and "\"partitionBy\": \"day\"" in code
     total = write_numbered_source(tmp_path / "json", files=3, rows_per_file=20)
     (spark.read.schema(SCHEMA).json(str(tmp_path / "json"))
      .withColumn("day", F.concat(F.lit("2026-10-0"), (F.col("id") % 3 + 1).cast("string")))

@@ -9,8 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from pyspark.errors import AnalysisException, StreamingQueryException
+from pyspark.errors import StreamingQueryException
 
+from commit_protocol.errors import UnsupportedQueryError
 from datasource import cli
 from tests.support.streams import SCHEMA, group_of, rotsink_ids, write_numbered_source
 
@@ -127,13 +128,16 @@ def test_a_batch_write_is_refused_before_anything_is_written(spark, tmp_path):
     log_before = sorted(p.name for p in (out / "_spark_metadata").iterdir())
     files_before = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
     batch = spark.read.schema(SCHEMA).json(str(tmp_path / "in"))
-    for mode in ("append", "overwrite"):
-        with pytest.raises(Exception, match=r"rotsink is a streaming sink: a batch write "
-                                            r"\(df\.write\) could not be written exactly "
-                                            r"once.*trigger\(availableNow=True\)"):
-            batch.write.format("rotsink").mode(mode).save(str(out))
-    with pytest.raises(AnalysisException, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
-        batch.write.format("rotsink").save(str(tmp_path / "new"))  # Spark's own refusal
+    refusal = (r"rotsink is a streaming sink: a batch write \(df\.write\) could not be "
+               r"written exactly once.*pyspark_rotsink\.backfill")
+    for mode in ("append", "overwrite", "ignore", "errorifexists", None):
+        writer = batch.write.format("rotsink")
+        with pytest.raises(UnsupportedQueryError, match=refusal):
+            (writer if mode is None else writer.mode(mode)).save(str(out))
+    with pytest.raises(UnsupportedQueryError, match=refusal):
+        batch.write.save(str(tmp_path / "new"), format="rotsink")
+    with pytest.raises(UnsupportedQueryError, match=refusal):
+        batch.write.saveAsTable("events", format="rotsink")
     assert sorted(p.name for p in (out / "_spark_metadata").iterdir()) == log_before
     assert sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == files_before
     assert not (tmp_path / "new").exists()
@@ -165,3 +169,29 @@ def test_a_rotsink_query_runs_without_sparks_arrow_size_check(spark, tmp_path):
         assert query_setting("own") == "32m"
     finally:
         spark.conf.unset(KEY) if before is None else spark.conf.set(KEY, before)
+
+
+def test_what_the_batch_write_refusal_says_to_run_writes_every_row_for_sparks_readers(
+        spark, tmp_path):
+    """The refusal's own code, run as it stands, over Parquet input: Spark's reader of the
+    output returns every input row (no file left open)."""
+    import re
+
+    import pyspark_rotsink
+
+    input_path = str(tmp_path / "in")
+    spark.range(0, 300, numPartitions=3).selectExpr("id", "cast(id % 3 as string) as grp") \
+        .write.parquet(input_path)
+    df = spark.read.parquet(input_path)
+    with pytest.raises(UnsupportedQueryError) as refused:
+        df.write.format("rotsink").save(str(tmp_path / "out"))
+    (code,) = re.findall(r"`([^`]+)`", str(refused.value))
+    backfill_path, checkpoint_path = str(tmp_path / "backfill"), str(tmp_path / "ck")
+    namespace = {"pyspark_rotsink": pyspark_rotsink, "spark": spark, "df": df,
+                 "input_path": input_path, "backfill_path": backfill_path,
+                 "checkpoint_path": checkpoint_path}
+    eval(code, namespace)  # noqa: S307 -- the message's own text is what a user runs
+    assert sorted(r.id for r in spark.read.parquet(backfill_path).collect()) == \
+        list(range(300))
+    eval(code, namespace)  # run again, as after a failure: it continues, no row twice
+    assert spark.read.parquet(backfill_path).count() == 300
