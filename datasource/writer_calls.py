@@ -104,7 +104,7 @@ def wrap_batch_writer(cls: type) -> None:
 
         return save
 
-    cls.format = format
+    cls.format = format  # type: ignore[attr-defined]
     for name in ("save", "saveAsTable"):
         setattr(cls, name, refusing(getattr(cls, name)))
     setattr(cls, _WRAPPED, True)

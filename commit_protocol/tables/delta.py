@@ -157,8 +157,9 @@ class DeltaFollowedTable:
         return delta_health(self.storage, table)
 
     def maintain(self, *, owner: str, now_ms: int) -> None:
-        """Nothing here: checkpoints (every 100 versions) and the clean-up of log files past
-        ``delta.logRetentionDuration`` run in the snapshot's refresh after each commit
+        """Nothing here: checkpoints (at the table's ``delta.checkpointInterval``, 100 by
+        default) and the clean-up of log files past ``delta.logRetentionDuration`` (at each
+        checkpoint and at least daily) run in the snapshot's refresh after each commit
         (:mod:`commit_protocol.tables.delta_snapshots`)."""
 
     def row_deletes(self) -> int:

@@ -12,8 +12,20 @@ knows better:
   background, while the next micro-batch runs; the next commit waits for that refresh (long
   done), and commits with no retry at exactly the next version, so a commit another writer
   made meanwhile fails it, and then the snapshot is refreshed and the mark read afresh;
-* checkpoints (every :data:`CHECKPOINT_EVERY` versions, as Delta's default) and the clean-up
-  of expired log files run in that background refresh too, not in the commit.
+* checkpoints and the clean-up of expired log files run in that background refresh too, not
+  in the commit (delta-rs's own post-commit hook is off).
+
+Checkpoints follow Delta's rule: each of the process's commits whose version is a multiple
+of the table's ``delta.checkpointInterval`` (:data:`CHECKPOINT_EVERY` where unset) is
+checkpointed, as by Spark's writers (delta-rs's hook checkpoints where
+``(version + 1) % interval == 0``). The property is read from the refreshed snapshot at every
+commit: another writer may change it at any time. The log is cleaned as delta-rs's
+``cleanup_metadata`` cleans it (files past ``delta.logRetentionDuration``, up to the
+checkpoint the oldest version kept is read from) at each checkpoint and at least every
+:data:`CLEANUP_EVERY_S`: files expire by time and checkpoints come by versions, so a table
+with a long interval, few commits or a short retention would otherwise keep expired files
+until its next checkpoint. ``delta.enableExpiredLogCleanup=false`` turns the clean-up off,
+as for Delta's own writers.
 """
 
 from __future__ import annotations
@@ -21,14 +33,45 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-CHECKPOINT_EVERY = 100  # versions: delta.checkpointInterval's default
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+CHECKPOINT_EVERY = 100  # versions: its default, Delta's and delta-rs's
+LOG_CLEANUP = "delta.enableExpiredLogCleanup"  # "false": no clean-up (true by default)
+CLEANUP_EVERY_S = 24 * 3600  # the longest between two clean-ups of the log
 logger = logging.getLogger("rotsink.table")
+
+
+def checkpoint_interval(configuration: Mapping[str, str]) -> int | None:
+    """The table's ``delta.checkpointInterval`` (:data:`CHECKPOINT_EVERY` where unset), from
+    its configuration; None where it is not a positive integer.
+
+    >>> checkpoint_interval({"delta.checkpointInterval": "10"}), checkpoint_interval({})
+    (10, 100)
+    >>> [checkpoint_interval({"delta.checkpointInterval": v}) for v in ("0", "-5", "ten")]
+    [None, None, None]
+    """
+    value = configuration.get(CHECKPOINT_INTERVAL)
+    if value is None:
+        return CHECKPOINT_EVERY
+    if not (value.isascii() and value.isdigit()) or int(value) == 0:
+        return None
+    return int(value)
+
+
+def log_cleanup_enabled(configuration: Mapping[str, str]) -> bool:
+    """Whether the table lets its writers clean its log (``delta.enableExpiredLogCleanup``).
+
+    >>> log_cleanup_enabled({}), log_cleanup_enabled({"delta.enableExpiredLogCleanup": "False"})
+    (True, False)
+    """
+    return configuration.get(LOG_CLEANUP, "true").strip().lower() != "false"
 
 
 @dataclass
@@ -44,6 +87,12 @@ class Snapshot:
     # of one process (a query and a `verify --repair`, two drivers played in a test) share
     # the snapshot and take their turns; the background refresh never takes it
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # time.monotonic() of the last clean-up of the log; None: none yet, so the first refresh
+    # cleans. Counting a day from the snapshot's creation instead would never clean from a
+    # driver that lives less than a day (a scheduled availableNow run, frequent restarts);
+    # one clean-up per process start costs a LIST of the log
+    cleaned_at: float | None = None
+    bad_interval: str | None = None  # the invalid checkpointInterval last warned of
 
     def ready(self) -> DeltaTable:
         """The table, once a background refresh is done."""
@@ -81,14 +130,43 @@ class Snapshot:
     def _catch_up(self, version: int) -> None:
         try:
             self.table.update_incremental()
-            if version % CHECKPOINT_EVERY == 0 and self.table.version() == version:
-                self.table.create_checkpoint()
-                self.table.cleanup_metadata()
+            self._maintenance(version)
         except Exception as e:  # noqa: BLE001 -- the next commit refreshes and reads again
             self.marks_version = -1
             logger.warning("table delta: refreshing the snapshot after version %d failed "
                            "(%s: %s); the next commit reads the table again", version,
                            type(e).__name__, e)
+
+    def _maintenance(self, version: int) -> None:
+        """Checkpoint ``version`` (this process's commit) where the table's interval asks,
+        and clean the log with it or once :data:`CLEANUP_EVERY_S` passed (runs in the
+        background refresh, the snapshot at its newest version)."""
+        configuration = self.table.metadata().configuration  # in memory: no request
+        checkpoint = (self.table.version() == version  # not a version another writer made
+                      and version % self._checkpoint_interval(configuration) == 0)
+        if checkpoint:
+            self.table.create_checkpoint()
+        now = time.monotonic()
+        due = self.cleaned_at is None or now - self.cleaned_at >= CLEANUP_EVERY_S
+        if (checkpoint or due) and log_cleanup_enabled(configuration):
+            # taken before: a clean-up that fails is tried again at the next checkpoint or
+            # period, not at every commit (each lists the whole log)
+            self.cleaned_at = now
+            self.table.cleanup_metadata()
+
+    def _checkpoint_interval(self, configuration: Mapping[str, str]) -> int:
+        """The table's interval, or the default with a warning (once per value, not at
+        every commit) where it is not a positive integer: a commit does not fail on it."""
+        interval = checkpoint_interval(configuration)
+        if interval is not None:
+            return interval
+        value = configuration[CHECKPOINT_INTERVAL]
+        if value != self.bad_interval:
+            self.bad_interval = value
+            logger.warning("table delta: %s: %s=%r is not a positive integer; rotsink "
+                           "checkpoints every %d versions (the default)", self.table.table_uri,
+                           CHECKPOINT_INTERVAL, value, CHECKPOINT_EVERY)
+        return CHECKPOINT_EVERY
 
 
 _SNAPSHOTS: dict[tuple[str, tuple[tuple[str, str], ...]], Snapshot] = {}

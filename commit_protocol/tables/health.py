@@ -4,9 +4,10 @@ and what bounds it, from the table's own metadata and a listing of its metadata 
 
 Delta: versions in the log, the oldest still there, the last checkpoint (a table opens from
 it), the log's files and bytes, and ``delta.logRetentionDuration`` (30 days by default), by
-which the log is cleaned at checkpoints. Iceberg: snapshots and the oldest, the expiry in
-effect (:mod:`commit_protocol.tables.iceberg_maintenance`), manifests in the current snapshot,
-metadata files kept, and for a table at the output's root its ``metadata/`` on storage.
+which the log is cleaned at checkpoints and at least daily. Iceberg: snapshots and the
+oldest, the expiry in effect (:mod:`commit_protocol.tables.iceberg_maintenance`), manifests
+in the current snapshot, metadata files kept, and for a table at the output's root its
+``metadata/`` on storage.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def delta_health(storage: Storage, table: Any) -> TableHealth:
     since = version - (checkpoint if checkpoint is not None else -1)
     if since > CHECKPOINT_WARN_VERSIONS:
         warnings.append(f"no checkpoint for {since} versions: opening the table replays "
-                        "every commit since (rotsink checkpoints every 100 of its commits)")
+                        "every commit since (rotsink checkpoints at the table's "
+                        "delta.checkpointInterval, 100 by default)")
     return TableHealth(facts, warnings)
 
 
