@@ -117,6 +117,14 @@ class Committer:
             self.table.catch_up(state.batch_id, now_ms=now_ms or int(time.time() * 1000))
             self.table.name_row_deletes()
 
+    def field_ids(self) -> tuple[tuple[str, int], ...]:
+        """The Parquet field ids of the files the batch encodes (the table's, read now:
+        :meth:`TableFormat.field_ids`); at planning, and for the files the commit rolls."""
+        table_format = self.config.table_format
+        if table_format is None:
+            return ()
+        return table_format.field_ids(self.storage, self.config, self.schema_json)
+
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,
                now_ms: int | None = None) -> CommitResult:
@@ -153,8 +161,10 @@ class Committer:
                 return CommitResult(batch_id, committed=False)
             raise
         if self.config.is_bulk:
+            encoding = self.config if not any(f.rolled_by_driver for f in merged.finalized) \
+                else replace(self.config, field_ids=self.field_ids())
             merged = replace(merged, finalized=[
-                convert_rolled(self.storage, self.config, f) for f in merged.finalized])
+                convert_rolled(self.storage, encoding, f) for f in merged.finalized])
         elif state.encrypted:
             merged = replace(merged, finalized=[
                 seal_rolled(self.storage, self.config, f, batch_id) for f in merged.finalized])

@@ -69,7 +69,8 @@ LOG_POINTS = (
 )
 TABLE_POINTS = (
     "table.before_commit",      # driver: the batch's log file published, the table not yet
-    "table.after_schema",       # driver: the table's added columns committed, its files not
+    "table.after_schema",       # driver: the table's added columns committed (Delta: in the
+                                # batch's table commit; Iceberg: at planning), its files not
     "table.after_commit",       # driver: the table commit made, housekeeping not yet run
     "table.before_follow",      # driver: another writer changed the table; listings not read
     "table.after_follow",       # driver: other writers' changes followed, the log not staged

@@ -86,6 +86,8 @@ class RotSinkStreamWriter(StreamWriterBase):
             # The interval is fixed for the life of a path: keep the committed one.
             self.config = replace(self.config, compact_interval=state.compact_interval)
             retire = retires_in_progress(state, self.schema_json, self.config)
+        # the table's field ids, for the tasks' encoders (Iceberg; Spark pickles the config)
+        self.config = replace(self.config, field_ids=committer.field_ids())
         return WritePlan.from_state(state, self._storage().root_uri,
                                     retire_in_progress=retire)
 

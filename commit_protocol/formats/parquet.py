@@ -9,7 +9,7 @@ so Spark reads zoned ones as ``timestamp`` and zone-less ones as ``timestamp_ntz
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from commit_protocol.formats.units import ColumnStats, Unit
 # under zstd. parquet-mr (Spark's writer) drops a dictionary that does not shrink the data;
 # this decides the same thing up front, from a sample of the first row group.
 DICTIONARY_SAMPLE_ROWS = 10_000
+PARQUET_FIELD_ID = b"PARQUET:field_id"  # the Arrow field metadata pyarrow writes as the id
 
 
 def parquet_dictionary_columns(table: pa.Table) -> list[str]:
@@ -78,6 +79,8 @@ class ParquetWriter:
         # a zone other than UTC, as Spark's session zone is: the same instants, said in UTC
         self._utc = utc_schema(table.schema) if config.table_format is not None else None
         schema = table.schema if self._utc is None else self._utc
+        if config.field_ids:  # an Iceberg table's (commit_protocol.tables.iceberg_ids)
+            schema = with_field_ids(schema, dict(config.field_ids))
         self._writer = pq.ParquetWriter(handle, schema, compression=config.compression,
                                         compression_level=config.compression_level,
                                         use_dictionary=parquet_dictionary_columns(table),
@@ -99,6 +102,34 @@ class ParquetWriter:
         sink = pa.BufferOutputStream()
         self._writer.writer.metadata.write_metadata_file(sink)
         return sink.getvalue().to_pybytes()
+
+
+def with_field_ids(schema: pa.Schema, ids: Mapping[str, int]) -> pa.Schema:
+    """``schema`` with each field's id (by path) in its metadata, where pyarrow's Parquet
+    writer takes it; fields without one keep none.
+
+    >>> print(with_field_ids(pa.schema([("id", pa.int64())]), {"id": 7}).field("id").metadata)
+    {b'PARQUET:field_id': b'7'}
+    """
+    def field(f: pa.Field, path: str) -> pa.Field:
+        metadata = dict(f.metadata or {})
+        if path in ids:
+            metadata[PARQUET_FIELD_ID] = str(ids[path]).encode()
+        return pa.field(f.name, kind(f.type, f"{path}."), f.nullable, metadata or None)
+
+    def kind(t: pa.DataType, prefix: str) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([field(c, f"{prefix}{c.name}") for c in t])
+        if pa.types.is_large_list(t):
+            return pa.large_list(field(t.value_field, f"{prefix}element"))
+        if pa.types.is_list(t):
+            return pa.list_(field(t.value_field, f"{prefix}element"))
+        if pa.types.is_map(t):
+            return pa.map_(field(t.key_field, f"{prefix}key"),
+                           field(t.item_field, f"{prefix}value"))
+        return t
+
+    return pa.schema([field(f, f.name) for f in schema], metadata=schema.metadata)
 
 
 def utc_schema(schema: pa.Schema) -> pa.Schema | None:

@@ -212,6 +212,13 @@ class TableFormat:
         the format, read whole by the format's own library (``rotsink demo --table``)."""
         raise NotImplementedError
 
+    def field_ids(self, storage: Storage, config: SinkConfig,
+                  schema_json: str) -> tuple[tuple[str, int], ...]:
+        """Driver, when a batch is planned: the Parquet field ids its files carry, the table
+        given the batch's new columns first (Iceberg resolves a file's columns by id); none
+        where the format resolves them by name (Delta)."""
+        return ()
+
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
         """Top-level directories below the output's root that hold the table's own files
         (its metadata), none of them rotsink's: ``rotsink verify`` leaves them to the table.

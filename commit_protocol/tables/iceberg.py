@@ -5,10 +5,11 @@ beside the output by default, a REST catalog for production), committed with pyi
 The table is ``table.identifier``. With a SQL catalog it lives at the output's root, its
 metadata in ``metadata/`` (where path-based readers look); its data files are rotsink's
 finalized files where they are, by absolute path, partitioned by identity on ``partitionBy``
-(:mod:`~commit_protocol.tables.iceberg_files`), with a name mapping for files without field
-ids. One snapshot per micro-batch that finalizes files: an append (merging manifests where the
-table asks, :mod:`~commit_protocol.tables.iceberg_maintenance`) with the batch in its summary
-and the query's mark (:mod:`~commit_protocol.tables.iceberg_marks`) in the same transaction.
+(:mod:`~commit_protocol.tables.iceberg_files`), with the table's field ids
+(:mod:`~commit_protocol.tables.iceberg_ids`). One snapshot per micro-batch that finalizes
+files: an append (merging manifests where the table asks,
+:mod:`~commit_protocol.tables.iceberg_maintenance`) with the batch in its summary and the
+query's mark (:mod:`~commit_protocol.tables.iceberg_marks`) in the same transaction.
 pyiceberg retries a commit that lost a race on top of the winner, which would commit a batch
 twice: rotsink's transactions start from a table object that says no retries (in memory only:
 other writers keep theirs), and the append's requirement (the main branch at the snapshot
@@ -101,6 +102,12 @@ class IcebergFormat(TableFormat):
 
     def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
         return IcebergFollowedTable(storage.root_uri, config)
+
+    def field_ids(self, storage: Storage, config: SinkConfig,
+                  schema_json: str) -> tuple[tuple[str, int], ...]:
+        from commit_protocol.tables.iceberg_ids import planned_ids
+
+        return planned_ids(self.open(storage, config).loaded(), schema_json)
 
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
         """The embedded catalog's table keeps its metadata in ``metadata/`` below the

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from commit_protocol.errors import TableError
 from commit_protocol.naming import parse_partition_dir
 from commit_protocol.tables import TableCommit, TableFile
+from commit_protocol.tables.iceberg_ids import file_ids, ids_of
 from commit_protocol.tables.iceberg_schema import partition_value
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ def data_file(root: str, metadata: Any, f: TableFile) -> Any:
     from pyiceberg.typedef import Record
 
     schema, spec = metadata.schema(), metadata.spec()
+    check_ids(f, schema)
     stats = data_file_statistics_from_parquet_metadata(
         parquet_metadata=f.footer,
         stats_columns=compute_statistics_plan(schema, metadata.properties),
@@ -42,6 +45,21 @@ def data_file(root: str, metadata: Any, f: TableFile) -> Any:
         file_format=FileFormat.PARQUET, partition=Record(*partition),
         file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
         equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def check_ids(f: TableFile, schema: Any) -> None:
+    """Refuse to list a file whose columns carry field ids the table's schema does not have
+    (another writer dropped a column and added one of the same name between the batch's
+    planning and its commit): readers would find its values under no column. A file without
+    ids (an earlier rotsink's) is read by the table's name mapping."""
+    known = {field_id for _, field_id in ids_of(schema)}
+    stray = {name: i for name, i in file_ids(f.footer).items() if i not in known}
+    if stray:
+        raise TableError(f"{f.path}: its column(s) {sorted(stray)} carry field ids "
+                         f"{sorted(stray.values())} that the Iceberg table's schema no longer "
+                         "has (a column dropped and added again by another writer since the "
+                         "batch was planned); restart the query: its next batch is written "
+                         "with the table's ids")
 
 
 def listed(table: IcebergTable | None) -> Any:

@@ -73,7 +73,8 @@ def commit_batch(cfg: SinkConfig, batch_id: int, *, schema_json: str = SCHEMA_JS
     storage = open_storage(cfg.path, cfg.fs_options)
     committer = Committer(storage, cfg, schema_json)
     plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
-    report = TaskWriter(storage, cfg, plan, batch_id=batch_id, partition=0, attempt=0,
+    planned = dataclasses.replace(cfg, field_ids=committer.field_ids())  # as the planning does
+    report = TaskWriter(storage, planned, plan, batch_id=batch_id, partition=0, attempt=0,
                         query_id=QUERY).write([batch_rows(batch_id, tagged=tagged)])
     return Committer(storage, cfg, schema_json).commit(batch_id, [report])
 

@@ -128,7 +128,7 @@ def test_inspect_lists_complete_and_awaiting_partitions(tmp_path, capsys):
     commit_at(cfg, 2, DELAY, run_task(tmp_path, cfg, 2, []))
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert ("batch     2 (delta): finalized 0 file(s), 0 in progress; 1 task(s) appended 0 "
+    assert ("batch     2: finalized 0 file(s), 0 in progress; 1 task(s) appended 0 "
             "row(s), 0 byte(s)\n    * g=a complete") in out
     assert "complete partitions (1): g=a\n" in out
     assert "partitions awaiting partition.commitDelay (1): g=b\n" in out
