@@ -48,6 +48,7 @@ from commit_protocol.naming import INPROGRESS_DIR, INTENT_DIR
 from commit_protocol.partition_markers import complete_partitions
 from commit_protocol.plan import WritePlan
 from commit_protocol.publishing import publish_all
+from commit_protocol.release import recorded
 from commit_protocol.schema_evolution import evolved, retires_in_progress, schema_change
 from commit_protocol.state import Publish, SinkState
 from commit_protocol.storage import Storage
@@ -296,7 +297,8 @@ class Committer:
                          appended=appended, finalized=len(publish),
                          now_ms=now_ms)  # the output's totals, for its metrics
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
-                       markers=(), appended=appended, state_id=uuid.uuid4().hex, extra=extra,
+                       markers=(), appended=appended, state_id=uuid.uuid4().hex,
+                       extra=recorded(extra, batch_id),
                        query_name=self.config.query_name)
 
     def _finish(self, state: SinkState, data: bytes | None = None) -> bool:

@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line: its commands and their flags (docs/operations.md lists them; a test
     checks that every flag listed there exists)."""
     parser = argparse.ArgumentParser(prog="rotsink", description=_plain(__doc__ or ""))
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a local streaming query and read it back")
     demo.add_argument("--dir", help="working directory (default: a new temp directory)")
@@ -52,6 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
     cat.add_argument("file")
     _add_key_option(cat)
     return parser
+
+
+def _version() -> str:
+    """``rotsink --version``: the release, and the PySpark and Python it runs with (the
+    PySpark of a query's driver decides what it may do: README, "Spark versions")."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from commit_protocol.release import RELEASE
+
+    try:
+        pyspark = version("pyspark")
+    except PackageNotFoundError:
+        pyspark = "not installed"
+    return f"rotsink {RELEASE} (PySpark {pyspark}, Python {platform.python_version()})"
 
 
 def main(argv: list[str] | None = None) -> int:

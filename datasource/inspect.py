@@ -12,6 +12,7 @@ from commit_protocol.in_flight import COMMIT_TIMEOUT_S, PendingIntent
 from commit_protocol.metrics.totals import TOTALS, gauges_of
 from commit_protocol.progress import Progress, no_progress
 from commit_protocol.reading import open_committed
+from commit_protocol.release import writer_line
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.verification import Verification, verify_output
 
@@ -68,7 +69,8 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
     schema = StructType.fromJson(json.loads(state.schema_json)).simpleString()
     added = [f"    batch {batch} added column(s) {', '.join(columns)}"
              for batch, columns in recorded(state.extra)]
-    return [query_line(state.query_name, state.query_id), f"schema: {schema}", *added,
+    return [query_line(state.query_name, state.query_id),
+            writer_line(state.extra, state.batch_id), f"schema: {schema}", *added,
             f"format: {state.format}, {partitioning(state.partition_by)}",
             *(totals_lines(gauges_of(state)) if TOTALS in state.extra else
               ["totals: none in this log (its batches were committed by a release that kept "

@@ -8,11 +8,13 @@ start can be read from the log alone (:func:`gauges_of`).
 The totals name the batch they count through (``batch``) and their commit's time
 (``committedMs``). A batch they do not count is *uncounted*, never silently missing: an output
 written by a release that kept no totals counts from the first batch this one commits (its
-earlier batches uncounted), and a release that copies the totals without moving them on (an
-earlier one, after a downgrade) leaves a gap between their ``batch`` and the batch before the
-next commit, which is added to ``uncounted``. Everything that shows the totals says how many
-batches they miss (``batchesUncounted-total``). ``batches-total`` is always whole (the batch
-id says it).
+earlier batches uncounted), and a release that copies the totals without moving them on (one
+from before totals, after a downgrade) leaves a gap between their ``batch`` and the batch
+before the next commit, which is added to the uncounted batches. Those are kept beside the
+totals (``extra["totalsUncounted"]``), not in them: release 0.1.0 moves the totals on but
+rebuilds them with the keys it knows (no ``batch``: its batches are counted) and copies every
+other field as it is. Everything that shows the totals says how many batches they miss
+(``batchesUncounted-total``). ``batches-total`` is always whole (the batch id says it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from commit_protocol.state import SinkState
 
 TOTALS = "totals"
+UNCOUNTED = "totalsUncounted"  # batches the totals miss, kept where every release copies it
 
 
 def advanced(extra: dict[str, Any], *, after: int, batch_id: int,
@@ -35,32 +38,32 @@ def advanced(extra: dict[str, Any], *, after: int, batch_id: int,
     state records it) and the ``finalized`` files its commit publishes (how many), at ``now_ms``.
 
     >>> first = advanced({}, after=-1, batch_id=0, files=[], appended=(1, 5, 50),
-    ...                  finalized=0, now_ms=7)[TOTALS]
-    >>> first["rows"], first["uncounted"], first["batch"], first["committedMs"]
-    (5, 0, 0, 7)
+    ...                  finalized=0, now_ms=7)
+    >>> first[TOTALS]["rows"], first[TOTALS]["batch"], first[UNCOUNTED]
+    (5, 0, 0)
     >>> advanced({}, after=4, batch_id=5, files=[], appended=(1, 5, 50), finalized=0,
-    ...          now_ms=7)[TOTALS]["uncounted"]  # batches 0-4: an earlier release's
+    ...          now_ms=7)[UNCOUNTED]  # batches 0-4: a release's that kept no totals
     5
-    >>> advanced({TOTALS: first}, after=3, batch_id=4, files=[], appended=(1, 5, 50),
-    ...          finalized=0, now_ms=7)[TOTALS]["uncounted"]  # 1-3 committed without them
+    >>> advanced(first, after=3, batch_id=4, files=[], appended=(1, 5, 50),
+    ...          finalized=0, now_ms=7)[UNCOUNTED]  # 1-3 committed without moving them on
     3
     """
     _, rows, size = appended
     before = extra.get(TOTALS) or {}
     added = {"rows": rows, "bytes": size,
              "filesCreated": sum(1 for f in files if f.new_records and f.records == f.new_records),
-             "filesFinalized": finalized,
-             "idleBatches": int(rows == 0), "uncounted": _uncounted(before, after)}
+             "filesFinalized": finalized, "idleBatches": int(rows == 0)}
     totals = {key: int(before.get(key, 0)) + value for key, value in added.items()}
     return {**extra, TOTALS: {**totals, "lastBatchFiles": len(files), "batch": batch_id,
-                              "committedMs": now_ms}}
+                              "committedMs": now_ms},
+            UNCOUNTED: int(extra.get(UNCOUNTED, 0)) + _uncounted(before, after)}
 
 
 def _uncounted(before: dict[str, Any], after: int) -> int:
     """Batches up to ``after`` that totals ``before`` (carried by batch ``after``'s state)
-    do not count: all of them without totals; the gap past the batch they count through
-    when a release that keeps no such mark (or none) committed the batches since. Totals
-    written before the mark existed are taken as whole."""
+    newly miss: all of them without totals; the gap past the batch they count through when a
+    release that copies them unchanged committed the batches since. Totals without that mark
+    were moved on by release 0.1.0, which counts every batch it commits."""
     if not before:
         return after + 1
     counted_through = before.get("batch")
@@ -101,6 +104,4 @@ def uncounted(state: SinkState) -> int:
     totals = state.extra.get(TOTALS) or {}
     if not totals:
         return state.batch_id + 1
-    through = totals.get("batch")
-    gap = 0 if through is None else max(0, state.batch_id - int(through))
-    return int(totals.get("uncounted", 0)) + gap
+    return int(state.extra.get(UNCOUNTED, 0)) + _uncounted(totals, state.batch_id)

@@ -41,6 +41,7 @@ from commit_protocol.config import SinkConfig
 from commit_protocol.errors import TableError
 from commit_protocol.metrics import count
 from commit_protocol.naming import parse_partition_dir
+from commit_protocol.release import RELEASE
 from commit_protocol.storage import Storage
 from commit_protocol.tables import (
     TableCommit,
@@ -275,7 +276,8 @@ def _properties(commit: TableCommit, *, blind: bool = True) -> Any:
     sets no isolation level (delta-spark refuses any but Serializable)."""
     from deltalake.transaction import CommitProperties, Transaction
 
-    info: dict[str, Any] = {"rotsinkBatch": commit.batch_id, "rotsinkOwner": commit.owner}
+    info: dict[str, Any] = {"rotsinkBatch": commit.batch_id, "rotsinkOwner": commit.owner,
+                            "rotsinkRelease": RELEASE}
     if blind:
         info["isBlindAppend"] = True
     return CommitProperties(

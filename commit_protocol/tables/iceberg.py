@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from commit_protocol.config import SinkConfig
 from commit_protocol.errors import OptionError, TableError
 from commit_protocol.metrics import count
+from commit_protocol.release import RELEASE
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableCommit, TableFormat, TableHealth, TableRead
 from commit_protocol.tables.iceberg_catalog import (
@@ -347,7 +348,7 @@ class IcebergFollowedTable:
         tx.set_properties({mark_key(commit.owner): str(commit.batch_id)})
         if tx.table_metadata.properties.get(OWNER) == commit.owner:  # an earlier rotsink's mark
             tx.remove_properties(OWNER, MARK)
-        summary = {MARK: str(commit.batch_id), OWNER: commit.owner}
+        summary = {MARK: str(commit.batch_id), OWNER: commit.owner, "rotsink.release": RELEASE}
         snapshot = tx.update_snapshot(snapshot_properties=summary)
         merging = tx.table_metadata.properties.get(MERGE_KEY, "false").lower() == "true"
         with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:

@@ -196,3 +196,17 @@ def test_verify_shows_its_progress_on_a_terminal_only(tmp_path, terminal):
     assert text.startswith("\r") and text.endswith("\n"), text  # one line, redrawn
     assert "rotsink verify: sizes checked: 3 of 3 files, 2.6 KiB of 2.6 KiB" in text, text
     assert "rotsink verify: bytes decoded: 3 of 3 files, 2.6 KiB of 2.6 KiB" in text, text
+
+
+def test_version_names_the_release_the_package_and_the_state_record(tmp_path, capsys):
+    from importlib.metadata import version
+
+    from commit_protocol.release import RELEASE
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"rotsink {RELEASE} (PySpark ")
+    assert version("rotsink") == RELEASE  # pip show rotsink: the same number
+    assert main(["inspect", str(committed_path(tmp_path))]) == 0
+    assert f"written by: rotsink {RELEASE}\n" in capsys.readouterr().out
