@@ -2,9 +2,11 @@
 
 * :mod:`~commit_protocol.storage.base`: the contract (``Storage``) and ``FileInfo``;
 * :mod:`~commit_protocol.storage.local`: a POSIX directory (append, ``link(2)``);
-* :mod:`~commit_protocol.storage.object_store`: S3 and ``memory://`` (segments, conditional
-  creates), over the clients of :mod:`~commit_protocol.storage.clients` and the segment
-  layout of :mod:`~commit_protocol.storage.segments`.
+* :mod:`~commit_protocol.storage.object_store`: object stores (segments, conditional
+  creates), the logic they share, over the segment layout of
+  :mod:`~commit_protocol.storage.segments` and one client per store behind
+  :class:`~commit_protocol.storage.objects.Objects`: :mod:`~commit_protocol.storage.s3`,
+  :mod:`~commit_protocol.storage.memory`.
 
 :func:`open_storage` picks the backend for a URL; the object-store modules are imported only
 for object-store URLs.

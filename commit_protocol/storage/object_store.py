@@ -23,8 +23,8 @@ from typing import Any, BinaryIO, cast
 
 from commit_protocol.errors import OptionError, SegmentError, UnsafeStorageError
 from commit_protocol.storage import FileInfo
-from commit_protocol.storage.clients import MemoryObjects, S3Objects
 from commit_protocol.storage.inputs import PrefixInput
+from commit_protocol.storage.objects import CLIENTS, Objects, client_for
 from commit_protocol.storage.segments import (
     SEGMENT_BYTES,
     Blob,
@@ -37,7 +37,7 @@ from commit_protocol.storage.segments import (
     slice_pieces,
 )
 
-SUPPORTED_PROTOCOLS = ("s3", "s3a", "memory")
+SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
 _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
 
@@ -95,13 +95,12 @@ class ObjectStorage:
     def __init__(self, fs: Any, root: str, root_uri: str, *,
                  segment_bytes: int = SEGMENT_BYTES) -> None:
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-        if "s3" in protocols:
-            self._objects: S3Objects | MemoryObjects = S3Objects(fs)
-        elif "memory" in protocols:
-            self._objects = MemoryObjects(fs)
-        else:
+        client = next((c for c in (client_for(p, fs) for p in protocols) if c is not None),
+                      None)
+        if client is None:
             raise UnsafeStorageError(f"cannot write to {root_uri}: {type(fs).__name__} has no "
                                      "exclusive create that rotsink uses (s3 and memory only)")
+        self._objects: Objects = client
         self.fs = fs
         self.root = root.rstrip("/")
         self.root_uri = root_uri.rstrip("/")

@@ -29,12 +29,12 @@ from commit_protocol.plan import WritePlan
 from commit_protocol.publishing import publish_file
 from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.storage import LocalStorage, open_storage
-from commit_protocol.storage.clients import S3Objects, already_exists
 from commit_protocol.storage.object_store import (
     ObjectStorage,
     open_object_storage,
     parse_fs_options,
 )
+from commit_protocol.storage.s3 import S3Objects, already_exists
 from commit_protocol.task_writer import TaskWriter
 
 MiB = 1 << 20
@@ -642,7 +642,7 @@ def test_a_failing_part_aborts_the_upload_and_creates_nothing(s3_storage, monkey
 def test_a_412_answering_our_own_create_is_success(s3_storage, monkeypatch):
     """A conditional PUT retried after its first attempt succeeded gets 412; the object then
     carries this create's token, which tells it apart from another writer's object."""
-    import commit_protocol.storage.clients as module
+    import commit_protocol.storage.s3 as module
 
     monkeypatch.setattr(module.uuid, "uuid4", lambda: uuid.UUID(int=7))
     s3_storage.write_exclusive("log/0", [b"v1"])

@@ -1,8 +1,14 @@
-"""The object stores under :class:`~commit_protocol.storage.object_store.ObjectStorage`: S3 through
-the botocore client s3fs holds, and fsspec's single-process ``memory://`` for tests.
+"""S3 under :class:`~commit_protocol.storage.object_store.ObjectStorage`, through the botocore
+client s3fs holds (``s3://``, ``s3a://``): the operations of
+:class:`~commit_protocol.storage.objects.Objects`, each with S3's own primitive.
 
-Both offer the same small set of operations: list, head, ranged read, exclusive put,
-exclusive compose of byte ranges into one object, delete, and aborting stale uploads.
+* exclusive create: PutObject with ``If-None-Match: *``; a 412 (or SeaweedFS's ``EINVAL``, a
+  409 ConditionalRequestConflict) means the object exists, unless it carries this create's
+  token (a retry whose first attempt succeeded);
+* exclusive compose: a multipart upload of ``UploadPartCopy`` ranges (or of the bytes, for
+  pieces under the 5 MiB part minimum) completed with ``If-None-Match: *``; the object
+  records the digest of its sources, so a retry recognises it;
+* stale uploads: ``ListMultipartUploads`` and ``AbortMultipartUpload``.
 """
 
 from __future__ import annotations
@@ -11,12 +17,11 @@ import asyncio
 import builtins
 import contextlib
 import errno
-import threading
 import uuid
-from datetime import datetime
 from typing import Any
 
 from commit_protocol.errors import SegmentError
+from commit_protocol.storage.objects import epoch_ms
 from commit_protocol.storage.segments import (
     MAX_PARTS,
     MIN_PART_BYTES,
@@ -29,11 +34,6 @@ from commit_protocol.storage.segments import (
 
 _TOKEN = "rotsink-token"  # S3 user metadata: which create made the object
 _SOURCE = "rotsink-source"  # S3 user metadata: source_digest() of a composed object's bytes
-_MEMORY_LOCK = threading.RLock()
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -100,7 +100,7 @@ class S3Objects:
         page: dict[str, str] = {}
         while True:
             out = await self.fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=key, **page)
-            blobs += [Blob(f"{bucket}/{o['Key']}", o["Size"], _ms(o["LastModified"]),
+            blobs += [Blob(f"{bucket}/{o['Key']}", o["Size"], epoch_ms(o["LastModified"]),
                            o.get("ETag", "")) for o in out.get("Contents", [])]
             if not out.get("IsTruncated"):
                 return blobs
@@ -112,7 +112,7 @@ class S3Objects:
     def head(self, path: str) -> tuple[Blob, dict[str, str]]:
         bucket, key = _split(path)
         out = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
-        blob = Blob(path, out["ContentLength"], _ms(out["LastModified"]), out.get("ETag", ""))
+        blob = Blob(path, out["ContentLength"], epoch_ms(out["LastModified"]), out.get("ETag", ""))
         return blob, out.get("Metadata", {})
 
     def get(self, path: str) -> bytes:
@@ -237,7 +237,7 @@ class S3Objects:
         while True:
             out = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key, **page)
             for upload in out.get("Uploads", []):
-                if _ms(upload["Initiated"]) < before_ms:
+                if epoch_ms(upload["Initiated"]) < before_ms:
                     with contextlib.suppress(FileNotFoundError):  # completed or aborted meanwhile
                         self.fs.call_s3("abort_multipart_upload", Bucket=bucket,
                                         Key=upload["Key"], UploadId=upload["UploadId"])
@@ -245,58 +245,3 @@ class S3Objects:
             if not out.get("IsTruncated"):
                 return aborted
             page = {"KeyMarker": out["NextKeyMarker"], "UploadIdMarker": out["NextUploadIdMarker"]}
-
-
-class MemoryObjects:
-    """fsspec's ``memory://``: one process, so check-then-create under one process-wide lock
-    is an exclusive create. For tests and single-process use."""
-
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
-
-    def list(self, prefix: str) -> builtins.list[Blob]:
-        with _MEMORY_LOCK:
-            return [Blob(p, f.size, _ms(f.created)) for p, f in list(self.fs.store.items())
-                    if p.startswith(prefix)]
-
-    def head(self, path: str) -> tuple[Blob, dict[str, str]]:
-        with _MEMORY_LOCK:
-            f = self.fs.store.get(path)
-            if f is None:
-                raise FileNotFoundError(errno.ENOENT, "no such object", path)
-            return Blob(path, f.size, _ms(f.created)), {}
-
-    def get(self, path: str) -> bytes:
-        with _MEMORY_LOCK:
-            f = self.fs.store.get(path)
-            if f is None:
-                raise FileNotFoundError(errno.ENOENT, "no such object", path)
-            return bytes(f.getbuffer())
-
-    def read(self, pieces: builtins.list[Piece]) -> bytes:
-        return b"".join(self.fs.cat_file(p.blob.path, p.start, p.start + p.length)
-                        for p in pieces if p.length)
-
-    def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
-        with _MEMORY_LOCK:
-            if path in self.fs.store:
-                raise FileExistsError(errno.EEXIST, "object exists", path)
-            self.fs.pipe_file(path, data)
-
-    def compose(self, dst: str, pieces: builtins.list[Piece]) -> None:
-        with _MEMORY_LOCK:
-            self.put(dst, self.read(pieces))
-
-    def made_from(self, dst: str, pieces: builtins.list[Piece]) -> bool:
-        """Whether ``dst`` holds exactly these bytes (memory is cheap to compare)."""
-        with _MEMORY_LOCK:
-            f = self.fs.store.get(dst)
-            return f is not None and bytes(f.getbuffer()) == self.read(pieces)
-
-    def delete(self, paths: builtins.list[str]) -> None:
-        with _MEMORY_LOCK:
-            for p in paths:
-                self.fs.store.pop(p, None)
-
-    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
-        return []  # memory has no multipart uploads

@@ -1,0 +1,72 @@
+"""The seam between :class:`~commit_protocol.storage.object_store.ObjectStorage` (segments,
+publishing, the shared logic of every object store) and one store's client: the
+:class:`Objects` a store's module implements, and the registry that names the module of each
+URL scheme (as fsspec's ``known_implementations`` does), so that this module imports none.
+
+A store's client makes each operation with that store's own primitive, never a check followed
+by a write: an exclusive create and an exclusive compose fail with ``FileExistsError`` when
+the object exists, unless this very call made it (a retried request), and a compose records
+its sources so that :meth:`Objects.made_from` recognises it after a crash.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+from datetime import datetime
+from typing import Any, Protocol
+
+from commit_protocol.storage.segments import Blob, Piece
+
+# URL scheme -> "module:class" of its client, taking the fsspec filesystem of the URL
+CLIENTS = {
+    "s3": "commit_protocol.storage.s3:S3Objects",
+    "s3a": "commit_protocol.storage.s3:S3Objects",
+    "memory": "commit_protocol.storage.memory:MemoryObjects",
+}
+
+
+class Objects(Protocol):
+    """One object store's operations, on ``bucket/key`` paths."""
+
+    def list(self, prefix: str) -> builtins.list[Blob]:
+        """Every object whose path starts with ``prefix``."""
+
+    def head(self, path: str) -> tuple[Blob, dict[str, str]]:
+        """The object and its user metadata; ``FileNotFoundError`` when there is none."""
+
+    def get(self, path: str) -> bytes:
+        """The whole object; ``FileNotFoundError`` when there is none."""
+
+    def read(self, pieces: builtins.list[Piece]) -> bytes:
+        """The bytes of ``pieces`` (ranges of objects), in order."""
+
+    def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
+        """Create ``path`` holding ``data``, exclusively."""
+
+    def compose(self, dst: str, pieces: builtins.list[Piece]) -> None:
+        """Create ``dst`` from ``pieces``, exclusively, server-side where the store can."""
+
+    def made_from(self, dst: str, pieces: builtins.list[Piece]) -> bool:
+        """Whether ``dst`` was composed from exactly ``pieces``."""
+
+    def delete(self, paths: builtins.list[str]) -> None:
+        """Remove ``paths`` (those already gone are no error)."""
+
+    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
+        """Abort the unfinished composes under ``prefix`` begun before ``before_ms``."""
+
+
+def client_for(protocol: str, fs: Any) -> Objects | None:
+    """The client of URL scheme ``protocol`` over ``fs``; None for a store without one."""
+    named = CLIENTS.get(protocol)
+    if named is None:
+        return None
+    module, _, name = named.partition(":")
+    client: Objects = getattr(importlib.import_module(module), name)(fs)
+    return client
+
+
+def epoch_ms(moment: datetime) -> int:
+    """A store's timestamp as the protocol's clock counts (epoch milliseconds)."""
+    return int(moment.timestamp() * 1000)
