@@ -84,8 +84,10 @@ def _check_leaf(values: pa.Array, column: str) -> None:
                 "1677-09-21..2262-04-11 (pyarrow reads ORC timestamps as nanoseconds); use "
                 "format parquet to keep it")
         if low < 0:
-            fraction = pc.and_(pc.less(micros, 0), pc.not_equal(pc.remainder(micros, 1_000_000),
-                                                                  0))
+            # a fraction of a second: not a whole multiple (pyarrow has no remainder kernel
+            # before 26; an integer division rounds either way, a multiple comes back whole)
+            whole = pc.multiply(pc.divide(micros, 1_000_000), 1_000_000)
+            fraction = pc.and_(pc.less(micros, 0), pc.not_equal(whole, micros))
             if pc.any(fraction).as_py():
                 bad = micros.filter(fraction)[0].as_py()
                 raise UnencodableValueError(

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol import failpoints
-from commit_protocol.formats.parquet import PARQUET_FIELD_ID
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -88,6 +87,8 @@ def planned_ids(table: IcebergTable | None, schema_json: str) -> FieldIds:
 
 def file_ids(footer: pq.FileMetaData) -> dict[str, int]:
     """The ids a finished file's top-level columns carry, from its footer (none: empty)."""
+    from commit_protocol.formats.parquet import PARQUET_FIELD_ID  # pyarrow: not at planning
+
     schema = footer.schema.to_arrow_schema()
     return {f.name: int(f.metadata[PARQUET_FIELD_ID]) for f in schema
             if f.metadata and PARQUET_FIELD_ID in f.metadata}
