@@ -107,13 +107,14 @@ class Committer:
         latest = self.recover()
         return None if latest is None else self.log.read_state(latest)
 
-    def start_table(self, state: SinkState | None, *, now_ms: int | None = None) -> None:
+    def start_table(self, state: SinkState | None, *, now_ms: int | None = None,
+                    planned_columns: bool = False) -> None:
         """When a query starts (its first planning in a process): refuse a table the output
         cannot follow, then catch the table up with the log (a driver killed between the
         two commit points left it behind), and name rows it deletes in place."""
         if self.table is None:
             return
-        self.table.check(state, self.schema_json)
+        self.table.check(state, self.schema_json, planned_columns=planned_columns)
         if state is not None:
             self.table.catch_up(state.batch_id, now_ms=now_ms or int(time.time() * 1000))
             self.table.name_row_deletes()

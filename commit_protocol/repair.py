@@ -50,4 +50,5 @@ def _catch_up_table(storage: Storage, fs_options: dict[str, str] | None) -> None
     log, latest, state = committed
     config = table_config(storage, state, fs_options)
     if config is not None:
-        Committer(storage, config, state.schema_json).start_table(state)
+        # the log's schema alone: a batch planned since may have given the table its columns
+        Committer(storage, config, state.schema_json).start_table(state, planned_columns=True)

@@ -196,3 +196,16 @@ def evolved(state: Any, schema_json: str, batch: int, change: SchemaChange) -> A
     """``state`` (a ``SinkState``) carrying ``schema_json``, with ``change`` recorded."""
     return replace(state, schema_json=schema_json,
                    extra=with_change(state.extra, batch, change))
+
+
+def with_columns_of(schema_json: str, other_json: str) -> str:
+    """Spark schema ``schema_json`` with the columns of ``other_json`` it lacks, after its own.
+
+    >>> with_columns_of('{"type":"struct","fields":[{"name":"a"}]}',
+    ...                 '{"type":"struct","fields":[{"name":"a"},{"name":"b"}]}')
+    '{"type": "struct", "fields": [{"name": "a"}, {"name": "b"}]}'
+    """
+    schema, other = json.loads(schema_json), json.loads(other_json)
+    have = {f["name"] for f in schema["fields"]}
+    added = [f for f in other["fields"] if f["name"] not in have]
+    return json.dumps({**schema, "fields": [*schema["fields"], *added]})

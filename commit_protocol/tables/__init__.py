@@ -104,12 +104,14 @@ class Table(Protocol):
         commit checks the table again before it commits); None when the table does not exist
         or ``owner`` never committed to it."""
 
-    def check(self, *, owner: str | None, schema_json: str,
-              partition_by: tuple[str, ...]) -> None:
+    def check(self, *, owner: str | None, schema_json: str, partition_by: tuple[str, ...],
+              planned_columns: bool = False) -> None:
         """Refuse (``TableError``, naming what differs) a table this output cannot follow:
         another writer's (``owner`` None: the output has no committed batch yet, so any
         existing table is another writer's), other partition columns, or a schema that is
-        not the output's (a table may lack columns a batch adds, never have others)."""
+        not the output's (a table may lack columns a batch adds, never have others; but with
+        ``planned_columns``, when only the log's schema is known, it may have the columns a
+        batch planned since gave it: Iceberg's, :mod:`~commit_protocol.tables.iceberg_ids`)."""
 
     def commit(self, commit: TableCommit) -> int | None:
         """Make ``commit`` one table commit and return the table version it made, unless the

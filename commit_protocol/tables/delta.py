@@ -167,8 +167,10 @@ class DeltaFollowedTable:
         table = self.loaded(fresh=False)
         return 0 if table is None else sum(batch.num_rows for batch in table.deletion_vectors())
 
-    def check(self, *, owner: str | None, schema_json: str,
-              partition_by: tuple[str, ...]) -> None:
+    def check(self, *, owner: str | None, schema_json: str, partition_by: tuple[str, ...],
+              planned_columns: bool = False) -> None:
+        # planned_columns: nothing to allow, Delta's columns come in the batch's table commit,
+        # after its log file
         known = snapshot(self.uri, self.options, fresh=True)
         if known is None:
             return

@@ -36,7 +36,7 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import is_compaction_batch
 from commit_protocol.log.lines import file_entry
 from commit_protocol.metrics import count, note, timed
-from commit_protocol.schema_evolution import recorded
+from commit_protocol.schema_evolution import recorded, with_columns_of
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each, existing
@@ -156,12 +156,15 @@ class TableFollower:
             logger.warning("table %s: %s", self._name, row_deletes_problem(self._name, found))
         return found
 
-    def check(self, state: SinkState | None, schema_json: str) -> None:
+    def check(self, state: SinkState | None, schema_json: str, *,
+              planned_columns: bool = False) -> None:
         """Refuse a table this output cannot follow (see :meth:`Table.check`): against the
-        committed state, or the query's schema (``schema_json``) before the first commit."""
+        committed columns and the query's (an Iceberg batch adds its new ones at planning)."""
         owner = None if state is None else owner_of(state.query_id)
-        schema = schema_json if state is None else state.schema_json
-        self.table.check(owner=owner, schema_json=schema, partition_by=self.config.partition_by)
+        schema = schema_json if state is None else with_columns_of(state.schema_json,
+                                                                   schema_json)
+        self.table.check(owner=owner, schema_json=schema, partition_by=self.config.partition_by,
+                         planned_columns=planned_columns)
 
     # -- the steps -----------------------------------------------------------------------
     def _bring_up(self, latest: int, current: SinkState | None, *, now_ms: int) -> list[int]:

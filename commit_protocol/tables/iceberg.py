@@ -203,8 +203,8 @@ class IcebergFollowedTable:
         contents = [] if current is None else current.column("content").to_pylist()
         return sum(content != DATA_CONTENT for content in contents)
 
-    def check(self, *, owner: str | None, schema_json: str,
-              partition_by: tuple[str, ...]) -> None:
+    def check(self, *, owner: str | None, schema_json: str, partition_by: tuple[str, ...],
+              planned_columns: bool = False) -> None:
         """An Iceberg table is shared through its catalog: a new output (``owner`` None) may
         join a table that exists (another rotsink query's, a backfill's), partitioned and
         typed as the output; an output with committed batches must find its own mark."""
@@ -219,6 +219,8 @@ class IcebergFollowedTable:
                              f"output by identity on {list(partition_by)}")
         ours = {f.name: str(f.field_type) for f in iceberg_schema(schema_json).fields}
         for field in table.schema().fields:
+            if field.name not in ours and planned_columns:
+                continue  # added by a batch planned after the log's last (iceberg_ids)
             if field.name not in ours:
                 raise TableError(f"Iceberg table {self.identifier} has a column "
                                  f"{field.name!r} the output does not ({sorted(ours)})")

@@ -47,7 +47,7 @@ def test_a_named_partitioned_query_written_as_sparks_guide_writes_it(spark, tmp_
     assert sorted((r.id, r.grp) for r in spark_reader) == input_rows()
     assert cli.main(["inspect", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("query: events (id ") and "partitioned by grp" in printed[2]
+    assert printed[0].startswith("query: events (id ") and "partitioned by grp" in printed[3]
 
 
 @pytest.mark.compat

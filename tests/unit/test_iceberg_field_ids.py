@@ -149,3 +149,38 @@ def test_a_file_whose_ids_the_table_no_longer_has_is_refused(tmp_path):
         with pytest.raises(TableError, match=r"carry field ids .* that the Iceberg table's "
                                              "schema no longer has"):
             commit_batch(cfg, 1)
+
+
+def test_a_driver_killed_after_adding_the_batchs_columns_goes_on_from_there(tmp_path,
+                                                                            monkeypatch):
+    """The table has the batch's new column, the log does not yet: the restarted query
+    finds the table its own (the column is its schema's), writes the batch with the table's
+    id for it and commits it."""
+    from commit_protocol import failpoints
+    from commit_protocol.errors import FailpointError
+    from commit_protocol.storage import open_storage
+    from commit_protocol.verification import verify_output
+    from tests.unit.test_delta_commits import GROWN_JSON
+
+    cfg = iceberg_config(str(tmp_path / "out"))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    grown = dataclasses.replace(cfg, schema_evolution="addColumns")
+    monkeypatch.setenv(failpoints.ENV_VAR, "table.after_schema=raise")
+    with pytest.raises(FailpointError):
+        commit_batch(grown, 2, schema_json=GROWN_JSON, tagged=True)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()  # a new driver
+    assert "tag" in {f.name for f in table_of(cfg).schema().fields}
+    storage = open_storage(cfg.path)
+    assert verify_output(storage, repair=True, commit_timeout_s=0, fs_options={}).ok, \
+        "a repair knows only the log's schema: the planned column is no foreign table"
+    restarted = Committer(open_storage(cfg.path), grown, GROWN_JSON)
+    restarted.start_table(restarted.latest_state())  # refuses a table it cannot follow
+    commit_batch(grown, 2, schema_json=GROWN_JSON, tagged=True)
+    commit_batch(grown, 3, schema_json=GROWN_JSON, tagged=True)
+    forget()
+    tag_id = table_of(cfg).schema().find_field("tag").field_id
+    tagged = [p for p in Path(cfg.path).rglob("part-*.parquet") if "tag" in pq.read_schema(p).names]
+    assert tagged and all(
+        int(pq.read_schema(p).field("tag").metadata[PARQUET_FIELD_ID]) == tag_id for p in tagged)
