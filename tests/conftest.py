@@ -103,6 +103,24 @@ def seaweedfs_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def gcs_endpoint() -> Iterator[str]:
+    """URL of fake-gcs-server, Google Cloud Storage's emulator, on 127.0.0.1 for the session."""
+    from tests.support.gcsserver import start_fake_gcs
+
+    endpoint, stop = start_fake_gcs()
+    yield endpoint
+    stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_bucket(gcs_endpoint) -> str:
+    """One bucket on the emulator for the session; each test uses its own prefix."""
+    from tests.support.gcsserver import create_bucket
+
+    return create_bucket(gcs_endpoint, "rotsink-contract")
+
+
+@pytest.fixture(scope="session")
 def seaweedfs_catalog() -> Iterator[tuple[str, str]]:
     """SeaweedFS with its Iceberg REST catalog on 127.0.0.1: ``(S3 URL, catalog URL)`` (a
     server of its own, so tests of the plain S3 gateway are not slowed by it)."""

@@ -43,7 +43,8 @@ _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
 
 def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
-    """Storage for an ``s3://``, ``s3a://`` or ``memory://`` URL (runs on driver and executors).
+    """Storage for an object store's URL (``s3://``, ``s3a://``, ``gs://``, ``memory://``: the
+    schemes of :data:`~commit_protocol.storage.objects.CLIENTS`); runs on driver and executors.
 
     ``fs_options`` are Spark's ``fs.*`` options without the prefix, passed to
     ``fsspec.core.url_to_fs``: ``"true"``/``"false"`` become booleans, a few integer options
@@ -55,8 +56,9 @@ def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
         raise UnsafeStorageError(
             f"cannot write to {url}: rotsink commits exactly once only where it can create an "
             f"object exclusively (fail if it exists); it does so on s3://, s3a:// (S3 "
-            f"conditional writes) and memory://, not yet on {protocol}://, where a publish "
-            "or a log write could silently replace another writer's file")
+            f"conditional writes), gs:// (Cloud Storage preconditions) and memory://, not "
+            f"yet on {protocol}://, where a publish or a log write could silently replace "
+            "another writer's file")
     import fsspec.core
 
     fs, root = fsspec.core.url_to_fs(url, **parse_fs_options(fs_options))

@@ -11,6 +11,7 @@ its sources so that :meth:`Objects.made_from` recognises it after a crash.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import importlib
 from datetime import datetime
@@ -23,6 +24,8 @@ CLIENTS = {
     "s3": "commit_protocol.storage.s3:S3Objects",
     "s3a": "commit_protocol.storage.s3:S3Objects",
     "memory": "commit_protocol.storage.memory:MemoryObjects",
+    "gs": "commit_protocol.storage.gcs:GCSObjects",
+    "gcs": "commit_protocol.storage.gcs:GCSObjects",
 }
 
 
@@ -70,3 +73,25 @@ def client_for(protocol: str, fs: Any) -> Objects | None:
 def epoch_ms(moment: datetime) -> int:
     """A store's timestamp as the protocol's clock counts (epoch milliseconds)."""
     return int(moment.timestamp() * 1000)
+
+
+async def bounded(coroutines: builtins.list[Any], limit: int) -> builtins.list[Any]:
+    """Await ``coroutines``, at most ``limit`` at once, results in order; on a failure the
+    others are cancelled (none keeps running behind an aborted upload) and it is raised."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coroutine: Any) -> Any:
+        try:
+            async with semaphore:
+                return await coroutine
+        finally:
+            coroutine.close()  # one cancelled before it started is closed, not leaked
+
+    tasks = [asyncio.ensure_future(one(c)) for c in coroutines]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -13,7 +13,6 @@ client s3fs holds (``s3://``, ``s3a://``): the operations of
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import contextlib
 import errno
@@ -21,7 +20,7 @@ import uuid
 from typing import Any
 
 from commit_protocol.errors import SegmentError
-from commit_protocol.storage.objects import epoch_ms
+from commit_protocol.storage.objects import bounded, epoch_ms
 from commit_protocol.storage.segments import (
     MAX_PARTS,
     MIN_PART_BYTES,
@@ -58,28 +57,6 @@ def already_exists(error: BaseException) -> bool:
     code = response.get("Error", {}).get("Code")
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412
-
-
-async def _bounded(coroutines: builtins.list[Any], limit: int) -> builtins.list[Any]:
-    """Await ``coroutines``, at most ``limit`` at once, results in order; on a failure the
-    others are cancelled (none keeps running behind an aborted upload) and it is raised."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(coroutine: Any) -> Any:
-        try:
-            async with semaphore:
-                return await coroutine
-        finally:
-            coroutine.close()  # one cancelled before it started is closed, not leaked
-
-    tasks = [asyncio.ensure_future(one(c)) for c in coroutines]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 class S3Objects:
@@ -144,7 +121,7 @@ class S3Objects:
 
     async def _read(self, pieces: builtins.list[Piece]) -> bytes:
         gets = [self._get(p) for p in pieces if p.length]
-        return b"".join(await _bounded(gets, self.fs.max_concurrency))
+        return b"".join(await bounded(gets, self.fs.max_concurrency))
 
     def read(self, pieces: builtins.list[Piece]) -> bytes:
         return self._run(self._read, pieces)
@@ -191,7 +168,7 @@ class S3Objects:
                                          Metadata=metadata)
         upload = {"Bucket": bucket, "Key": key, "UploadId": created["UploadId"]}
         try:  # at most max_concurrency parts at once: a downloaded part holds 5 MiB
-            etags = await _bounded([self._part(upload, n, p) for n, p in enumerate(parts, 1)],
+            etags = await bounded([self._part(upload, n, p) for n, p in enumerate(parts, 1)],
                                    self.fs.max_concurrency)
             done = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, 1)]
             await self.fs._call_s3("complete_multipart_upload", **upload, IfNoneMatch="*",

@@ -1,0 +1,95 @@
+"""fake-gcs-server, Google Cloud Storage's emulator, on 127.0.0.1 for the tests.
+
+The emulator is a Go program (``github.com/fsouza/fake-gcs-server``), built once with ``go
+install`` into ``.tools-cache/bin`` below the repository (as ``.jvm-cache`` keeps the jars):
+``python -m tests.support.gcsserver`` builds it where it is missing (``.ci/run`` does), and
+the first test that needs it does too. It enforces ``ifGenerationMatch=0`` on uploads, serves
+ranged reads, listings and ``compose``, but does not enforce a compose's precondition (the
+real service does): ``tests/unit/test_storage_contract.py`` covers that with a front that
+enforces it (:mod:`tests.support.gcsfront`). Only the loopback address is ever contacted,
+with anonymous credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+MODULE = "github.com/fsouza/fake-gcs-server"
+VERSION = "v1.56.1"  # the emulator the tests were written against
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ROOT / ".tools-cache" / "bin"
+OPTIONS = {"token": "anon"}  # with "endpoint_url": the sink's fs.* options for the emulator
+
+
+def binary(*, build: bool = True) -> Path:
+    """The emulator's executable: ``ROTSINK_FAKE_GCS``, or the one built into
+    ``.tools-cache/bin`` (built now when ``build`` and Go is there)."""
+    named = os.environ.get("ROTSINK_FAKE_GCS")
+    if named:
+        return Path(named)
+    built = TOOLS / "fake-gcs-server"
+    if built.exists() or not build:
+        return built
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("the GCS tests need fake-gcs-server, built with Go (not found): "
+                           "install Go (apt-get install golang, or go.dev), then run "
+                           "python -m tests.support.gcsserver")
+    TOOLS.mkdir(parents=True, exist_ok=True)
+    subprocess.run([go, "install", f"{MODULE}@{VERSION}"], check=True,
+                   env={**os.environ, "GOBIN": str(TOOLS)})
+    return built
+
+
+def start_fake_gcs() -> tuple[str, Callable[[], None]]:
+    """A fresh emulator (objects in memory) on a free port of 127.0.0.1: its URL and a
+    function that stops it."""
+    from tests.support.connect_server import free_port
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [str(binary()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
+         "-backend", "memory", "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=2).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"fake-gcs-server did not start on {endpoint}") from None
+            time.sleep(0.1)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    return endpoint, stop
+
+
+def create_bucket(endpoint: str, bucket: str) -> str:
+    """Create ``bucket`` on the emulator at ``endpoint``; returns its name."""
+    request = urllib.request.Request(f"{endpoint}/storage/v1/b?project=rotsink-tests",
+                                     data=json.dumps({"name": bucket}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30).close()
+    return bucket
+
+
+if __name__ == "__main__":
+    print(f"fake-gcs-server: {binary()}")
+    sys.exit(0)
