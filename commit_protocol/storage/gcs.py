@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from commit_protocol.errors import SegmentError
-from commit_protocol.storage.objects import bounded
+from commit_protocol.storage.objects import AsyncObjects, bounded, split_path
 from commit_protocol.storage.segments import Blob, Piece, source_digest
 
 _TOKEN = "rotsink-token"  # object metadata: which create made the object
@@ -38,11 +38,6 @@ _SOURCE = "rotsink-source"  # object metadata: source_digest() of a composed obj
 MAX_COMPOSE = 32  # GCS: source objects per compose request
 SMALL_BYTES = 1 << 20  # a compose of less is one GET per piece and one upload
 _HIDDEN = ".compose-"  # the intermediates of a compose: a hidden name beside the target
-
-
-def _split(path: str) -> tuple[str, str]:
-    bucket, _, key = path.partition("/")
-    return bucket, key
 
 
 def _ms(text: str) -> int:
@@ -54,19 +49,11 @@ def _blob(bucket: str, item: dict[str, Any]) -> Blob:
                 str(item.get("generation", "")))
 
 
-class GCSObjects:
+class GCSObjects(AsyncObjects):
     """GCS through the HTTP session of a gcsfs ``GCSFileSystem`` (``fs._call``)."""
 
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
-
-    def _run(self, coroutine_function: Any, *args: Any) -> Any:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, coroutine_function, *args)
-
     async def _list(self, prefix: str) -> builtins.list[Blob]:
-        bucket, key = _split(prefix)
+        bucket, key = split_path(prefix)
         blobs: builtins.list[Blob] = []
         page: dict[str, str] = {}
         while True:
@@ -82,7 +69,7 @@ class GCSObjects:
         return self._run(self._list, prefix)
 
     async def _head(self, path: str) -> tuple[Blob, dict[str, str]]:
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
         out = await self.fs._call("GET", "b/{}/o/{}", bucket, key, json_out=True)
         return _blob(bucket, out), dict(out.get("metadata") or {})
 
@@ -91,7 +78,7 @@ class GCSObjects:
 
     async def _download(self, path: str, first: int | None = None,
                         last: int | None = None) -> bytes:
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
         headers = {} if first is None else {"Range": f"bytes={first}-{last}"}
         _, data = await self.fs._call("GET", "b/{}/o/{}", bucket, key, alt="media",
                                       headers=headers)
@@ -122,7 +109,7 @@ class GCSObjects:
     # -- exclusive creates -----------------------------------------------------------------
     async def _upload(self, path: str, data: bytes, metadata: dict[str, str]) -> None:
         """One object, only if none lives at ``path`` (``ifGenerationMatch=0``)."""
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
         head = json.dumps({"name": key, "metadata": metadata})
         body = (f"--==0==\nContent-Type: application/json; charset=UTF-8\n\n{head}\n"
                 "--==0==\nContent-Type: application/octet-stream\n\n").encode() \
@@ -193,10 +180,10 @@ class GCSObjects:
 
     async def _compose(self, dst: str, sources: builtins.list[str],
                        metadata: dict[str, str], *, exclusive: bool) -> None:
-        bucket, key = _split(dst)
+        bucket, key = split_path(dst)
         objects = []
         for source in sources:
-            source_bucket, name = _split(source)
+            source_bucket, name = split_path(source)
             if source_bucket != bucket:
                 raise OSError(errno.EXDEV, f"GCS composes within one bucket: {source}", dst)
             objects.append({"name": name})
@@ -222,7 +209,7 @@ class GCSObjects:
 
     # -- deletes -------------------------------------------------------------------------
     async def _delete(self, path: str) -> None:
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
         with contextlib.suppress(FileNotFoundError):
             await self.fs._call("DELETE", "b/{}/o/{}", bucket, key)
 

@@ -95,3 +95,27 @@ async def bounded(coroutines: builtins.list[Any], limit: int) -> builtins.list[A
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """``bucket/key`` as its bucket and key.
+
+    >>> split_path("lake/events/part-0.parquet")
+    ('lake', 'events/part-0.parquet')
+    """
+    bucket, _, key = path.partition("/")
+    return bucket, key
+
+
+class AsyncObjects:
+    """A client whose requests are coroutines on the event loop of the fsspec filesystem
+    ``fs`` it makes them through (s3fs's, gcsfs's): their credentials, session and retries."""
+
+    def __init__(self, fs: Any) -> None:
+        self.fs = fs
+
+    def _run(self, coroutine_function: Any, *args: Any) -> Any:
+        """Run ``coroutine_function(*args)`` on the filesystem's loop; its result."""
+        from fsspec.asyn import sync
+
+        return sync(self.fs.loop, coroutine_function, *args)

@@ -17,10 +17,9 @@ import builtins
 import contextlib
 import errno
 import uuid
-from typing import Any
 
 from commit_protocol.errors import SegmentError
-from commit_protocol.storage.objects import bounded, epoch_ms
+from commit_protocol.storage.objects import AsyncObjects, bounded, epoch_ms, split_path
 from commit_protocol.storage.segments import (
     MAX_PARTS,
     MIN_PART_BYTES,
@@ -33,11 +32,6 @@ from commit_protocol.storage.segments import (
 
 _TOKEN = "rotsink-token"  # S3 user metadata: which create made the object
 _SOURCE = "rotsink-source"  # S3 user metadata: source_digest() of a composed object's bytes
-
-
-def _split(path: str) -> tuple[str, str]:
-    bucket, _, key = path.partition("/")
-    return bucket, key
 
 
 def already_exists(error: BaseException) -> bool:
@@ -59,20 +53,12 @@ def already_exists(error: BaseException) -> bool:
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412
 
 
-class S3Objects:
+class S3Objects(AsyncObjects):
     """S3 through the botocore client s3fs holds (``_call_s3``: s3fs's retries and error
     translation; no listing cache)."""
 
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
-
-    def _run(self, coroutine_function: Any, *args: Any) -> Any:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, coroutine_function, *args)
-
     async def _list(self, prefix: str) -> builtins.list[Blob]:
-        bucket, key = _split(prefix)
+        bucket, key = split_path(prefix)
         blobs: builtins.list[Blob] = []
         page: dict[str, str] = {}
         while True:
@@ -87,14 +73,14 @@ class S3Objects:
         return self._run(self._list, prefix)
 
     def head(self, path: str) -> tuple[Blob, dict[str, str]]:
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
         out = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
         blob = Blob(path, out["ContentLength"], epoch_ms(out["LastModified"]), out.get("ETag", ""))
         return blob, out.get("Metadata", {})
 
     def get(self, path: str) -> bytes:
         """The whole object (1 GET); ``FileNotFoundError`` when there is none."""
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
 
         async def whole() -> bytes:
             resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
@@ -106,7 +92,7 @@ class S3Objects:
         return self._run(whole)
 
     async def _get(self, piece: Piece) -> bytes:
-        bucket, key = _split(piece.blob.path)
+        bucket, key = split_path(piece.blob.path)
         last = piece.start + piece.length - 1
         resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=key,
                                       Range=f"bytes={piece.start}-{last}")
@@ -128,7 +114,7 @@ class S3Objects:
 
     def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
         """Conditional PUT (``IfNoneMatch="*"``)."""
-        bucket, key = _split(path)
+        bucket, key = split_path(path)
         token = uuid.uuid4().hex
         try:
             self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*",
@@ -163,7 +149,7 @@ class S3Objects:
 
     async def _multipart(self, dst: str, parts: builtins.list[Part],
                          metadata: dict[str, str]) -> None:
-        bucket, key = _split(dst)
+        bucket, key = split_path(dst)
         created = await self.fs._call_s3("create_multipart_upload", Bucket=bucket, Key=key,
                                          Metadata=metadata)
         upload = {"Bucket": bucket, "Key": key, "UploadId": created["UploadId"]}
@@ -181,7 +167,7 @@ class S3Objects:
     async def _part(self, upload: dict[str, str], number: int, part: Part) -> str:
         if part.copy:
             piece = part.pieces[0]
-            bucket, key = _split(piece.blob.path)
+            bucket, key = split_path(piece.blob.path)
             out = await self.fs._call_s3(
                 "upload_part_copy", **upload, PartNumber=number,
                 CopySource={"Bucket": bucket, "Key": key},
@@ -200,15 +186,15 @@ class S3Objects:
 
     def delete(self, paths: builtins.list[str]) -> None:
         for start in range(0, len(paths), 1000):
-            bucket = _split(paths[start])[0]
-            keys = [{"Key": _split(p)[1]} for p in paths[start:start + 1000]]
+            bucket = split_path(paths[start])[0]
+            keys = [{"Key": split_path(p)[1]} for p in paths[start:start + 1000]]
             out = self.fs.call_s3("delete_objects", Bucket=bucket,
                                   Delete={"Objects": keys, "Quiet": True})
             if out.get("Errors"):
                 raise OSError(errno.EIO, f"delete failed: {out['Errors'][:3]}", paths[start])
 
     def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
-        bucket, key = _split(prefix)
+        bucket, key = split_path(prefix)
         aborted: builtins.list[str] = []
         page: dict[str, str] = {}
         while True:
