@@ -31,15 +31,16 @@ os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)
 @pytest.fixture(scope="session")
 def spark(iceberg_catalog_db):
     from datasource.session import local_session
-    from tests.support.jvm import spark_packages, table_reader_formats
+    from tests.support.jvm import cloud_reader_jars, spark_packages, table_reader_formats
     from tests.support.table_spark import SESSION_CATALOG, reader_session
 
-    # Spark's Kafka source and hadoop-aws, as a user's --packages would add them, and Spark's
-    # own Delta and Iceberg readers where they are published for this PySpark
+    # Spark's Kafka source and hadoop-aws, gcs-connector and hadoop-azure, as a user's
+    # --packages would add them, and Spark's own Delta and Iceberg readers where they are
+    # published for this PySpark
     readers, conf = reader_session(table_reader_formats(), iceberg_db=iceberg_catalog_db,
                                    catalog=SESSION_CATALOG)
     session = local_session(app_name="rotsink-tests", conf=conf,
-                            extra_jars=(*spark_packages().jars, *readers))
+                            extra_jars=(*spark_packages().jars, *cloud_reader_jars(), *readers))
     yield session
     session.stop()
 
@@ -118,6 +119,24 @@ def gcs_bucket(gcs_endpoint) -> str:
     from tests.support.gcsserver import create_bucket
 
     return create_bucket(gcs_endpoint, "rotsink-contract")
+
+
+@pytest.fixture(scope="session")
+def azure_endpoint() -> Iterator[str]:
+    """URL of Azurite, Azure Storage's emulator (Blob service), on 127.0.0.1 for the session."""
+    from tests.support.azurite import start_azurite
+
+    endpoint, stop = start_azurite()
+    yield endpoint
+    stop()
+
+
+@pytest.fixture(scope="session")
+def azure_container(azure_endpoint) -> str:
+    """One container on the emulator for the session; each test uses its own prefix."""
+    from tests.support.azurite import create_container
+
+    return create_container(azure_endpoint, "rotsink-contract")
 
 
 @pytest.fixture(scope="session")

@@ -30,13 +30,12 @@ from typing import Any
 from urllib.parse import quote
 
 from commit_protocol.errors import SegmentError
-from commit_protocol.storage.objects import AsyncObjects, bounded, split_path
+from commit_protocol.storage.objects import SMALL_BYTES, AsyncObjects, bounded, split_path
 from commit_protocol.storage.segments import Blob, Piece, source_digest
 
 _TOKEN = "rotsink-token"  # object metadata: which create made the object
 _SOURCE = "rotsink-source"  # object metadata: source_digest() of a composed object's bytes
 MAX_COMPOSE = 32  # GCS: source objects per compose request
-SMALL_BYTES = 1 << 20  # a compose of less is one GET per piece and one upload
 _HIDDEN = ".compose-"  # the intermediates of a compose: a hidden name beside the target
 
 

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, cast
 from commit_protocol.errors import OptionError, SegmentError, UnsafeStorageError
 from commit_protocol.storage import FileInfo
 from commit_protocol.storage.inputs import PrefixInput
-from commit_protocol.storage.objects import CLIENTS, Objects, client_for
+from commit_protocol.storage.objects import CLIENTS, FSSPEC_SCHEMES, Objects, client_for
 from commit_protocol.storage.segments import (
     SEGMENT_BYTES,
     Blob,
@@ -43,8 +43,9 @@ _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
 
 def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
-    """Storage for an object store's URL (``s3://``, ``s3a://``, ``gs://``, ``memory://``: the
-    schemes of :data:`~commit_protocol.storage.objects.CLIENTS`); runs on driver and executors.
+    """Storage for an object store's URL (the schemes of
+    :data:`~commit_protocol.storage.objects.CLIENTS`: S3, Cloud Storage, Azure, ``memory://``);
+    runs on driver and executors.
 
     ``fs_options`` are Spark's ``fs.*`` options without the prefix, passed to
     ``fsspec.core.url_to_fs``: ``"true"``/``"false"`` become booleans, a few integer options
@@ -56,12 +57,15 @@ def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
         raise UnsafeStorageError(
             f"cannot write to {url}: rotsink commits exactly once only where it can create an "
             f"object exclusively (fail if it exists); it does so on s3://, s3a:// (S3 "
-            f"conditional writes), gs:// (Cloud Storage preconditions) and memory://, not "
-            f"yet on {protocol}://, where a publish or a log write could silently replace "
-            "another writer's file")
+            f"conditional writes), gs:// (Cloud Storage preconditions), abfs[s]://, az://, "
+            f"wasb[s]:// (Azure Blob Storage conditional headers) and memory://, not on "
+            f"{protocol}://, where a publish or a log write could silently replace another "
+            "writer's file")
     import fsspec.core
 
-    fs, root = fsspec.core.url_to_fs(url, **parse_fs_options(fs_options))
+    scheme = FSSPEC_SCHEMES.get(protocol)
+    fsspec_url = f"{scheme}://{url.split('://', 1)[1]}" if scheme else url
+    fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
     return ObjectStorage(fs, root, url)
 
 
@@ -101,7 +105,7 @@ class ObjectStorage:
                       None)
         if client is None:
             raise UnsafeStorageError(f"cannot write to {root_uri}: {type(fs).__name__} has no "
-                                     "exclusive create that rotsink uses (s3 and memory only)")
+                                     "client in rotsink (storage.objects.CLIENTS)")
         self._objects: Objects = client
         self.fs = fs
         self.root = root.rstrip("/")

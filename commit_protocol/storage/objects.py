@@ -26,7 +26,16 @@ CLIENTS = {
     "memory": "commit_protocol.storage.memory:MemoryObjects",
     "gs": "commit_protocol.storage.gcs:GCSObjects",
     "gcs": "commit_protocol.storage.gcs:GCSObjects",
+    "abfs": "commit_protocol.storage.azure:AzureObjects",
+    "abfss": "commit_protocol.storage.azure:AzureObjects",
+    "az": "commit_protocol.storage.azure:AzureObjects",
+    "wasb": "commit_protocol.storage.azure:AzureObjects",
+    "wasbs": "commit_protocol.storage.azure:AzureObjects",
 }
+# URL schemes fsspec does not know, as the scheme of the fsspec filesystem that serves them:
+# Hadoop's wasb[s]://container@account.blob.core.windows.net/ is adlfs's abfs:// on that host
+FSSPEC_SCHEMES = {"wasb": "abfs", "wasbs": "abfs"}
+SMALL_BYTES = 1 << 20  # a compose of less is one GET per piece and one exclusive upload
 
 
 class Objects(Protocol):

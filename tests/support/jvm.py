@@ -8,7 +8,9 @@ dependencies into a folder of its own (they must not share a classpath):
   PySpark's versions (a folder per PySpark version);
 - ``table-reader``: Spark's own Delta and Iceberg readers built for the installed PySpark's
   Spark release, where one is published (:data:`TABLE_READERS`);
-- ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`.
+- ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`;
+- ``cloud-readers``: Spark's readers of ``gs://`` (gcs-connector) and ``wasb://`` (hadoop-azure),
+  for the tests of Spark's readers on the stores' emulators (:mod:`tests.support.cloud_readers`).
 
 ``python -m tests.support.jvm`` fetches them (``.ci/run`` does, before the tests) and builds
 the class-data archives of the crash loops' drivers (:mod:`tests.support.class_archive`); the
@@ -100,6 +102,13 @@ def spark_candidates(version: str) -> tuple[str, ...]:
     major, minor, patch = (int(part) for part in version.split(".")[:3])
     same_release = tuple(f"{major}.{minor}.{p}" for p in range(patch, -1, -1))
     return same_release + tuple(v for v in SPARK_FALLBACKS if v not in same_release)
+
+
+def cloud_reader_jars() -> tuple[Path, ...]:
+    """gcs-connector and hadoop-azure with its dependencies, but those PySpark ships."""
+    shipped = {_artifact_name(j) for j in pyspark_jars().glob("*.jar")}
+    return tuple(sorted(j for j in _fetch("cloud-readers").glob("*.jar")
+                        if _artifact_name(j) not in shipped))
 
 
 def kafka_broker_classpath() -> str:
@@ -201,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     compat = "--compat" in (sys.argv[1:] if argv is None else argv)
     try:
         packages = spark_packages()
+        cloud_reader_jars()
         kafka_broker_classpath()
         readers = table_reader_formats()
         for table_format in readers:

@@ -41,10 +41,11 @@ MiB = 1 << 20
 
 
 S3_SERVERS = ("moto", "seaweedfs")
-STORES = (*S3_SERVERS, "gcs")  # every object store with a server of its own
+STORES = (*S3_SERVERS, "gcs", "azure")  # every object store with a server of its own
 ENDPOINT_AND_BUCKET = {"moto": ("s3_endpoint", "s3_bucket"),
                        "seaweedfs": ("seaweedfs_endpoint", "seaweedfs_bucket"),
-                       "gcs": ("gcs_endpoint", "gcs_bucket")}
+                       "gcs": ("gcs_endpoint", "gcs_bucket"),
+                       "azure": ("azure_endpoint", "azure_container")}
 
 
 def make_storage(kind: str, request, tmp_path):
@@ -58,6 +59,13 @@ def make_storage(kind: str, request, tmp_path):
 
         return open_object_storage(f"gs://{bucket}/{uuid.uuid4().hex}",
                                    {"endpoint_url": endpoint, **OPTIONS})
+    if kind == "azure":
+        from tests.support.azurite import ACCOUNT, options
+
+        # Hadoop's spelling, as Spark's readers name the files (wasbs://container@account...)
+        return open_object_storage(
+            f"wasbs://{bucket}@{ACCOUNT}.blob.core.windows.net/{uuid.uuid4().hex}",
+            options(endpoint))
     return open_object_storage(f"s3://{bucket}/{uuid.uuid4().hex}", {"endpoint_url": endpoint})
 
 
@@ -69,6 +77,8 @@ def reopen_args(storage) -> tuple[str, dict[str, str]]:
         from tests.support.gcsserver import OPTIONS
 
         return storage.root_uri, {"endpoint_url": storage.fs._endpoint, **OPTIONS}
+    if storage.root_uri.startswith("wasbs://"):
+        return storage.root_uri, {"connection_string": storage.fs.connection_string}
     return storage.root_uri, {"endpoint_url": storage.fs.endpoint_url}
 
 

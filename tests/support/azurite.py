@@ -1,0 +1,112 @@
+"""Azurite, Azure Storage's emulator (its Blob service), on 127.0.0.1 for the tests.
+
+Azurite is a Node.js program (npm ``azurite``), installed once with ``npm install`` into
+``.tools-cache/npm`` below the repository (as ``.jvm-cache`` keeps the jars):
+``python -m tests.support.azurite`` installs it where it is missing (``.ci/run`` does), and the
+first test that needs it does too. It serves the Blob API of a flat (no hierarchical
+namespace) account, ``devstoreaccount1`` with its published key, and enforces ``If-None-Match:
+*`` on Put Blob and Put Block List; it has no DFS endpoint (``abfs://`` in Hadoop's sense), so
+Spark reads it through hadoop-azure's ``wasb://``. Only the loopback address is ever contacted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+PACKAGE = "azurite"
+VERSION = "3.37.0"  # the emulator the tests were written against
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = ROOT / ".tools-cache" / "npm"
+ACCOUNT = "devstoreaccount1"
+# Azurite's well-known development key (published in its README; no secret)
+KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
+       "KBHBeksoGMGw==")
+
+
+def binary(*, install: bool = True) -> Path:
+    """The emulator's blob service: ``ROTSINK_AZURITE``, or the one npm installed into
+    ``.tools-cache/npm`` (installed now when ``install`` and npm is there)."""
+    named = os.environ.get("ROTSINK_AZURITE")
+    if named:
+        return Path(named)
+    installed = PREFIX / "node_modules" / ".bin" / "azurite-blob"
+    if installed.exists() or not install:
+        return installed
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("the Azure tests need Azurite, installed with npm (not found): "
+                           "install Node.js, then run python -m tests.support.azurite")
+    PREFIX.mkdir(parents=True, exist_ok=True)
+    subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                    str(PREFIX), f"{PACKAGE}@{VERSION}"], check=True)
+    return installed
+
+
+def connection_string(endpoint: str) -> str:
+    """The connection string of the emulator's account at ``endpoint``."""
+    return (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
+            f"BlobEndpoint={endpoint}/{ACCOUNT};")
+
+
+def options(endpoint: str) -> dict[str, str]:
+    """The sink's ``fs.*`` options (adlfs's keywords) for the emulator at ``endpoint``."""
+    return {"connection_string": connection_string(endpoint)}
+
+
+def start_azurite(port: int = 0) -> tuple[str, Callable[[], None]]:
+    """A fresh emulator (blobs in memory) on ``port`` of 127.0.0.1 (a free one when 0): its
+    URL (without the account) and a function that stops it."""
+    from tests.support.connect_server import free_port
+
+    port = port or free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [str(binary()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+         "--inMemoryPersistence", "--skipApiVersionCheck", "--silent",
+         "--disableTelemetry"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{endpoint}/{ACCOUNT}?comp=list", timeout=2).close()
+            break
+        except urllib.error.HTTPError:
+            if process.poll() is None:
+                break  # it answers (an unsigned request is refused): it is up
+            raise RuntimeError(f"Azurite did not start on {endpoint}: another server holds "
+                               f"port {port}") from None
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"Azurite did not start on {endpoint}") from None
+            time.sleep(0.1)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    return endpoint, stop
+
+
+def create_container(endpoint: str, container: str) -> str:
+    """Create ``container`` on the emulator at ``endpoint``; returns its name."""
+    from azure.storage.blob import BlobServiceClient
+
+    with BlobServiceClient.from_connection_string(connection_string(endpoint)) as service:
+        service.create_container(container)
+    return container
+
+
+if __name__ == "__main__":
+    print(f"Azurite: {binary()}")
+    sys.exit(0)
