@@ -97,3 +97,8 @@ class TableError(RotsinkError):
     """The table at an output path (``table.format``) cannot follow the log: it has another
     schema, other partition columns or another writer, or its commit failed; the message
     names what differs ("expected X, found Y")."""
+
+
+class StoreAccessError(RotsinkError):
+    """The output's store refuses it before anything is written: its bucket or container does
+    not exist, or its credentials are missing or refused; the message names the URL."""

@@ -34,6 +34,7 @@ from commit_protocol.schema_evolution import (
 )
 from commit_protocol.state import SinkState
 from commit_protocol.storage import Storage, open_storage
+from commit_protocol.storage.access import check_access
 from commit_protocol.tables import recorded_table
 from datasource.compat import StreamWriterBase
 
@@ -75,8 +76,10 @@ class RotSinkStreamWriter(StreamWriterBase):
 
     def _read_plan(self) -> WritePlan:
         committer = self._committer()
-        state = committer.latest_state()
         started = (committer.storage.root_uri, self.config.table_format)
+        if started not in _TABLES_STARTED:
+            check_access(committer.storage)  # a missing bucket or credential, said plainly
+        state = committer.latest_state()
         if started not in _TABLES_STARTED:
             committer.start_table(state)  # refuse a foreign table, catch ours up
             _TABLES_STARTED.add(started)

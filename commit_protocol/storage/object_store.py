@@ -1,14 +1,14 @@
-"""Storage on object stores without append or rename: S3 (s3fs) and fsspec's ``memory://``.
+"""Storage on object stores without append or rename (S3, Cloud Storage, Azure Blob Storage,
+fsspec's ``memory://``), the same guarantees as :class:`~commit_protocol.storage.LocalStorage`
+by other means, the logic shared once here and each store's primitives in its client
+(:mod:`commit_protocol.storage.objects`):
 
-Same guarantees as :class:`~commit_protocol.storage.LocalStorage`, by other means:
-
-* appends become immutable segments ``<path>/<offset>`` (see
-  :mod:`commit_protocol.storage.segments`);
-* every create is exclusive: on S3 a conditional write (``If-None-Match: *`` on PutObject and
-  CompleteMultipartUpload), on ``memory://`` a check and create under a process-wide lock;
-* "rename" composes the source into one new object with an exclusive create, then deletes
-  the source; a composed object records which object versions it was made from, so a retry
-  after a crash between the two steps is recognised.
+* appends become immutable segments ``<path>/<offset>``
+  (:mod:`commit_protocol.storage.segments`);
+* every create is exclusive, with the store's own precondition;
+* "rename" composes the source into one new object, exclusively and server-side where the
+  store can, then deletes the source; a composed object records which object versions it
+  was made from, so a retry after a crash between the two steps is recognised.
 
 Request counts below are S3 requests; a LIST returns up to 1,000 objects.
 """
@@ -21,10 +21,16 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
-from commit_protocol.errors import OptionError, SegmentError, UnsafeStorageError
+from commit_protocol.errors import SegmentError, UnsafeStorageError
 from commit_protocol.storage import FileInfo
 from commit_protocol.storage.inputs import PrefixInput
-from commit_protocol.storage.objects import CLIENTS, FSSPEC_SCHEMES, Objects, client_for
+from commit_protocol.storage.objects import (
+    CLIENTS,
+    FSSPEC_SCHEMES,
+    Objects,
+    client_for,
+    parse_fs_options,
+)
 from commit_protocol.storage.segments import (
     SEGMENT_BYTES,
     Blob,
@@ -38,7 +44,6 @@ from commit_protocol.storage.segments import (
 )
 
 SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
-_INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
 
 
@@ -69,31 +74,10 @@ def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
     return ObjectStorage(fs, root, url)
 
 
-def parse_fs_options(options: dict[str, str]) -> dict[str, Any]:
-    """Spark's string options as fsspec keywords.
-
-    >>> parse_fs_options({"anon": "False", "retries": "3", "client_kwargs.region_name": "eu"})
-    {'anon': False, 'retries': 3, 'client_kwargs': {'region_name': 'eu'}}
-    """
-    out: dict[str, Any] = {}
-    for key, raw in options.items():
-        value: Any = {"true": True, "false": False}.get(raw.strip().lower(), raw)
-        if key in _INT_OPTIONS and isinstance(value, str):
-            if not value.strip().isdigit():
-                raise OptionError(f"fs.{key}: expected an integer, found {raw!r}")
-            value = int(value)
-        head, dot, tail = key.partition(".")
-        if dot:
-            out.setdefault(head, {})[tail] = value
-        else:
-            out[key] = value
-    return out
-
-
 class ObjectStorage:
     """A directory tree on an object store (see the module docstring for the mechanisms).
 
-    ``fs`` is an fsspec filesystem (``S3FileSystem`` or ``MemoryFileSystem``), ``root`` the
+    ``fs`` is an fsspec filesystem (s3fs, gcsfs, adlfs, memory), ``root`` the
     output path in its terms (``bucket/prefix``), ``root_uri`` the URL readers and the log
     use. ``segment_bytes`` is where a writer cuts a segment (tests make it small).
     """

@@ -17,6 +17,7 @@ import importlib
 from datetime import datetime
 from typing import Any, Protocol
 
+from commit_protocol.errors import OptionError
 from commit_protocol.storage.segments import Blob, Piece
 
 # URL scheme -> "module:class" of its client, taking the fsspec filesystem of the URL
@@ -36,6 +37,7 @@ CLIENTS = {
 # Hadoop's wasb[s]://container@account.blob.core.windows.net/ is adlfs's abfs:// on that host
 FSSPEC_SCHEMES = {"wasb": "abfs", "wasbs": "abfs"}
 SMALL_BYTES = 1 << 20  # a compose of less is one GET per piece and one exclusive upload
+_INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
 
 
 class Objects(Protocol):
@@ -128,3 +130,24 @@ class AsyncObjects:
         from fsspec.asyn import sync
 
         return sync(self.fs.loop, coroutine_function, *args)
+
+
+def parse_fs_options(options: dict[str, str]) -> dict[str, Any]:
+    """Spark's string options as fsspec keywords.
+
+    >>> parse_fs_options({"anon": "False", "retries": "3", "client_kwargs.region_name": "eu"})
+    {'anon': False, 'retries': 3, 'client_kwargs': {'region_name': 'eu'}}
+    """
+    out: dict[str, Any] = {}
+    for key, raw in options.items():
+        value: Any = {"true": True, "false": False}.get(raw.strip().lower(), raw)
+        if key in _INT_OPTIONS and isinstance(value, str):
+            if not value.strip().isdigit():
+                raise OptionError(f"fs.{key}: expected an integer, found {raw!r}")
+            value = int(value)
+        head, dot, tail = key.partition(".")
+        if dot:
+            out.setdefault(head, {})[tail] = value
+        else:
+            out[key] = value
+    return out

@@ -85,3 +85,17 @@ def test_the_change_feed_follows_a_path_on_the_store(spark, tmp_path, store):
     query.awaitTermination()
     downstream = spark.read.format("rotsink").load(str(tmp_path / "down"))
     assert rows_of(downstream) == Counter((i, f"g{i % 3}") for i in range(ROWS))
+
+
+def test_a_stream_to_a_bucket_that_does_not_exist_fails_at_start_saying_so(
+        spark, tmp_path, gcs_endpoint):
+    from pyspark.errors import StreamingQueryException
+
+    from tests.support.gcsserver import OPTIONS
+
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
+    options = {f"fs.{k}": v for k, v in {"endpoint_url": gcs_endpoint, **OPTIONS}.items()}
+    with pytest.raises(StreamingQueryException, match="the bucket 'no-such-bucket' does not "
+                                                      "exist"):
+        run_to_completion(spark, tmp_path / "in", cast(Path, "gs://no-such-bucket/out"),
+                          tmp_path / "ck", **options)

@@ -774,7 +774,7 @@ def test_a_seaweedfs_412_is_a_lost_race_and_other_einvals_stay_errors():
 
 
 # -- construction ----------------------------------------------------------------------------
-@pytest.mark.parametrize("url", ["abfs://c@a/out", "hdfs://nn/out", "ftp://h/out"])
+@pytest.mark.parametrize("url", ["adl://a/out", "hdfs://nn/out", "ftp://h/out"])
 def test_unsafe_filesystems_are_refused_by_name(url):
     with pytest.raises(UnsafeStorageError, match=f"cannot write to {url}:.*exclusively"):
         open_object_storage(url, {})

@@ -1,0 +1,53 @@
+"""A query's start on a store that refuses its output: a bucket or container that does not
+exist, credentials refused. It fails with what to fix, naming the URL, before anything is
+written; on the local servers of each store (127.0.0.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from commit_protocol.errors import StoreAccessError
+from commit_protocol.storage import LocalStorage, open_storage
+from commit_protocol.storage.access import check_access
+
+
+def missing(store: str, request) -> tuple[str, dict[str, str]]:
+    """The URL of an output in a bucket or container that does not exist, and its options."""
+    if store == "s3":
+        return "s3://no-such-bucket/out", {"endpoint_url": request.getfixturevalue(
+            "s3_endpoint")}
+    if store == "gcs":
+        from tests.support.gcsserver import OPTIONS
+
+        return "gs://no-such-bucket/out", {"endpoint_url": request.getfixturevalue(
+            "gcs_endpoint"), **OPTIONS}
+    from tests.support.azurite import ACCOUNT, options
+
+    return (f"abfss://no-such-container@{ACCOUNT}.dfs.core.windows.net/out",
+            options(request.getfixturevalue("azure_endpoint")))
+
+
+@pytest.mark.parametrize("store, word", [("s3", "bucket"), ("gcs", "bucket"),
+                                         ("azure", "container")])
+def test_a_bucket_or_container_that_does_not_exist_is_named(request, store, word):
+    url, options = missing(store, request)
+    with pytest.raises(StoreAccessError, match=f"{url}: the {word} 'no-such-"):
+        check_access(open_storage(url, options))
+
+
+def test_refused_credentials_are_said_to_be_refused(azure_endpoint, azure_container):
+    """Azure checks every request's signature (Azurite as the service): a wrong key."""
+    from tests.support.azurite import ACCOUNT, connection_string
+
+    wrong = connection_string(azure_endpoint).replace("AccountKey=Eby8", "AccountKey=Xby8")
+    url = f"abfss://{azure_container}@{ACCOUNT}.dfs.core.windows.net/out"
+    with pytest.raises(StoreAccessError, match="refused the credentials"):
+        check_access(open_storage(url, {"connection_string": wrong}))
+
+
+def test_a_store_that_accepts_the_output_passes(azure_endpoint, azure_container, tmp_path):
+    from tests.support.azurite import ACCOUNT, options
+
+    check_access(open_storage(f"abfss://{azure_container}@{ACCOUNT}.dfs.core.windows.net/ok",
+                              options(azure_endpoint)))
+    check_access(LocalStorage(str(tmp_path / "new")))
