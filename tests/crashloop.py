@@ -580,6 +580,25 @@ def encrypted_s3_output(workdir: Path, endpoint: str) -> tuple[str, dict[str, st
     return f"s3://{bucket}/out", options
 
 
+def cloud_output(store: str, endpoint: str) -> tuple[str, dict[str, str]]:
+    """A fresh bucket (``gcs``: fake-gcs-server) or container (``azure``: Azurite) on the
+    emulator at ``endpoint``, and the sink's options for output to it."""
+    import uuid
+
+    name = f"rotsink-crash-{uuid.uuid4().hex[:8]}"
+    if store == "gcs":
+        from tests.support.gcsserver import OPTIONS, create_bucket
+
+        fs = {"endpoint_url": endpoint, **OPTIONS}
+        url = f"gs://{create_bucket(endpoint, name)}/out"
+    else:
+        from tests.support.azurite import ACCOUNT, create_container, options
+
+        fs = options(endpoint)
+        url = f"abfss://{create_container(endpoint, name)}@{ACCOUNT}.dfs.core.windows.net/out"
+    return url, {**SINK_OPTIONS, **{f"fs.{key}": value for key, value in fs.items()}}
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The row-by-row check of the output after the loop."""
@@ -648,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--s3", nargs="?", const="seaweedfs", choices=("seaweedfs", "moto"),
                         help="write zstd, encrypted output to a local S3 server on 127.0.0.1: "
                              "SeaweedFS (the default), or moto")
+    parser.add_argument("--store", choices=("gcs", "azure"),
+                        help="write to Cloud Storage's or Azure's emulator on 127.0.0.1 "
+                             "(fake-gcs-server, Azurite)")
     parser.add_argument("--bulk", choices=sorted(SPARK_READERS),
                         help="write staged Parquet or ORC (encoded at every roll) instead of "
                              "JSON lines")
@@ -675,6 +697,14 @@ def main(argv: list[str] | None = None) -> int:
         start = start_moto_server if args.s3 == "moto" else start_seaweedfs_server
         endpoint, stop_server = start()
         url, options = encrypted_s3_output(workdir, endpoint)
+        loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options,
+                         schema_change=True)
+    if args.store:
+        from tests.support.azurite import start_azurite
+        from tests.support.gcsserver import start_fake_gcs
+
+        endpoint, stop_server = (start_fake_gcs if args.store == "gcs" else start_azurite)()
+        url, options = cloud_output(args.store, endpoint)
         loop = CrashLoop(workdir, seed=args.seed, out_url=url, options=options,
                          schema_change=True)
     if args.bulk:

@@ -2,11 +2,12 @@
 driver plus one kill at every failpoint, then every input row exactly once, across a schema
 change (a column added with ``schema.evolution``) in the middle of the lives; loops in Parquet
 and in ORC that kill at every step of encoding staged rows (in tasks and on the driver); and
-a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption.
+a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption, and on the
+emulators of Cloud Storage and Azure.
 
 The size is a parameter: ``ROTSINK_CRASH_KILLS=200 pytest tests/spark/test_crash_loop.py``
-(or ``python -m tests.crashloop --random-kills 200 [--s3 | --bulk orc]``) runs the long
-version on demand.
+(or ``python -m tests.crashloop --random-kills 200 [--s3 | --store azure | --bulk orc]``)
+runs the long version on demand.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.crashloop import (
     Outcome,
     bulk_loop,
     check_output,
+    cloud_output,
     encrypted_s3_output,
     summary,
     table_loop,
@@ -129,6 +131,17 @@ def test_crash_loop_on_s3_with_encryption(spark, tmp_path, shown, seaweedfs_endp
     one lock), so the tasks, the reader beside the lives and ``verify --repair`` really race
     on the store."""
     url, options = encrypted_s3_output(tmp_path, seaweedfs_endpoint)
+    loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
+    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10), points=S3_POINTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["gcs", "azure"])
+def test_crash_loop_on_cloud_storage_and_azure(spark, tmp_path, shown, request, store):
+    """The steps whose storage operations differ, on each store's emulator: Cloud Storage's
+    composes, Azure's Put Block From URL and exclusive block lists."""
+    endpoint = request.getfixturevalue({"gcs": "gcs_endpoint", "azure": "azure_endpoint"}[store])
+    url, options = cloud_output(store, endpoint)
     loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
     run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10), points=S3_POINTS)
 
