@@ -168,7 +168,7 @@ def check_one_winner(storage, operation: str, race: str, won: list[bool], where:
         assert storage.read(f"race/{race}") == f"writer {won.index(True)}".encode()
 
 
-@pytest.mark.parametrize("kind", ["local", "memory", "moto"])
+@pytest.mark.parametrize("kind", ["local", "memory", "moto", "gcs", "azure"])
 @pytest.mark.parametrize("operation", RACES)
 def test_racing_creators_exactly_one_wins(kind, operation, request, tmp_path):
     """Eight threads create the same name at once, five times: one winner each round. (On
