@@ -471,10 +471,11 @@ class CrashLoop:
         from tests.support.spark_log import finalized_ids, latest_batch
         from tests.support.tables import table_ids
 
-        out = Path(self.out_url)
+        fs = {key.removeprefix("fs."): value for key, value in self.options.items()
+              if key.startswith("fs.")}
         for _ in range(3):
-            latest = latest_batch(out)
-            expected = Counter() if latest is None else finalized_ids(out, latest)
+            latest = latest_batch(self.out_url, fs)
+            expected = Counter() if latest is None else finalized_ids(self.out_url, latest, fs)
             found = table_ids(self.out_url, self.options)
             if found == expected:
                 break

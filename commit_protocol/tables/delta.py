@@ -25,9 +25,9 @@ batch's files: delta-rs commits a wider schema only in an overwrite, which could
 The table is then one metadata commit ahead of its files, which readers see as columns of
 nulls; a crash in between is caught up like any other.
 
-On S3 delta-rs makes each commit one ``PUT`` with ``If-None-Match: *`` (no locking provider
-needed: its DynamoDB provider is gone since 1.x); the store must honour it, as S3, MinIO and
-SeaweedFS do.
+On S3 and Azure delta-rs makes each commit one ``PUT`` with ``If-None-Match: *`` (no locking
+provider needed: its DynamoDB provider is gone since 1.x); the store must honour it, as S3,
+MinIO, SeaweedFS and Azure do. Where the table is found: :mod:`delta_storage`.
 """
 
 from __future__ import annotations
@@ -49,14 +49,13 @@ from commit_protocol.tables import (
     TableFormat,
     TableHealth,
     TableRead,
-    option_values,
 )
 from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
+from commit_protocol.tables.delta_storage import STORAGE_PREFIX, delta_location
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-STORAGE_PREFIX = "storage."  # table.storage.<KEY>: passed to delta-rs as it is
 # Asked of every engine at creation: a DELETE, UPDATE or MERGE rewrites files (copy-on-write)
 # rather than marking rows in deletion vectors, which path readers (Spark's, rotsink's)
 # cannot apply
@@ -83,33 +82,6 @@ class DeltaFormat(TableFormat):
 
 FORMAT = DeltaFormat("delta", library="deltalake", extra="delta",
                      option_prefixes=(STORAGE_PREFIX,))
-
-
-def delta_location(root_uri: str, config: SinkConfig) -> tuple[str, dict[str, str]]:
-    """The table's URI for delta-rs and its storage options, from the output's URL and its
-    ``fs.*`` options (``table.storage.*`` added as they are).
-
-    >>> delta_location("s3://b/out", SinkConfig(path="s3://b/out",
-    ...                fs_options={"endpoint_url": "http://127.0.0.1:9000"}))
-    ('s3://b/out', {'AWS_ENDPOINT_URL': 'http://127.0.0.1:9000', 'AWS_ALLOW_HTTP': 'true', \
-'AWS_REGION': 'us-east-1'})
-    """
-    scheme, _, rest = root_uri.partition("://")
-    options = option_values(config.table_options, STORAGE_PREFIX)
-    if scheme == "file":
-        return rest, options
-    if scheme.lower() not in ("s3", "s3a"):
-        raise TableError(f"option table.format=delta: delta-rs cannot write a table at "
-                         f"{root_uri}; use a local path or s3://")
-    fs = config.fs_options
-    mapped = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
-              "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}
-    found = {mapped[k]: v for k, v in fs.items() if k in mapped}
-    if found.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-        found["AWS_ALLOW_HTTP"] = "true"
-    if "AWS_ENDPOINT_URL" in found:
-        found.setdefault("AWS_REGION", fs.get("client_kwargs.region_name", "us-east-1"))
-    return f"s3://{rest}", {**found, **options}
 
 
 class DeltaFollowedTable:

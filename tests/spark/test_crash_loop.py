@@ -147,6 +147,20 @@ def test_crash_loop_on_cloud_storage_and_azure(spark, tmp_path, shown, request, 
 
 
 @pytest.mark.slow
+def test_crash_loop_with_a_delta_table_on_azure(spark, tmp_path, shown, azure_endpoint):
+    """Parquet into a Delta table on Azure (Azurite), committed by delta-rs with Azure's
+    conditional create: kills between the log file and the table commit and after it; after
+    every life the table's own reader holds exactly the finalized rows."""
+    url, options = cloud_output("azure", azure_endpoint)
+    loop = table_loop(tmp_path, "delta", seed=SEED)
+    loop.out_url = url
+    loop.options.update({k: v for k, v in options.items() if k.startswith("fs.")})
+    run_loop(spark, loop, shown, random_kills=1,
+             points=("table.before_commit", "table.after_commit", "driver.after_rename"))
+    assert loop.tally.table_checks == loop.tally.lives
+
+
+@pytest.mark.slow
 def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, shown):
     """A downstream query follows the output through the change feed and is killed with
     every life of the upstream driver (random and failpoint kills, including mid-commit):

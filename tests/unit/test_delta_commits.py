@@ -118,10 +118,17 @@ def assert_table_follows_the_log(cfg: SinkConfig) -> None:
     assert len(ids) == len(set(ids))
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "azure"])
 def cfg(request, tmp_path) -> SinkConfig:
     if request.param == "local":
         return table_config(str(tmp_path / "out"))
+    if request.param == "azure":  # Azurite: the connection string reaches delta-rs too
+        from tests.support.azurite import ACCOUNT, options
+
+        endpoint, container = (request.getfixturevalue(f)
+                               for f in ("azure_endpoint", "azure_container"))
+        return table_config(f"abfss://{container}@{ACCOUNT}.dfs.core.windows.net/"
+                            f"delta-{tmp_path.name}", fs_options=options(endpoint))
     # SeaweedFS, a server of its own: delta-rs calls that keep the GIL would starve moto's
     # server thread in this process
     endpoint, bucket = (request.getfixturevalue(f)
