@@ -52,8 +52,8 @@ def delta_location(root_uri: str, config: SinkConfig) -> tuple[str, dict[str, st
     if scheme.lower() in _AZURE_SCHEMES:
         uri, found = _azure_location(rest, config.fs_options)
         return uri, {**found, **options}
-    raise TableError(f"option table.format=delta: rotsink does not write a Delta table at "
-                     f"{root_uri} (not yet tested on {scheme}://); use a local path, s3:// "
+    raise TableError(f"option table.format=delta at {root_uri}: rotsink does not write "
+                     f"tables on {scheme}:// yet (docs/tables.md); use a local path, s3:// "
                      "or Azure (abfss://)")
 
 

@@ -19,14 +19,18 @@ CATALOG_PREFIX = "catalog."
 CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
 DEFAULT_CATALOG_NAME = "rotsink"
 IDENTIFIER = "identifier"
+_AZURE_SCHEMES = ("abfs", "abfss", "az", "wasb", "wasbs")
+# adlfs's keywords that pyiceberg's file IO takes as adls.<keyword with dashes>
+_ADLS_KEYWORDS = ("connection_string", "account_name", "account_key", "sas_token",
+                  "tenant_id", "client_id", "client_secret", "account_host", "anon")
 
 
 def catalog_properties(root_uri: str, options: dict[str, str],
                        fs_options: dict[str, str] | None = None) -> dict[str, str]:
     """``load_catalog``'s properties from the ``table.catalog.*`` options, secrets resolved
-    from their references; the embedded SQLite catalog by default; for an S3 output, the
-    endpoint of the ``fs.*`` options unless ``s3.endpoint`` is given (the table's readers
-    and pyiceberg's file IO then reach the same store).
+    from their references; the embedded SQLite catalog by default; the store of the
+    ``fs.*`` options (an S3 endpoint, an Azure account), unless the catalog's properties say
+    otherwise (the table's readers and pyiceberg's file IO then reach the same store).
 
     >>> catalog_properties("file:///data/out", {})["uri"]
     'sqlite:////data/out/_iceberg/catalog.db'
@@ -34,14 +38,13 @@ def catalog_properties(root_uri: str, options: dict[str, str],
     ...                    {"endpoint_url": "http://127.0.0.1:9000"})["s3.endpoint"]
     'http://127.0.0.1:9000'
     """
+    if root_uri.split("://")[0].lower() in ("gs", "gcs"):
+        raise OptionError(f"option table.format='iceberg' at {root_uri}: rotsink does not "
+                          "write tables on gs:// yet (docs/tables.md)")
     given = option_values(options, CATALOG_PREFIX)
     properties = {key: _resolved(key, value) for key, value in given.items()
                   if key != CATALOG_NAME}
-    endpoint = (fs_options or {}).get("endpoint_url")
-    if endpoint and root_uri.split("://")[0].lower() in ("s3", "s3a") \
-            and "s3.endpoint" not in properties:
-        properties.update({"s3.endpoint": endpoint, "s3.path-style-access": "true",
-                           **({} if "s3.region" in properties else {"s3.region": "us-east-1"})})
+    properties = {**_file_io_properties(root_uri, fs_options or {}), **properties}
     if "type" not in properties and "uri" not in properties:
         if not root_uri.startswith("file://"):
             raise OptionError(f"option table.format='iceberg' at {root_uri}: the embedded "
@@ -52,6 +55,20 @@ def catalog_properties(root_uri: str, options: dict[str, str],
         properties = {"type": "sql", "uri": f"sqlite:///{root}/_iceberg/catalog.db",
                       "warehouse": f"{root_uri}/_iceberg", **properties}
     return properties
+
+
+def _file_io_properties(root_uri: str, fs: dict[str, str]) -> dict[str, str]:
+    """pyiceberg's file IO properties that reach the store the ``fs.*`` options reach: an S3
+    endpoint, or an Azure account and its credentials (adlfs's keywords are pyiceberg's
+    ``adls.*`` properties)."""
+    scheme = root_uri.split("://")[0].lower()
+    if scheme in ("s3", "s3a") and "endpoint_url" in fs:
+        return {"s3.endpoint": fs["endpoint_url"], "s3.path-style-access": "true",
+                "s3.region": "us-east-1"}
+    if scheme in _AZURE_SCHEMES:
+        return {f"adls.{key.replace('_', '-')}": value for key, value in fs.items()
+                if key in _ADLS_KEYWORDS}
+    return {}
 
 
 def is_embedded(options: dict[str, str]) -> bool:

@@ -147,14 +147,21 @@ def test_crash_loop_on_cloud_storage_and_azure(spark, tmp_path, shown, request, 
 
 
 @pytest.mark.slow
-def test_crash_loop_with_a_delta_table_on_azure(spark, tmp_path, shown, azure_endpoint):
-    """Parquet into a Delta table on Azure (Azurite), committed by delta-rs with Azure's
-    conditional create: kills between the log file and the table commit and after it; after
-    every life the table's own reader holds exactly the finalized rows."""
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_crash_loop_with_a_table_on_azure(spark, tmp_path, shown, azure_endpoint,
+                                          table_format):
+    """Parquet into a table on Azure (Azurite): Delta committed by delta-rs with Azure's
+    conditional create, Iceberg by pyiceberg through a SQL catalog with its files on Azure.
+    Kills between the log file and the table commit and after it; after every life the
+    table's own reader holds exactly the finalized rows."""
     url, options = cloud_output("azure", azure_endpoint)
-    loop = table_loop(tmp_path, "delta", seed=SEED)
+    loop = table_loop(tmp_path, table_format, seed=SEED)
     loop.out_url = url
     loop.options.update({k: v for k, v in options.items() if k.startswith("fs.")})
+    if table_format == "iceberg":  # the embedded catalog is for local outputs only
+        loop.options.update({"table.catalog.type": "sql",
+                             "table.catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
+                             "table.catalog.warehouse": url.rsplit("/", 1)[0] + "/warehouse"})
     run_loop(spark, loop, shown, random_kills=1,
              points=("table.before_commit", "table.after_commit", "driver.after_rename"))
     assert loop.tally.table_checks == loop.tally.lives

@@ -75,12 +75,22 @@ def assert_table_follows_the_log(cfg: SinkConfig) -> None:
     assert ids == finalized_ids(storage, pa.schema([("id", pa.int64()), ("grp", pa.string())]))
 
 
-@pytest.fixture(params=["sqlite-local", "sqlite-s3", "rest-s3", "rest-local"])
+@pytest.fixture(params=["sqlite-local", "sqlite-s3", "rest-s3", "rest-local", "sqlite-azure"])
 def cfg(request, tmp_path) -> SinkConfig:
     """Both catalogs, each with the output on a local disk and on S3 (SeaweedFS's, whose REST
     catalog keeps its tables in a table bucket beside the output's bucket)."""
     if request.param == "sqlite-local":
         return iceberg_config(str(tmp_path / "out"))
+    if request.param == "sqlite-azure":  # a SQLite catalog file here, the table on Azurite
+        from tests.support import azurite
+
+        endpoint, container = (request.getfixturevalue(f)
+                               for f in ("azure_endpoint", "azure_container"))
+        root = f"abfss://{container}@{azurite.ACCOUNT}.dfs.core.windows.net/{tmp_path.name}"
+        return iceberg_config(f"{root}/out", fs_options=azurite.options(endpoint),
+                              table_options={"catalog.type": "sql",
+                                             "catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
+                                             "catalog.warehouse": f"{root}/warehouse"})
     from tests.support.s3server import DUMMY_CREDENTIALS, TABLE_BUCKET, create_bucket
 
     endpoint, catalog = request.getfixturevalue("seaweedfs_catalog")
