@@ -1,7 +1,14 @@
 """Object-store commits through Spark: rotsink against Spark's built-in sink on a real S3
-server, per micro-batch, with a region's latency.
+server (or Cloud Storage's and Azure's emulators), per micro-batch, with a region's latency.
 
     python benchmarks/s3_commits.py --batches 30 --rows 1000 --latency-ms 0,20 --repeats 3
+    python benchmarks/s3_commits.py --store gcs|azure ...
+
+On Cloud Storage Spark's sink writes through gcs-connector, on Azure through hadoop-azure's
+``wasb://`` (Azurite serves no DFS endpoint for ``abfs://``); requests are named by each
+store's API (``COMPOSE`` is Cloud Storage's compose, ``COMMIT`` Azure's Put Block List,
+``COPY`` a server-side copy: S3's UploadPartCopy, Cloud Storage's rewrite, Azure's Put Block
+From URL).
 
 One Parquet stream (``batches`` input files of ``rows`` rows, one file per micro-batch,
 ``availableNow``), partitioned by ``day`` (4 values, so each batch writes 4 files), is
@@ -57,8 +64,21 @@ from common import (  # noqa: E402
     reset_peak_memory,
 )
 
-from tests.support.jvm import spark_packages  # noqa: E402
-from tests.support.s3faults import FailingProxy, Sent, sequential  # noqa: E402
+from tests.support import azurite, gcsserver  # noqa: E402
+from tests.support.cloud_readers import (  # noqa: E402
+    EMULATOR_PORT,
+    point_gs_at,
+    point_wasb_at_emulator,
+)
+from tests.support.jvm import cloud_reader_jars, spark_packages  # noqa: E402
+from tests.support.s3faults import (  # noqa: E402
+    FailingProxy,
+    Sent,
+    azure_operation,
+    gcs_operation,
+    operation,
+    sequential,
+)
 from tests.support.s3server import (  # noqa: E402
     DUMMY_CREDENTIALS,
     LocalS3,
@@ -69,6 +89,48 @@ from tests.support.s3server import (  # noqa: E402
 
 SIDES = ("builtin", "floor", "rotsink-batch1", "rotsink")
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")
+
+
+@dataclass
+class Store:
+    """One store's server on 127.0.0.1 and how each side reaches it through the proxy:
+    SeaweedFS (S3), fake-gcs-server (Cloud Storage), Azurite (Azure; Spark's wasb:// reaches
+    the emulator only on port 10000, where the proxy then listens)."""
+
+    name: str
+    endpoint: str = ""
+
+    def start(self):
+        if self.name == "s3":
+            self.endpoint, stop = start_seaweedfs_server()
+        elif self.name == "gcs":
+            self.endpoint, stop = gcsserver.start_fake_gcs()
+        else:
+            self.endpoint, stop = azurite.start_azurite()
+        return stop
+
+    def proxy(self, latency_s: float) -> FailingProxy:
+        classify = {"s3": operation, "gcs": gcs_operation, "azure": azure_operation}[self.name]
+        return FailingProxy(self.endpoint, latency_s=latency_s, classify=classify,
+                            port=EMULATOR_PORT if self.name == "azure" else 0)
+
+    def bucket(self, spark, proxy: FailingProxy) -> tuple[str, str, dict[str, str]]:
+        """A fresh bucket, Spark pointed at it through ``proxy``: the built-in sink's output
+        URL, rotsink's, and rotsink's options."""
+        name = f"commits-{uuid.uuid4().hex[:10]}"
+        if self.name == "s3":
+            create_bucket(self.endpoint, name)
+            point_s3a_at(spark, name, LocalS3("seaweedfs", proxy.endpoint))
+            return f"s3a://{name}/out", f"s3://{name}/out", {"fs.endpoint_url": proxy.endpoint}
+        if self.name == "gcs":
+            gcsserver.create_bucket(self.endpoint, name)
+            point_gs_at(spark, proxy.endpoint)
+            return (f"gs://{name}/out", f"gs://{name}/out",
+                    {"fs.endpoint_url": proxy.endpoint, "fs.token": "anon"})
+        azurite.create_container(self.endpoint, name)
+        point_wasb_at_emulator(spark)
+        url = f"wasb://{name}@{azurite.ACCOUNT}.blob.core.windows.net/out"
+        return url, url, {"fs.connection_string": azurite.connection_string(proxy.endpoint)}
 
 
 @dataclass
@@ -107,28 +169,28 @@ def batch_kind(side: str, batch_id: int) -> str:
         (" + roll" if compaction and rolls else "")
 
 
-def run(spark, proxy: FailingProxy, server: LocalS3, source: Path, side: str,
+def run(spark, proxy: FailingProxy, store: Store, source: Path, side: str,
         batches: int, checkpoint_on_s3: bool, work: Path) -> dict:
     """One availableNow query of ``side``; its batches with their requests."""
-    bucket = create_bucket(server.endpoint, f"commits-{uuid.uuid4().hex[:10]}")
-    point_s3a_at(spark, bucket, LocalS3(server.name, proxy.endpoint))
-    checkpoint = f"s3a://{bucket}/_checkpoint" if checkpoint_on_s3 else str(work / "ck")
+    builtin_out, rotsink_out, rotsink_options = store.bucket(spark, proxy)
+    checkpoint = (f"{builtin_out.rsplit('/', 1)[0]}/_checkpoint" if checkpoint_on_s3
+                  else str(work / "ck"))
     shutil.rmtree(work / "ck", ignore_errors=True)
     df = spark.readStream.schema("id LONG, day DATE, name STRING") \
         .option("maxFilesPerTrigger", 1).parquet(str(source))
     writer = df.writeStream.option("checkpointLocation", checkpoint)
     if side == "builtin":
         writer = writer.format("parquet").partitionBy("day")
-        out = f"s3a://{bucket}/out"
+        out = builtin_out
     elif side == "floor":
         writer = writer.format("floor")
         out = str(work / "floor-out")
     else:
         writer = writer.format("rotsink").option("format", "parquet") \
-            .option("partitionBy", "day").option("fs.endpoint_url", proxy.endpoint)
+            .option("partitionBy", "day").options(**rotsink_options)
         if side == "rotsink-batch1":
             writer = writer.option("rotation.maxBatches", "1")
-        out = f"s3://{bucket}/out"
+        out = rotsink_out
     reset_peak_memory(spark)
     first = len(proxy.requests)
     started = time.perf_counter()
@@ -145,7 +207,8 @@ def run(spark, proxy: FailingProxy, server: LocalS3, source: Path, side: str,
         runs.append(Batch(p["batchId"], p["durationMs"]["triggerExecution"], mine))
     return {"wall": wall, "batches": runs, "rows": sum(p["numInputRows"] for p in progress),
             "memory": peak_memory_mb(spark),
-            "objects": len([r for r in sent if r.operation in ("PUT", "COPY", "UPLOAD")])}
+            "objects": len([r for r in sent if r.operation in ("PUT", "COPY", "UPLOAD",
+                                                                 "COMPOSE", "COMMIT")])}
 
 
 def summary(side: str, result: dict, input_bytes: int) -> str:
@@ -195,7 +258,10 @@ def main() -> None:
                         help="comma-separated delays per request, one set of runs each")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sides", default=",".join(SIDES))
-    parser.add_argument("--checkpoint", choices=("local", "s3"), default="local")
+    parser.add_argument("--checkpoint", choices=("local", "s3"), default="local",
+                        help="s3: the checkpoints on the store too, for every side")
+    parser.add_argument("--store", choices=("s3", "gcs", "azure"), default="s3",
+                        help="SeaweedFS (S3), fake-gcs-server (Cloud Storage) or Azurite")
     parser.add_argument("--trace", type=int, metavar="BATCH",
                         help="also print every request of this batch, per side")
     args = parser.parse_args()
@@ -204,24 +270,26 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rotsink-s3-commits-"))
     input_bytes = make_source(work / "src", args.batches, args.rows)
     make_source(work / "warm-src", 3, args.rows)
-    endpoint, stop = start_seaweedfs_server()
-    spark = quiet_session("rotsink-s3-commits", extra_jars=spark_packages().jars)
+    store = Store(args.store)
+    stop = store.start()
+    spark = quiet_session("rotsink-s3-commits",
+                          extra_jars=(*spark_packages().jars, *cloud_reader_jars()))
     floors.register(spark)
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(args.batches + 10))
-    server = LocalS3("seaweedfs", endpoint)
     print(f"{args.batches} micro-batches of {args.rows} rows, 4 day partitions, Parquet, "
-          f"SeaweedFS; checkpoints {args.checkpoint}")
+          f"{ {'s3': 'SeaweedFS', 'gcs': 'fake-gcs-server', 'azure': 'Azurite'}[args.store]}; "
+          f"checkpoints {args.checkpoint}")
     try:
         for latency_ms in (float(x) for x in args.latency_ms.split(",")):
-            proxy = FailingProxy(endpoint, latency_s=latency_ms / 1000)
+            proxy = store.proxy(latency_ms / 1000)
             try:
                 for side in sides:  # warm-up: JVM classes, s3a, Python workers
-                    run(spark, proxy, server, work / "warm-src", side, 3,
+                    run(spark, proxy, store, work / "warm-src", side, 3,
                         args.checkpoint == "s3", work)
                 runs: dict[str, list[dict]] = {side: [] for side in sides}
                 for repeat in range(args.repeats):
                     for side in sides if repeat % 2 == 0 else reversed(sides):
-                        runs[side].append(run(spark, proxy, server, work / "src", side,
+                        runs[side].append(run(spark, proxy, store, work / "src", side,
                                               args.batches, args.checkpoint == "s3", work))
             finally:
                 proxy.stop()

@@ -15,8 +15,10 @@ import http.client
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -62,6 +64,52 @@ def operation(method: str, path: str, headers) -> str:
     return method  # HEAD, DELETE
 
 
+def gcs_operation(method: str, path: str, headers) -> str:
+    """The operation of a Cloud Storage JSON API request (rotsink's, gcs-connector's).
+
+    >>> gcs_operation("GET", "/storage/v1/b/b/o?prefix=x", {})
+    'LIST'
+    >>> gcs_operation("POST", "/storage/v1/b/b/o/k/compose", {})
+    'COMPOSE'
+    >>> gcs_operation("POST", "/upload/storage/v1/b/b/o?uploadType=multipart", {})
+    'PUT'
+    """
+    route, _, query = path.partition("?")
+    if method == "GET":
+        if route.endswith("/o"):
+            return "LIST"
+        return "GET" if "alt=media" in query else "HEAD"
+    if method == "POST":
+        for verb in ("compose", "rewriteTo", "copyTo"):
+            if f"/{verb}/" in route + "/":
+                return "COMPOSE" if verb == "compose" else "COPY"
+        return "PUT" if route.startswith("/upload/") else method
+    return "UPLOAD" if method == "PUT" else method  # a resumable upload's chunk; DELETE
+
+
+def azure_operation(method: str, path: str, headers) -> str:
+    """The operation of an Azure Blob API request (rotsink's, hadoop-azure's).
+
+    >>> azure_operation("GET", "/acct/c?restype=container&comp=list", {})
+    'LIST'
+    >>> azure_operation("PUT", "/acct/c/k?comp=block&blockid=x", {"x-ms-copy-source": "u"})
+    'COPY'
+    >>> azure_operation("PUT", "/acct/c/k?comp=blocklist", {})
+    'COMMIT'
+    """
+    query = urlsplit(path).query
+    names = {k.lower() for k in headers}
+    if method == "GET":
+        return "LIST" if "comp=list" in query else "GET"
+    if method == "PUT":
+        if "comp=blocklist" in query:
+            return "COMMIT"
+        if "comp=block" in query:
+            return "COPY" if "x-ms-copy-source" in names else "UPLOAD"
+        return "COPY" if "x-ms-copy-source" in names else "PUT"
+    return method  # HEAD, DELETE
+
+
 def sequential(requests: list[Sent]) -> int:
     """The longest chain of ``requests`` that ran one after another (each starting after the
     one before it ended): how many round trips their caller waited for, whatever ran in
@@ -78,21 +126,36 @@ def sequential(requests: list[Sent]) -> int:
     return chain
 
 
+def _read_chunked(stream) -> bytes:
+    """A request body sent with ``Transfer-Encoding: chunked``, whole."""
+    chunks: list[bytes] = []
+    while True:
+        size = int(stream.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while stream.readline().strip():  # trailers, up to the blank line
+                pass
+            return b"".join(chunks)
+        chunks.append(stream.read(size))
+        stream.readline()  # the CRLF after the chunk
+
+
 class FailingProxy:
     """Forwards every request to ``target`` after ``latency_s``, unless an armed rule
     matches it."""
 
-    def __init__(self, target: str, *, latency_s: float = 0.0) -> None:
+    def __init__(self, target: str, *, latency_s: float = 0.0, port: int = 0,
+                 classify: Callable[[str, str, Any], str] | None = None) -> None:
         parts = urlsplit(target)
         assert parts.hostname in ("127.0.0.1", "localhost"), "tests only talk to loopback"
         self.target = (parts.hostname, parts.port)
         self.latency_s = latency_s
+        self.classify = classify or operation  # a request's operation, S3's by default
         self.rules: list[FailRule] = []
         self.failed: list[str] = []
         self.seen: list[str] = []  # every request, "METHOD path", for counting
         self.requests: list[Sent] = []  # every forwarded request, in the order answered
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -132,8 +195,16 @@ class FailingProxy:
 
             def _forward(self) -> None:
                 started = time.time()
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                headers = dict(self.headers.items())  # Host unchanged: it is signed
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    whole = _read_chunked(self.rfile)  # gcs-connector's uploads
+                    headers = {k: v for k, v in headers.items()
+                               if k.lower() != "transfer-encoding"}
+                    headers["Content-Length"] = str(len(whole))
+                    body: bytes | None = whole
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length else None
                 rule = proxy._matching_rule(self.command, self.path)
                 if rule is not None:
                     payload = b"<Error><Code>ServiceUnavailable</Code></Error>"
@@ -147,14 +218,13 @@ class FailingProxy:
                 upstream = http.client.HTTPConnection(*proxy.target, timeout=60)
                 upstream.connect()
                 upstream.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                headers = dict(self.headers.items())  # Host unchanged: it is signed
                 upstream.request(self.command, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
                 data = response.read()
                 upstream.close()
                 # Recorded before the client has its answer, so that a caller counting
                 # after its call returned finds it
-                sent = Sent(operation(self.command, self.path, self.headers.keys()),
+                sent = Sent(proxy.classify(self.command, self.path, self.headers.keys()),
                             self.path, started, time.time())
                 with proxy.lock:
                     proxy.requests.append(sent)
