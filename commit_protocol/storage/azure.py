@@ -24,19 +24,15 @@ from __future__ import annotations
 
 import base64
 import builtins
-import contextlib
 import errno
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from commit_protocol.errors import SegmentError
-from commit_protocol.storage.objects import SMALL_BYTES, AsyncObjects, bounded, epoch_ms, split_path
-from commit_protocol.storage.segments import Blob, Piece, source_digest
+from commit_protocol.storage.objects import bounded, epoch_ms, split_path
+from commit_protocol.storage.preconditions import PreconditionObjects
+from commit_protocol.storage.segments import Blob, Piece
 
-_TOKEN = "rotsink_token"  # blob metadata: which create made the blob
-_SOURCE = "rotsink_source"  # blob metadata: source_digest() of a composed blob's bytes
 _FOLDER = "hdi_isfolder"  # metadata of a directory of a hierarchical namespace
 _DIRECTORY_KEPT = frozenset({"DirectoryIsNotEmpty", "OperationNotSupportedOnDirectory"})
 BLOCK_BYTES = 100 << 20  # a staged block's largest size (the service takes up to 4,000 MiB)
@@ -74,9 +70,13 @@ def _is_folder(metadata: dict[str, str] | None) -> bool:
     return (metadata or {}).get(_FOLDER, "").lower() == "true"
 
 
-class AzureObjects(AsyncObjects):
+class AzureObjects(PreconditionObjects):
     """Azure Blob Storage through the async ``BlobServiceClient`` of an adlfs
     ``AzureBlobFileSystem`` (``fs.service_client``)."""
+
+    # metadata names are C# identifiers on Azure: no dashes
+    TOKEN = "rotsink_token"
+    SOURCE = "rotsink_source"
 
     def _blob_client(self, path: str) -> Any:
         container, name = split_path(path)
@@ -107,34 +107,13 @@ class AzureObjects(AsyncObjects):
     def head(self, path: str) -> tuple[Blob, dict[str, str]]:
         return self._run(self._head, path)
 
-    async def _download(self, path: str, offset: int | None = None,
+    async def _download(self, path: str, start: int | None = None,
                         length: int | None = None) -> bytes:
         async def download() -> bytes:
-            stream = await self._blob_client(path).download_blob(offset=offset, length=length)
+            stream = await self._blob_client(path).download_blob(offset=start, length=length)
             return bytes(await stream.readall())
 
         return await _translated(path, download())
-
-    def get(self, path: str) -> bytes:
-        """The whole blob (1 GET); ``FileNotFoundError`` when there is none."""
-        return self._run(self._download, path)
-
-    async def _get(self, piece: Piece) -> bytes:
-        data = await self._download(piece.blob.path, piece.start, piece.length)
-        if len(data) != piece.length:
-            raise SegmentError(f"{piece.blob.path}: expected {piece.length} bytes from offset "
-                               f"{piece.start}, found {len(data)}")
-        return data
-
-    async def _read(self, pieces: builtins.list[Piece]) -> bytes:
-        return b"".join(await bounded([self._get(p) for p in pieces if p.length],
-                                      self._concurrency()))
-
-    def read(self, pieces: builtins.list[Piece]) -> bytes:
-        return self._run(self._read, pieces)
-
-    def _concurrency(self) -> int:
-        return int(getattr(self.fs, "max_concurrency", 0) or 8)
 
     # -- exclusive creates -----------------------------------------------------------------
     async def _upload(self, path: str, data: bytes, metadata: dict[str, str]) -> None:
@@ -143,36 +122,8 @@ class AzureObjects(AsyncObjects):
         await _translated(path, self._blob_client(path).upload_blob(
             data, overwrite=False, metadata=metadata))
 
-    def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
-        """Exclusive create (``If-None-Match: *``)."""
-        token = uuid.uuid4().hex
-        try:
-            self._run(self._upload, path, data, {_TOKEN: token, **(metadata or {})})
-        except FileExistsError as e:
-            self._settle(e, path, token)
-
-    def _settle(self, error: FileExistsError, path: str, token: str) -> None:
-        """``error`` unless this very create made the blob (a retried request whose first
-        attempt succeeded)."""
-        with contextlib.suppress(FileNotFoundError):
-            if self.head(path)[1].get(_TOKEN) == token:
-                return
-        raise FileExistsError(errno.EEXIST, "blob exists", path) from error
-
-    def compose(self, dst: str, pieces: builtins.list[Piece]) -> None:
-        """One new blob from ``pieces``, exclusively (see :meth:`ObjectStorage.link`)."""
-        metadata = {_SOURCE: source_digest(pieces)}
-        if sum(p.length for p in pieces) < SMALL_BYTES:
-            self.put(dst, self.read(pieces), metadata)
-            return
-        token = uuid.uuid4().hex
-        try:
-            self._run(self._compose, dst, pieces, {_TOKEN: token, **metadata}, token)
-        except FileExistsError as e:
-            self._settle(e, dst, token)
-
-    async def _compose(self, dst: str, pieces: builtins.list[Piece],
-                       metadata: dict[str, str], token: str) -> None:
+    async def _compose_large(self, dst: str, pieces: builtins.list[Piece],
+                             metadata: dict[str, str], token: str) -> None:
         from azure.core import MatchConditions
 
         blocks = [(piece.blob.path, start, min(BLOCK_BYTES, piece.start + piece.length - start))
@@ -226,13 +177,6 @@ class AzureObjects(AsyncObjects):
             bearer = {"source_authorization": f"Bearer {token}"}
             return lambda path: (self._blob_client(path).url, bearer)
         return lambda path: (self._blob_client(path).url, {})
-
-    def made_from(self, dst: str, pieces: builtins.list[Piece]) -> bool:
-        """Whether ``dst`` records that it was composed from exactly ``pieces``."""
-        try:
-            return self.head(dst)[1].get(_SOURCE) == source_digest(pieces)
-        except FileNotFoundError:
-            return False
 
     # -- deletes -------------------------------------------------------------------------
     async def _delete(self, path: str) -> None:

@@ -24,17 +24,14 @@ import builtins
 import contextlib
 import errno
 import json
-import uuid
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from commit_protocol.errors import SegmentError
-from commit_protocol.storage.objects import SMALL_BYTES, AsyncObjects, bounded, split_path
-from commit_protocol.storage.segments import Blob, Piece, source_digest
+from commit_protocol.storage.objects import bounded, split_path
+from commit_protocol.storage.preconditions import PreconditionObjects
+from commit_protocol.storage.segments import Blob, Piece
 
-_TOKEN = "rotsink-token"  # object metadata: which create made the object
-_SOURCE = "rotsink-source"  # object metadata: source_digest() of a composed object's bytes
 MAX_COMPOSE = 32  # GCS: source objects per compose request
 _HIDDEN = ".compose-"  # the intermediates of a compose: a hidden name beside the target
 
@@ -48,7 +45,7 @@ def _blob(bucket: str, item: dict[str, Any]) -> Blob:
                 str(item.get("generation", "")))
 
 
-class GCSObjects(AsyncObjects):
+class GCSObjects(PreconditionObjects):
     """GCS through the HTTP session of a gcsfs ``GCSFileSystem`` (``fs._call``)."""
 
     async def _list(self, prefix: str) -> builtins.list[Blob]:
@@ -75,35 +72,14 @@ class GCSObjects(AsyncObjects):
     def head(self, path: str) -> tuple[Blob, dict[str, str]]:
         return self._run(self._head, path)
 
-    async def _download(self, path: str, first: int | None = None,
-                        last: int | None = None) -> bytes:
+    async def _download(self, path: str, start: int | None = None,
+                        length: int | None = None) -> bytes:
         bucket, key = split_path(path)
-        headers = {} if first is None else {"Range": f"bytes={first}-{last}"}
+        headers = ({} if start is None or length is None
+                   else {"Range": f"bytes={start}-{start + length - 1}"})
         _, data = await self.fs._call("GET", "b/{}/o/{}", bucket, key, alt="media",
                                       headers=headers)
         return bytes(data)
-
-    def get(self, path: str) -> bytes:
-        """The whole object (1 GET); ``FileNotFoundError`` when there is none."""
-        return self._run(self._download, path)
-
-    async def _get(self, piece: Piece) -> bytes:
-        data = await self._download(piece.blob.path, piece.start,
-                                    piece.start + piece.length - 1)
-        if len(data) != piece.length:
-            raise SegmentError(f"{piece.blob.path}: expected {piece.length} bytes from offset "
-                               f"{piece.start}, found {len(data)}")
-        return data
-
-    async def _read(self, pieces: builtins.list[Piece]) -> bytes:
-        return b"".join(await bounded([self._get(p) for p in pieces if p.length],
-                                      self._concurrency()))
-
-    def read(self, pieces: builtins.list[Piece]) -> bytes:
-        return self._run(self._read, pieces)
-
-    def _concurrency(self) -> int:
-        return int(getattr(self.fs, "max_concurrency", 0) or 8)
 
     # -- exclusive creates -----------------------------------------------------------------
     async def _upload(self, path: str, data: bytes, metadata: dict[str, str]) -> None:
@@ -118,35 +94,7 @@ class GCSObjects(AsyncObjects):
                             headers={"Content-Type": 'multipart/related; boundary="==0=="'},
                             data=body)
 
-    def put(self, path: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
-        """Exclusive create (``ifGenerationMatch=0``)."""
-        token = uuid.uuid4().hex
-        try:
-            self._run(self._upload, path, data, {_TOKEN: token, **(metadata or {})})
-        except FileExistsError as e:
-            self._settle(e, path, token)
-
-    def _settle(self, error: FileExistsError, path: str, token: str) -> None:
-        """``error`` (a 412) unless this very create made the object (a retried request
-        whose first attempt succeeded)."""
-        with contextlib.suppress(FileNotFoundError):
-            if self.head(path)[1].get(_TOKEN) == token:
-                return
-        raise FileExistsError(errno.EEXIST, "object exists", path) from error
-
-    def compose(self, dst: str, pieces: builtins.list[Piece]) -> None:
-        """One new object from ``pieces``, exclusively (see :meth:`ObjectStorage.link`)."""
-        metadata = {_SOURCE: source_digest(pieces)}
-        if sum(p.length for p in pieces) < SMALL_BYTES:
-            self.put(dst, self.read(pieces), metadata)
-            return
-        token = uuid.uuid4().hex
-        try:
-            self._run(self._compose_all, dst, pieces, {_TOKEN: token, **metadata}, token)
-        except FileExistsError as e:
-            self._settle(e, dst, token)
-
-    async def _compose_all(self, dst: str, pieces: builtins.list[Piece],
+    async def _compose_large(self, dst: str, pieces: builtins.list[Piece],
                            metadata: dict[str, str], token: str) -> None:
         made: builtins.list[str] = []  # the hidden objects this compose made, deleted after
         try:
@@ -198,13 +146,6 @@ class GCSObjects(AsyncObjects):
     def _hidden(dst: str, token: str, part: str) -> str:
         directory, _, name = dst.rpartition("/")
         return f"{directory}/{_HIDDEN}{name}-{token}-{part}"
-
-    def made_from(self, dst: str, pieces: builtins.list[Piece]) -> bool:
-        """Whether ``dst`` records that it was composed from exactly ``pieces``."""
-        try:
-            return self.head(dst)[1].get(_SOURCE) == source_digest(pieces)
-        except FileNotFoundError:
-            return False
 
     # -- deletes -------------------------------------------------------------------------
     async def _delete(self, path: str) -> None:

@@ -15,10 +15,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.support.emulator import serve
 
 PACKAGE = "azurite"
 VERSION = "3.37.0"  # the emulator the tests were written against
@@ -67,34 +67,11 @@ def start_azurite(port: int = 0) -> tuple[str, Callable[[], None]]:
 
     port = port or free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [str(binary()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-         "--inMemoryPersistence", "--skipApiVersionCheck", "--silent",
-         "--disableTelemetry"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/{ACCOUNT}?comp=list", timeout=2).close()
-            break
-        except urllib.error.HTTPError:
-            if process.poll() is None:
-                break  # it answers (an unsigned request is refused): it is up
-            raise RuntimeError(f"Azurite did not start on {endpoint}: another server holds "
-                               f"port {port}") from None
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"Azurite did not start on {endpoint}") from None
-            time.sleep(0.1)
-
-    def stop() -> None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
+    stop = serve("Azurite",
+                 [str(binary()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                  "--inMemoryPersistence", "--skipApiVersionCheck", "--silent",
+                  "--disableTelemetry"],
+                 endpoint, f"{endpoint}/{ACCOUNT}?comp=list")
     return endpoint, stop
 
 

@@ -17,10 +17,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.support.emulator import serve
 
 MODULE = "github.com/fsouza/fake-gcs-server"
 VERSION = "v1.56.1"  # the emulator the tests were written against
@@ -56,28 +57,11 @@ def start_fake_gcs() -> tuple[str, Callable[[], None]]:
 
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [str(binary()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-         "-backend", "memory", "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=2).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"fake-gcs-server did not start on {endpoint}") from None
-            time.sleep(0.1)
-
-    def stop() -> None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
+    stop = serve("fake-gcs-server",
+                 [str(binary()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
+                  "-backend", "memory", "-public-host", f"127.0.0.1:{port}", "-log-level",
+                  "error"],
+                 endpoint, f"{endpoint}/storage/v1/b")
     return endpoint, stop
 
 

@@ -88,7 +88,7 @@ def test_a_retried_compose_recognises_the_blob_its_first_attempt_made(storage):
     pieces = storage._pieces("_rotsink/inprogress/.a")
     dst = f"{storage.root}/part-0.jsonl"
     token = uuid.uuid4().hex
-    objects._run(objects._compose, dst, pieces, {"rotsink_token": token}, token)  # lost
+    objects._run(objects._compose_large, dst, pieces, {"rotsink_token": token}, token)  # lost
     with pytest.raises(FileExistsError):
         objects._settle(FileExistsError(dst), dst, uuid.uuid4().hex)  # someone else's create
     objects._settle(FileExistsError(dst), dst, token)  # ours: no error

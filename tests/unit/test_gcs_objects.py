@@ -16,8 +16,9 @@ import uuid
 
 import pytest
 
-from commit_protocol.storage.gcs import MAX_COMPOSE, SMALL_BYTES, GCSObjects
+from commit_protocol.storage.gcs import MAX_COMPOSE, GCSObjects
 from commit_protocol.storage.object_store import ObjectStorage, open_object_storage
+from commit_protocol.storage.objects import SMALL_BYTES
 from tests.support.gcsfront import GCSFront
 from tests.support.gcsserver import OPTIONS
 
@@ -85,7 +86,7 @@ def test_a_retried_compose_recognises_the_object_its_first_attempt_made(front, g
     dst = f"{storage.root}/part-0.jsonl"
     token = uuid.uuid4().hex
     first = {"rotsink-token": token, "rotsink-source": "x"}
-    objects._run(objects._compose_all, dst, pieces, first, token)  # the lost first attempt
+    objects._run(objects._compose_large, dst, pieces, first, token)  # the lost first attempt
     with pytest.raises(FileExistsError):
         objects._settle(FileExistsError(dst), dst, uuid.uuid4().hex)  # someone else's create
     objects._settle(FileExistsError(dst), dst, token)  # ours: no error
