@@ -23,6 +23,10 @@ os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "tes
                    "AWS_DEFAULT_REGION": "us-east-1"})
 os.environ.pop("AWS_SESSION_TOKEN", None)
 os.environ.pop("AWS_PROFILE", None)
+# gcsfs's default client (2025.x on) asks Cloud Storage's gRPC control API for each bucket's
+# layout, and retries without end against an emulator that does not serve it; pyiceberg's file
+# IO goes through it (rotsink's own GCS requests do not). Set before anything imports gcsfs.
+os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 # Failpoints are armed by writing this file; Spark's workers inherit the variable.
 FAILPOINTS_FILE = Path(tempfile.mkdtemp(prefix="rotsink-fp-")) / "armed"
 os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)

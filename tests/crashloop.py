@@ -600,6 +600,22 @@ def cloud_output(store: str, endpoint: str) -> tuple[str, dict[str, str]]:
     return url, {**SINK_OPTIONS, **{f"fs.{key}": value for key, value in fs.items()}}
 
 
+def cloud_table_loop(workdir: Path, store: str, endpoint: str, table_format: str, *,
+                     seed: int = 7, schema_change: bool = False) -> CrashLoop:
+    """A table loop (:func:`table_loop`) whose output and table are on an emulator
+    (:func:`cloud_output`); an Iceberg table through a SQL catalog file in ``workdir`` (the
+    embedded catalog is for local outputs only), its files beside the output."""
+    url, options = cloud_output(store, endpoint)
+    loop = table_loop(workdir, table_format, seed=seed, schema_change=schema_change)
+    loop.out_url = url
+    loop.options.update({k: v for k, v in options.items() if k.startswith("fs.")})
+    if table_format == "iceberg":
+        loop.options.update({"table.catalog.type": "sql",
+                             "table.catalog.uri": f"sqlite:///{workdir}/catalog.db",
+                             "table.catalog.warehouse": url.rsplit("/", 1)[0] + "/warehouse"})
+    return loop
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The row-by-row check of the output after the loop."""
@@ -713,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         loop = table_loop(workdir, args.table, seed=args.seed, schema_change=True)
         loop.rewrites = True
+    if args.table and args.store:  # the table on the emulator too (not Delta on gs://)
+        loop = cloud_table_loop(workdir, args.store, endpoint, args.table, seed=args.seed,
+                                schema_change=True)
     points = tuple(p for p in ALL_POINTS if (args.bulk or args.table or p not in CONVERT_POINTS)
                    and (p in table_points(args.table) if args.table else p not in TABLE_POINTS))
     loop.run(random_kills=args.random_kills, points=points)

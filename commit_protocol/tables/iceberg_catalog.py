@@ -23,6 +23,13 @@ _AZURE_SCHEMES = ("abfs", "abfss", "az", "wasb", "wasbs")
 # adlfs's keywords that pyiceberg's file IO takes as adls.<keyword with dashes>
 _ADLS_KEYWORDS = ("connection_string", "account_name", "account_key", "sas_token",
                   "tenant_id", "client_id", "client_secret", "account_host", "anon")
+# gcsfs's keywords -> pyiceberg's gcs.* properties of its fsspec file IO
+_GCS_KEYWORDS = {"endpoint_url": "gcs.service.host", "token": "gcs.oauth2.token",
+                 "project": "gcs.project-id", "requester_pays": "gcs.requester-pays"}
+# On gs:// pyiceberg writes through gcsfs, the client rotsink's own storage uses, so the
+# credentials take the same forms (a service account's JSON file, "google_default", "cloud",
+# "anon"); pyarrow's GCS filesystem, pyiceberg's default, takes only an access token.
+_GCS_FILE_IO = "pyiceberg.io.fsspec.FsspecFileIO"
 
 
 def catalog_properties(root_uri: str, options: dict[str, str],
@@ -38,9 +45,6 @@ def catalog_properties(root_uri: str, options: dict[str, str],
     ...                    {"endpoint_url": "http://127.0.0.1:9000"})["s3.endpoint"]
     'http://127.0.0.1:9000'
     """
-    if root_uri.split("://")[0].lower() in ("gs", "gcs"):
-        raise OptionError(f"option table.format='iceberg' at {root_uri}: rotsink does not "
-                          "write tables on gs:// yet (docs/tables.md)")
     given = option_values(options, CATALOG_PREFIX)
     properties = {key: _resolved(key, value) for key, value in given.items()
                   if key != CATALOG_NAME}
@@ -59,8 +63,13 @@ def catalog_properties(root_uri: str, options: dict[str, str],
 
 def _file_io_properties(root_uri: str, fs: dict[str, str]) -> dict[str, str]:
     """pyiceberg's file IO properties that reach the store the ``fs.*`` options reach: an S3
-    endpoint, or an Azure account and its credentials (adlfs's keywords are pyiceberg's
-    ``adls.*`` properties)."""
+    endpoint, an Azure account and its credentials (adlfs's keywords are pyiceberg's
+    ``adls.*`` properties), or Cloud Storage through gcsfs with its credentials.
+
+    >>> _file_io_properties("gs://b/out", {"token": "/keys/sa.json", "project": "p"})
+    {'py-io-impl': 'pyiceberg.io.fsspec.FsspecFileIO', 'gcs.oauth2.token': '/keys/sa.json', \
+'gcs.project-id': 'p'}
+    """
     scheme = root_uri.split("://")[0].lower()
     if scheme in ("s3", "s3a") and "endpoint_url" in fs:
         return {"s3.endpoint": fs["endpoint_url"], "s3.path-style-access": "true",
@@ -68,6 +77,10 @@ def _file_io_properties(root_uri: str, fs: dict[str, str]) -> dict[str, str]:
     if scheme in _AZURE_SCHEMES:
         return {f"adls.{key.replace('_', '-')}": value for key, value in fs.items()
                 if key in _ADLS_KEYWORDS}
+    if scheme in ("gs", "gcs"):
+        return {"py-io-impl": _GCS_FILE_IO, **{_GCS_KEYWORDS[key]: value
+                                               for key, value in fs.items()
+                                               if key in _GCS_KEYWORDS}}
     return {}
 
 

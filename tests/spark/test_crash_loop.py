@@ -25,7 +25,7 @@ from tests.crashloop import (
     Outcome,
     bulk_loop,
     check_output,
-    cloud_output,
+    cloud_table_loop,
     encrypted_s3_output,
     summary,
     table_loop,
@@ -136,13 +136,17 @@ def test_crash_loop_on_s3_with_encryption(spark, tmp_path, shown, seaweedfs_endp
 
 
 @pytest.mark.slow
-def test_crash_loop_on_cloud_storage(spark, tmp_path, shown, gcs_endpoint):
-    """The steps whose storage operations differ, on Cloud Storage's emulator: segment
-    uploads, the publish's compose (the conditional upload of the log file follows it), a
-    compaction's upload. (Azure's are killed in its table loops below.)"""
-    url, options = cloud_output("gcs", gcs_endpoint)
-    loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
-    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10), points=S3_POINTS)
+def test_crash_loop_with_an_iceberg_table_on_cloud_storage(spark, tmp_path, shown,
+                                                           gcs_endpoint):
+    """Parquet into an Iceberg table on Cloud Storage's emulator, pyiceberg's files on it
+    through gcsfs. Kills at the steps whose storage operations differ there (segment uploads,
+    the publish's compose before the log file's conditional upload, a compaction's upload)
+    and around the table commit. After every life the table's own reader holds exactly the
+    finalized rows."""
+    loop = cloud_table_loop(tmp_path, "gcs", gcs_endpoint, "iceberg", seed=SEED)
+    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10),
+             points=(*S3_POINTS, "table.before_commit", "table.after_commit"))
+    assert loop.tally.table_checks == loop.tally.lives
 
 
 @pytest.mark.slow
@@ -155,14 +159,7 @@ def test_crash_loop_with_a_table_on_azure(spark, tmp_path, shown, azure_endpoint
     loops, at Azure's own steps: a task's segment upload, the publish's Put Block From URL
     and block list (before the log file's conditional Put Blob), a compaction's upload.
     After every life the table's own reader holds exactly the finalized rows."""
-    url, options = cloud_output("azure", azure_endpoint)
-    loop = table_loop(tmp_path, table_format, seed=SEED)
-    loop.out_url = url
-    loop.options.update({k: v for k, v in options.items() if k.startswith("fs.")})
-    if table_format == "iceberg":  # the embedded catalog is for local outputs only
-        loop.options.update({"table.catalog.type": "sql",
-                             "table.catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
-                             "table.catalog.warehouse": url.rsplit("/", 1)[0] + "/warehouse"})
+    loop = cloud_table_loop(tmp_path, "azure", azure_endpoint, table_format, seed=SEED)
     storage_point = {"delta": "task.mid_append", "iceberg": "log.during_compaction"}
     run_loop(spark, loop, shown, random_kills=1,
              points=(storage_point[table_format], "table.before_commit", "table.after_commit",

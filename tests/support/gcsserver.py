@@ -23,6 +23,11 @@ from pathlib import Path
 
 from tests.support.emulator import serve
 
+# gcsfs's default client asks the gRPC control API, which the emulator does not serve, for each
+# bucket's layout, retrying without end (pyiceberg's file IO goes through it): off for every
+# process started from here, before gcsfs is imported (tests/conftest.py sets it too).
+os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+
 MODULE = "github.com/fsouza/fake-gcs-server"
 VERSION = "v1.56.1"  # the emulator the tests were written against
 ROOT = Path(__file__).resolve().parents[2]

@@ -75,7 +75,8 @@ def assert_table_follows_the_log(cfg: SinkConfig) -> None:
     assert ids == finalized_ids(storage, pa.schema([("id", pa.int64()), ("grp", pa.string())]))
 
 
-@pytest.fixture(params=["sqlite-local", "sqlite-s3", "rest-s3", "rest-local", "sqlite-azure"])
+@pytest.fixture(params=["sqlite-local", "sqlite-s3", "rest-s3", "rest-local", "sqlite-azure",
+                        "sqlite-gcs"])
 def cfg(request, tmp_path) -> SinkConfig:
     """Both catalogs, each with the output on a local disk and on S3 (SeaweedFS's, whose REST
     catalog keeps its tables in a table bucket beside the output's bucket)."""
@@ -88,6 +89,15 @@ def cfg(request, tmp_path) -> SinkConfig:
                                for f in ("azure_endpoint", "azure_container"))
         root = f"abfss://{container}@{azurite.ACCOUNT}.dfs.core.windows.net/{tmp_path.name}"
         return iceberg_config(f"{root}/out", fs_options=azurite.options(endpoint),
+                              table_options={"catalog.type": "sql",
+                                             "catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
+                                             "catalog.warehouse": f"{root}/warehouse"})
+    if request.param == "sqlite-gcs":  # a SQLite catalog file here, the table on fake-gcs-server
+        from tests.support.gcsserver import OPTIONS
+
+        endpoint, bucket = (request.getfixturevalue(f) for f in ("gcs_endpoint", "gcs_bucket"))
+        root = f"gs://{bucket}/{tmp_path.name}"
+        return iceberg_config(f"{root}/out", fs_options={"endpoint_url": endpoint, **OPTIONS},
                               table_options={"catalog.type": "sql",
                                              "catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
                                              "catalog.warehouse": f"{root}/warehouse"})

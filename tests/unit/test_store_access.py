@@ -53,11 +53,11 @@ def test_a_store_that_accepts_the_output_passes(azure_endpoint, azure_container,
     check_access(LocalStorage(str(tmp_path / "new")))
 
 
-@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
-def test_a_table_on_cloud_storage_is_refused_before_anything_is_written(
-        gcs_endpoint, gcs_bucket, table_format):
+def test_a_delta_table_on_cloud_storage_is_refused_before_anything_is_written(
+        gcs_endpoint, gcs_bucket):
     """Not offered yet on gs:// (docs/tables.md says why): the table's opening, which a query
     makes when it starts, names the output; the bucket holds nothing after it."""
+    table_format = "delta"
     from commit_protocol.config import SinkConfig
     from commit_protocol.errors import RotsinkError
     from commit_protocol.tables import table_format_named
