@@ -5,6 +5,7 @@ the table step included, and what every kind of metadata does meanwhile (issue 4
     python benchmarks/long_run.py --commits 100000                 # on demand
     python benchmarks/long_run.py --storage s3 --commits 5000      # SeaweedFS (Iceberg: REST)
     python benchmarks/long_run.py --png benchmarks/long_run.png    # and the picture (.[bench])
+    python benchmarks/long_run.py --table none,delta,iceberg --plain-commits 0   # memory (55)
 
 Each commit is one micro-batch as rotsink's driver and one task run it, without Spark: the
 planning reads the log (``Committer.latest_state``), a task (``TaskWriter``) writes 10 rows
@@ -36,6 +37,8 @@ and what grows, if anything, grows with the commits. ``--days-kept 0`` keeps eve
 every commit's reading of the live files (the table's snapshot, Spark's log compaction, whose
 compact file lists every live file) grows with them, as for any table that never drops data.
 
+``--table none`` runs rotsink's commit with no table (plain output, the log alone).
+
 Beside rotsink, the formats' plain writers, as a Python pipeline without rotsink writes: a
 pyiceberg fast append of the same 10 rows per commit, a delta-rs ``write_deltalake`` append,
 neither with any maintenance (``--plain-commits``, 3,000 by default: they slow down).
@@ -45,16 +48,17 @@ step's, inside rotsink's commit), the bytes and files of every kind of metadata 
 (the table's: ``_delta_log/``, Iceberg's ``metadata/`` and its catalog, or on S3 the REST
 catalog's ``metadata/`` in its warehouse bucket; ``_spark_metadata/``;
 ``_rotsink/``), the time to open the table and plan a full scan with its own library, the
-driver's peak and current memory, and on S3 rotsink's own requests a commit by operation and
-part of the output with their median time (:class:`S3Calls`: whether a commit that slows down
-asks more of the store, or the store answers more slowly). ``--png`` draws them against the
-commit number.
+committing process's memory (its resident set after a full collection, and where it is:
+Python's blocks, or with ``--tracemalloc`` its heap; pyarrow's pool; what glibc's ``malloc``
+holds in use and free: :mod:`benchmarks.process_memory`), and on S3 rotsink's own requests
+a commit by operation and part of the output with their median time (:class:`S3Calls`:
+whether a commit that slows down asks more of the store, or the store answers more slowly).
+``--png`` draws them against the commit number.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import resource
@@ -63,6 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from pathlib import Path
 from typing import Any
@@ -74,6 +79,7 @@ SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
     {"name": "day", "type": "string", "nullable": True, "metadata": {}}]})
 ROWS = 10
 KINDS = ("table", "_spark_metadata", "_rotsink")
+NO_TABLE = "none"  # --table none: plain output, rotsink's log alone
 
 
 def day_of(commit: int, day_commits: int) -> str:
@@ -103,7 +109,8 @@ class RotsinkWriter:
             options = {"snapshotRetention": f"{retention_s}s", **options}
         self.cfg = SinkConfig(path=url, format="parquet", compression="snappy",
                               file_suffix=".parquet", partition_by=("day",),
-                              table_format=table_format_named(table), table_options=options,
+                              table_format=None if table == NO_TABLE
+                              else table_format_named(table), table_options=options,
                               fs_options=fs, cleanup_delay_ms=retention_s * 1000,
                               rotation=RotationPolicy(max_batches=1, interval_ms=0,
                                                       inactivity_ms=0))
@@ -134,8 +141,8 @@ class RotsinkWriter:
                             query_id="long-run").write([rows_of(n, self.day_commits)])
         self.table_ms = 0.0
         Committer(self.storage, self.cfg, SCHEMA_JSON).commit(n, [report])
-        assert self.cfg.table_format is not None
-        if n == 0 and self.cfg.table_format.name == "delta":  # the retention, compressed
+        if n == 0 and self.cfg.table_format is not None \
+                and self.cfg.table_format.name == "delta":  # the retention, compressed
             from deltalake import DeltaTable
 
             from commit_protocol.tables.delta import delta_location
@@ -220,7 +227,7 @@ class DataRetention:
         self.removed: set[str] = set()
 
     def due(self, commit: int) -> bool:
-        return (self.days_kept > 0 and commit % self.day_commits == 0
+        return (self.days_kept > 0 and self.table != NO_TABLE and commit % self.day_commits == 0
                 and commit // self.day_commits > self.days_kept)
 
     def run(self, commit: int) -> None:
@@ -288,6 +295,8 @@ def open_and_plan(url: str, fs: dict[str, str], table: str, plain: bool,
                   options: dict[str, str]) -> tuple[float, int]:
     """Milliseconds to open the table and plan a full scan with its own library; files."""
     started = time.perf_counter()
+    if table == NO_TABLE:
+        return 0.0, 0
     if table == "delta":
         from deltalake import DeltaTable
 
@@ -366,6 +375,10 @@ def _area(kwargs: dict[str, Any]) -> str:
 
 def drive(args: argparse.Namespace) -> None:
     """The child: commit, and print one JSON line every ``--every`` commits."""
+    from benchmarks import process_memory
+
+    if args.tracemalloc:
+        tracemalloc.start()
     fs = json.loads(args.fs)
     s3 = S3Calls() if args.url.startswith("s3://") else None
     options = json.loads(args.options)
@@ -396,19 +409,10 @@ def drive(args: argparse.Namespace) -> None:
                 "metadata": found, "plan_ms": plan_ms,
                 "files": files, "rate": len(commits) / (time.perf_counter() - started),
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "rss_mb": resident_mb(),
+                **process_memory.sample(),
                 "s3_calls": s3.take(len(commits)) if s3 is not None else {}}),
                 flush=True)
             commits, tables, started = [], [], time.perf_counter()
-
-
-def resident_mb() -> float:
-    """The driver's memory now, after a full collection (the peak never comes down, so it
-    cannot show whether memory keeps growing)."""
-    from benchmarks.common import own_memory_mb
-
-    gc.collect()
-    return own_memory_mb()["rss"]
 
 
 def _stats(values: list[float]) -> list[float]:
@@ -440,6 +444,11 @@ def show(p: dict) -> None:
           f"{p['table_ms'][1]:5.1f}); open+plan {p['plan_ms']:6.1f} ms for {p['files']:,} "
           f"files; {p['rate']:,.0f} commits/s; peak {p['peak_mb']:,.0f} MB{now}; {kinds}",
           flush=True)
+    if "python_blocks" in p:  # (older --json files have the resident set only)
+        heap = f"Python heap {p['python_mb']:,.1f} MB, " if p.get("python_mb") else ""
+        print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks, Arrow "
+              f"{p['arrow_mb'] or 0:,.1f} MB, malloc in use {p['malloc_in_use_mb'] or 0:,.1f} "
+              f"MB and free {p['malloc_free_mb'] or 0:,.1f} MB", flush=True)
     calls = sorted(p.get("s3_calls", {}).items(), key=lambda kv: -kv[1][2])
     if calls:
         print("    rotsink's S3 requests a commit: " + ", ".join(
@@ -448,8 +457,8 @@ def show(p: dict) -> None:
 
 def draw(results: dict[str, list[dict]], png: Path) -> None:
     """Per writer against the commit number (the first commit, a cold start, left out): the
-    median commit, the table's metadata, rotsink's own (``_spark_metadata``, ``_rotsink``)
-    and the table's open and plan."""
+    median commit, the table's metadata, rotsink's own (``_spark_metadata``, ``_rotsink``),
+    the table's open and plan, and the committing process's memory."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -460,8 +469,9 @@ def draw(results: dict[str, list[dict]], png: Path) -> None:
               ("_spark_metadata and _rotsink on storage, MB",
                lambda p: (p["metadata"]["_spark_metadata"][0]
                           + p["metadata"]["_rotsink"][0]) / 1e6),
-              ("open the table and plan a full scan, ms", lambda p: p["plan_ms"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(20, 4.8))
+              ("open the table and plan a full scan, ms", lambda p: p["plan_ms"]),
+              ("the committing process's resident memory, MB", lambda p: p["rss_mb"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(25, 4.8))
     for n, (label, points) in enumerate(results.items()):
         shown = [p for p in points if p["commit"] > 1]
         xs = [p["commit"] for p in shown]
@@ -469,11 +479,13 @@ def draw(results: dict[str, list[dict]], png: Path) -> None:
         for ax, (_, value) in zip(axes, panels, strict=True):
             if label.startswith("plain") and ax is axes[2]:
                 continue  # no rotsink log beside a plain writer
+            if label.startswith(f"rotsink {NO_TABLE}") and ax in (axes[1], axes[3]):
+                continue  # no table
             ax.plot(xs, [value(p) for p in shown], style, label=label, color=f"C{n}")
     for ax, (title, _) in zip(axes, panels, strict=True):
         ax.set_title(title)
         ax.set_xlabel("commit")
-        ax.set_yscale("log")
+        ax.set_yscale("linear" if ax is axes[-1] else "log")  # memory: growth shows
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
@@ -498,6 +510,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="every point, for later drawing")
     parser.add_argument("--redraw", type=Path,
                         help="summarize and draw the points of an earlier --json, run nothing")
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="trace the Python heap of each writer (slows its commits)")
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--writer", default="rotsink", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -530,7 +544,7 @@ def main() -> int:
             for table in args.table.split(","):
                 for writer, commits in (("rotsink", args.commits),
                                         ("plain", args.plain_commits)):
-                    if not commits:
+                    if not commits or (writer == "plain" and table == NO_TABLE):
                         continue
                     fs: dict[str, str] = {}
                     options: dict[str, str] = {}
@@ -549,7 +563,8 @@ def main() -> int:
                            "--options", json.dumps(options), "--commits", str(commits),
                            "--every", str(args.every), "--retention", str(args.retention),
                            "--day-commits", str(args.day_commits),
-                           "--days-kept", str(args.days_kept)]
+                           "--days-kept", str(args.days_kept),
+                           *(["--tracemalloc"] if args.tracemalloc else [])]
                     # (the environment as now: an Iceberg catalog's secret was just set)
                     results[label] = run(label, cmd, {**os.environ, **env})
                     if args.json:  # as it goes: a run of an hour keeps what it measured
@@ -578,7 +593,9 @@ def summarize(results: dict[str, list[dict]]) -> None:
               f"{first['metadata']['table'][0] / 1e6:,.2f} MB -> "
               f"{last['metadata']['table'][0] / 1e6:,.2f} MB "
               f"({last['metadata']['table'][1]:,} files); open+plan "
-              f"{first['plan_ms']:.0f} -> {last['plan_ms']:.0f} ms")
+              f"{first['plan_ms']:.0f} -> {last['plan_ms']:.0f} ms; resident "
+              f"{first['rss_mb']:,.0f} -> {last['rss_mb']:,.0f} MB "
+              f"({last['rss_mb'] / first['rss_mb']:.2f}x)")
 
 
 if __name__ == "__main__":

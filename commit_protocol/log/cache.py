@@ -39,5 +39,8 @@ class _StateCache:
     def clear(self) -> None:
         self._states.clear()
 
+    def __len__(self) -> int:
+        return len(self._states)
+
 
 STATES = _StateCache()

@@ -32,6 +32,7 @@ from commit_protocol.tables.iceberg_catalog import (
     CATALOG_NAME,
     CATALOG_PREFIX,
     IDENTIFIER,
+    OPEN_CATALOGS,
     below,
     catalog_name,
     catalog_properties,
@@ -153,10 +154,8 @@ class IcebergFollowedTable:
 
     @property
     def catalog(self) -> Catalog:
-        from pyiceberg.catalog import load_catalog
-
-        if self._catalog is None:
-            self._catalog = load_catalog(catalog_name(self.options), **self.properties)
+        if self._catalog is None:  # this process's, kept across commits (OPEN_CATALOGS)
+            self._catalog = OPEN_CATALOGS.get(catalog_name(self.options), self.properties)
         return self._catalog
 
     # -- reading -------------------------------------------------------------------------

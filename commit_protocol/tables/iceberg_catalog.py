@@ -11,9 +11,15 @@ files are named by URI, which writers spell differently (:func:`same_uri`).
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 from commit_protocol.errors import OptionError
 from commit_protocol.tables import SECRET_WORDS, option_values
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 CATALOG_PREFIX = "catalog."
 CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
@@ -82,6 +88,66 @@ def _file_io_properties(root_uri: str, fs: dict[str, str]) -> dict[str, str]:
                                                for key, value in fs.items()
                                                if key in _GCS_KEYWORDS}}
     return {}
+
+
+class _OpenCatalogs:
+    """The catalogs this process has opened, by name and properties, the last ``size`` kept.
+
+    Opening one is not free (a SQL catalog makes an engine and checks its tables, a REST
+    catalog asks for its config) and a driver commits a micro-batch every few seconds for
+    months, through a new ``Committer`` each: the catalog is kept, the table is loaded from it
+    afresh for every commit (another writer may have moved it). A driver writes one or a few
+    outputs, so a handful is enough; a catalog pushed out has its engine's pool closed. A
+    SQLite file is known by its inode too: a file deleted and made again (an output started
+    over) gets a catalog of its own, never a pooled connection to the file that is gone.
+    """
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self._open: OrderedDict[tuple[Any, ...], Catalog] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, name: str, properties: dict[str, str]) -> Catalog:
+        from pyiceberg.catalog import load_catalog
+
+        key = (name, tuple(sorted(properties.items())), _sqlite_file(properties))
+        with self._lock:
+            if key in self._open:
+                self._open.move_to_end(key)
+                return self._open[key]
+        catalog = load_catalog(name, **properties)
+        key = (*key[:2], _sqlite_file(properties))  # (a SQL catalog makes its file)
+        with self._lock:
+            self._open[key] = catalog
+            while len(self._open) > self.size:
+                _, pushed_out = self._open.popitem(last=False)
+                engine = getattr(pushed_out, "engine", None)  # a SQL catalog's
+                if engine is not None:
+                    engine.dispose()
+        return catalog
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._open.clear()
+
+
+OPEN_CATALOGS = _OpenCatalogs()
+
+
+def _sqlite_file(properties: dict[str, str]) -> tuple[int, int] | None:
+    """The device and inode of a SQL catalog's SQLite file; None for other catalogs or a file
+    not made yet."""
+    uri = properties.get("uri", "")
+    if not uri.startswith("sqlite:///"):
+        return None
+    try:
+        found = os.stat(uri[len("sqlite:///"):])
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def is_embedded(options: dict[str, str]) -> bool:

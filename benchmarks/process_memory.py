@@ -1,0 +1,61 @@
+"""Where a long-running process's memory is, sampled cheaply enough to take every 1,000
+commits: what grows can then be told apart (Python objects, Arrow buffers, the C allocator's
+own holdings) before anyone reads a heap profile.
+
+- ``rss_mb``: the resident set after a full collection (the operating system's view).
+- ``python_mb``: the Python heap as ``tracemalloc`` counts it, when it traces (it slows a
+  commit about 3x, so only on demand); ``python_blocks``: the blocks Python's allocator has
+  handed out (``sys.getallocatedblocks``), free to read, always.
+- ``arrow_mb``: bytes pyarrow's default memory pool holds.
+- ``malloc_in_use_mb`` / ``malloc_free_mb``: glibc's ``mallinfo2``: bytes handed out by
+  ``malloc`` (Python's large objects, pyarrow's system pool, Rust's and SQLite's
+  allocations) and bytes it holds free in its arenas (fragmentation: resident, but no one's).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import sys
+import tracemalloc
+
+from benchmarks.common import own_memory_mb
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _mallinfo2() -> _MallInfo2 | None:
+    """glibc's statistics (2.33 on), None elsewhere (musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        function = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    function.restype = _MallInfo2
+    found: _MallInfo2 = function()
+    return found
+
+
+def sample() -> dict[str, float | None]:
+    """This process's memory now, by where it is (see the module's docstring)."""
+    gc.collect()
+    found: dict[str, float | None] = {"rss_mb": own_memory_mb()["rss"],
+                                      "python_blocks": float(sys.getallocatedblocks()),
+                                      "python_mb": None, "arrow_mb": None,
+                                      "malloc_in_use_mb": None, "malloc_free_mb": None}
+    if tracemalloc.is_tracing():
+        found["python_mb"] = tracemalloc.get_traced_memory()[0] / 2**20
+    if "pyarrow" in sys.modules:
+        import pyarrow as pa
+
+        found["arrow_mb"] = pa.total_allocated_bytes() / 2**20
+    info = _mallinfo2()
+    if info is not None:
+        found["malloc_in_use_mb"] = (info.uordblks + info.hblkhd) / 2**20
+        found["malloc_free_mb"] = info.fordblks / 2**20
+    return found
