@@ -152,7 +152,7 @@ class RotSinkStreamWriter(StreamWriterBase):
 
 _frozen = False
 # Outputs whose table this planning process checked and caught up (once per query start: the
-# commits keep it up to date from then on)
+# commits keep it up to date from then on); one entry an output
 _TABLES_STARTED: set[tuple[str, TableFormat | None]] = set()
 
 

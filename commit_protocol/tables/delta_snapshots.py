@@ -169,6 +169,8 @@ class Snapshot:
         return CHECKPOINT_EVERY
 
 
+# This process's snapshot of each table, by URI and storage options: one an output (a driver
+# writes a few), each as large as its table's live files, not its history.
 _SNAPSHOTS: dict[tuple[str, tuple[tuple[str, str], ...]], Snapshot] = {}
 
 

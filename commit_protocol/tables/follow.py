@@ -55,10 +55,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("rotsink.table")
 
 # How far this process brought each output's table: root URI -> (owner, batch). Batches up
-# to it need no table commit beyond those the table's mark shows.
+# to it need no table commit beyond those the table's mark shows. One entry an output (a
+# driver writes a few), as below.
 _FOLLOWED: dict[str, tuple[str, int]] = {}
 # The table versions this process's commits made, by root URI: versions since the one the
-# log followed that are all in here need no comparison of listings.
+# log followed that are all in here need no comparison of listings. Versions up to the one a
+# commit follows are dropped then, so a set holds the few made since.
 _OWN_VERSIONS: dict[str, set[int]] = {}
 
 

@@ -69,7 +69,9 @@ CREATED_BY = "rotsink.created-by"
 # Snapshots due before an expiry runs: each expiry is a metadata commit of its own
 EXPIRE_AT_ONCE = 20
 RETENTION = "snapshotRetention"  # table.snapshotRetention: table | off | a duration
-# Manifest list path -> the manifests it names (immutable files: cached while referenced)
+# Manifest list path -> the manifests it names (immutable files), for the table's snapshots
+# as the last expiry saw them: bounded by the snapshots the retention keeps (each expiry drops
+# the lists of snapshots gone, whoever expired them).
 _MANIFESTS: dict[str, frozenset[str]] = {}
 
 
@@ -198,6 +200,10 @@ def _only_in(table: IcebergTable, snapshots: Iterable[Any], due: set[int]) -> li
     kept: set[str] = set()
     going: set[str] = set()
     lists: list[str] = []
+    snapshots = list(snapshots)
+    live = {snapshot.manifest_list for snapshot in snapshots}
+    for gone in [path for path in _MANIFESTS if path not in live]:
+        del _MANIFESTS[gone]  # expired by another writer, or another table's (one process)
     for snapshot in snapshots:
         named = _manifests(table, snapshot)
         if snapshot.snapshot_id in due:

@@ -103,6 +103,21 @@ def test_snapshots_expire_by_age_and_only_their_metadata_goes(tmp_path):
     assert verify_output(_storage(cfg), commit_timeout_s=0).ok
 
 
+def test_the_expiry_s_memory_of_manifest_lists_holds_only_live_snapshots(tmp_path):
+    """A driver expires snapshots for months: what it remembers of them stays the snapshots
+    the retention keeps, whoever expired the others."""
+    from commit_protocol.tables import iceberg_maintenance
+
+    cfg = config(tmp_path, snapshotRetention="1ms")
+    iceberg_maintenance._MANIFESTS["s3://elsewhere/snap-expired-by-another-writer.avro"] = \
+        frozenset()
+    for batch_id in range(30):
+        commit_batch(cfg, batch_id)
+    live = {s.manifest_list for s in _iceberg(cfg).snapshots()}
+    assert set(iceberg_maintenance._MANIFESTS) <= live
+    assert table_ids(cfg) == Counter(range(30 * ROWS))
+
+
 def _storage(cfg):
     from commit_protocol.storage import open_storage
 
