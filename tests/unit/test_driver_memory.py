@@ -68,8 +68,8 @@ def test_the_driver_s_commit_keeps_nothing_per_commit(tmp_path, caplog, table_fo
 def test_an_iceberg_catalog_is_opened_once_a_process_and_again_for_a_new_output(
         tmp_path, monkeypatch):
     """Each micro-batch commits through a new ``Committer``; the catalog is kept across them
-    (a SQL catalog's engine, a REST catalog's config request), and an output deleted and
-    started again at the same path gets a catalog on its new SQLite file."""
+    (a SQL catalog's engine, a REST catalog's config request) for a while, and an output
+    deleted and started again at the same path gets a catalog on its new SQLite file."""
     pytest.importorskip("pyiceberg")
     import shutil
 
@@ -92,6 +92,9 @@ def test_an_iceberg_catalog_is_opened_once_a_process_and_again_for_a_new_output(
     for batch_id in range(2):
         commit_one(cfg, batch_id)
     assert len(opened) == 2 and opened[0] == opened[1]
+    monkeypatch.setattr(OPEN_CATALOGS, "reuse_s", 0)  # kept no longer than this
+    commit_one(cfg, 2)
+    assert len(opened) == 3
     # the new output's table, read through a catalog of its own, holds its finalized rows
     from collections import Counter
 
@@ -106,4 +109,4 @@ def test_an_iceberg_catalog_is_opened_once_a_process_and_again_for_a_new_output(
         default_identifier(storage.root_uri))
     expected = finalized_ids(storage, pa.schema([("id", pa.int64()), ("grp", pa.string())]))
     assert Counter(table.scan().to_arrow().column("id").to_pylist()) == expected
-    assert set(expected) <= set(range(80)) and expected  # the second life's two batches
+    assert set(expected) <= set(range(120)) and expected  # the second life's batches
