@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import resource
 import statistics
@@ -69,6 +70,7 @@ import tempfile
 import time
 import tracemalloc
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -387,11 +389,15 @@ def drive(args: argparse.Namespace) -> None:
         else RotsinkWriter(args.url, args.table, options, args.retention, fs, args.day_commits)
     retention = DataRetention(args.url, fs, args.table, plain, options, args.day_commits,
                               args.days_kept)
+    # The retention job and the readers are other processes beside a real driver: here too,
+    # or their memory would be counted as the committing process's.
+    others = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
     commits, tables = [], []
     started = time.perf_counter()
     for n in range(args.commits):
         if retention.due(n):
-            retention.run(n)
+            others.submit(retain, args.url, fs, args.table, plain, options, args.day_commits,
+                          args.days_kept, n).result()
         if s3 is not None:
             s3.active = True
         total, step = writer.commit(n)
@@ -400,10 +406,8 @@ def drive(args: argparse.Namespace) -> None:
         commits.append(total)
         tables.append(step)
         if (n + 1) % args.every == 0 or n == 0:
-            plan_ms, files = open_and_plan(args.url, fs, args.table, plain, options)
-            found = metadata(args.url, fs)
-            if args.table == "iceberg" and options:  # a REST catalog: metadata in its bucket
-                found["table"] = catalog_metadata(load_iceberg(args.url, fs, plain, options), fs)
+            plan_ms, files, found = others.submit(look, args.url, fs, args.table, plain,
+                                                  options).result()
             print(json.dumps({
                 "commit": n + 1, "commit_ms": _stats(commits), "table_ms": _stats(tables),
                 "metadata": found, "plan_ms": plan_ms,
@@ -413,6 +417,31 @@ def drive(args: argparse.Namespace) -> None:
                 "s3_calls": s3.take(len(commits)) if s3 is not None else {}}),
                 flush=True)
             commits, tables, started = [], [], time.perf_counter()
+
+
+    others.shutdown()
+
+
+# In the process beside the driver (``drive``'s ``others``): the user's retention job, and a
+# reader opening the table and looking at the metadata on storage.
+_RETENTIONS: dict[str, DataRetention] = {}
+
+
+def retain(url: str, fs: dict[str, str], table: str, plain: bool, options: dict[str, str],
+           day_commits: int, days_kept: int, commit: int) -> None:
+    if url not in _RETENTIONS:  # (it remembers what its last run removed)
+        _RETENTIONS[url] = DataRetention(url, fs, table, plain, options, day_commits,
+                                         days_kept)
+    _RETENTIONS[url].run(commit)
+
+
+def look(url: str, fs: dict[str, str], table: str, plain: bool,
+         options: dict[str, str]) -> tuple[float, int, dict[str, list[int]]]:
+    plan_ms, files = open_and_plan(url, fs, table, plain, options)
+    found = metadata(url, fs)
+    if table == "iceberg" and options:  # a REST catalog: metadata in its bucket
+        found["table"] = catalog_metadata(load_iceberg(url, fs, plain, options), fs)
+    return plan_ms, files, found
 
 
 def _stats(values: list[float]) -> list[float]:
@@ -446,7 +475,8 @@ def show(p: dict) -> None:
           flush=True)
     if "python_blocks" in p:  # (older --json files have the resident set only)
         heap = f"Python heap {p['python_mb']:,.1f} MB, " if p.get("python_mb") else ""
-        print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks, Arrow "
+        print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks in "
+              f"{p.get('python_arenas_mb') or 0:,.0f} MB of arenas, Arrow "
               f"{p['arrow_mb'] or 0:,.1f} MB, malloc in use {p['malloc_in_use_mb'] or 0:,.1f} "
               f"MB and free {p['malloc_free_mb'] or 0:,.1f} MB", flush=True)
     calls = sorted(p.get("s3_calls", {}).items(), key=lambda kv: -kv[1][2])

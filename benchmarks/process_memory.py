@@ -5,7 +5,9 @@ own holdings) before anyone reads a heap profile.
 - ``rss_mb``: the resident set after a full collection (the operating system's view).
 - ``python_mb``: the Python heap as ``tracemalloc`` counts it, when it traces (it slows a
   commit about 3x, so only on demand); ``python_blocks``: the blocks Python's allocator has
-  handed out (``sys.getallocatedblocks``), free to read, always.
+  handed out (``sys.getallocatedblocks``), free to read, always; ``python_arenas_mb``: the
+  arenas Python's small-object allocator holds (``sys._debugmallocstats``), which a few live
+  objects can keep from being returned.
 - ``arrow_mb``: bytes pyarrow's default memory pool holds.
 - ``malloc_in_use_mb`` / ``malloc_free_mb``: glibc's ``mallinfo2``: bytes handed out by
   ``malloc`` (Python's large objects, pyarrow's system pool, Rust's and SQLite's
@@ -17,7 +19,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
+import re
 import sys
+import tempfile
 import tracemalloc
 
 from benchmarks.common import own_memory_mb
@@ -41,11 +46,30 @@ def _mallinfo2() -> _MallInfo2 | None:
     return found
 
 
+def _python_arenas_mb() -> float | None:
+    """The arenas pymalloc holds now (CPython prints them to the C-level stderr only)."""
+    if not hasattr(sys, "_debugmallocstats"):
+        return None
+    with tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(captured.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        found = re.search(rb"(\d+) arenas \* (\d+) bytes/arena", captured.read())
+    return None if found is None else int(found[1]) * int(found[2]) / 2**20
+
+
 def sample() -> dict[str, float | None]:
     """This process's memory now, by where it is (see the module's docstring)."""
     gc.collect()
     found: dict[str, float | None] = {"rss_mb": own_memory_mb()["rss"],
                                       "python_blocks": float(sys.getallocatedblocks()),
+                                      "python_arenas_mb": _python_arenas_mb(),
                                       "python_mb": None, "arrow_mb": None,
                                       "malloc_in_use_mb": None, "malloc_free_mb": None}
     if tracemalloc.is_tracing():
