@@ -432,16 +432,28 @@ def retain(url: str, fs: dict[str, str], table: str, plain: bool, options: dict[
     if url not in _RETENTIONS:  # (it remembers what its last run removed)
         _RETENTIONS[url] = DataRetention(url, fs, table, plain, options, day_commits,
                                          days_kept)
-    _RETENTIONS[url].run(commit)
+    _again_if_the_log_moved(_RETENTIONS[url].run, commit)
 
 
 def look(url: str, fs: dict[str, str], table: str, plain: bool,
          options: dict[str, str]) -> tuple[float, int, dict[str, list[int]]]:
-    plan_ms, files = open_and_plan(url, fs, table, plain, options)
+    plan_ms, files = _again_if_the_log_moved(open_and_plan, url, fs, table, plain, options)
     found = metadata(url, fs)
     if table == "iceberg" and options:  # a REST catalog: metadata in its bucket
         found["table"] = catalog_metadata(load_iceberg(url, fs, plain, options), fs)
     return plan_ms, files, found
+
+
+def _again_if_the_log_moved(step: Any, *args: Any) -> Any:
+    """``step(*args)``, once more if a Delta log file it listed was gone when read: the
+    driver's log clean-up, in the background after its commit, removes files past the
+    retention, compressed here to ``--retention`` seconds (a real table keeps 30 days, so a
+    reader never reads files that old)."""
+    try:
+        return step(*args)
+    except FileNotFoundError:
+        time.sleep(1)
+        return step(*args)
 
 
 def _stats(values: list[float]) -> list[float]:
