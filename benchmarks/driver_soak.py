@@ -7,10 +7,14 @@ JVM heap users size (issue 55).
 
 A ``rate-micro-batch`` source feeds a query into rotsink back to back (no trigger interval),
 ``--rows`` rows a micro-batch, files rolled every ``--roll`` batches, with a Delta or Iceberg table
-following the log (``--table none``: the log alone). Every ``--every`` micro-batches it prints
+following the log (``--table none``: the log alone); beside them the anchors, measured in the
+same run: the floor (``benchmarks/floors.py``'s Python sink that only counts rows) and Spark's
+own Parquet sink (no Python runner at all). Every ``--every`` micro-batches it prints
 the resident set of the sink runner (the processes whose command names
-``python_streaming_sink_runner``; PySpark starts one for the query, its daemon forks the
-worker), of the planning workers beside it, and of the JVM, with the micro-batches a second.
+``python_streaming_sink_runner``: PySpark's daemon for it and the worker it forks for the
+query), of the other Python workers, and of the JVM, with the micro-batches a second. Each
+side runs in a Spark session (a process) of its own: PySpark keeps a stopped query's worker
+for the next query.
 The memory a long-running driver needs is the runner's plateau (docs/operations.md).
 """
 
@@ -19,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # floors.py, as the others import it
 
 from benchmarks.common import _children, _status, quiet_session  # noqa: E402
 
@@ -43,7 +49,9 @@ def _command(pid: int) -> str:
 
 
 def memory(spark) -> dict[str, float]:
-    """Resident sets now, MB: the sink runner's processes, the other Python workers, the JVM."""
+    """Resident sets now, MB: the sink runner's processes (PySpark's daemon for it and the
+    worker it forks for the query), the other Python workers, the JVM. Each side runs in a
+    session of its own, so these are its query's alone."""
     jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     children = _children(jvm)
     runner = [pid for pid in children if RUNNER in _command(pid)]
@@ -54,15 +62,21 @@ def memory(spark) -> dict[str, float]:
 
 
 def soak(spark, table: str, batches: int, rows: int, roll: int, every: int) -> list[dict]:
+    """``table``: a ``table.format`` or ``none`` into rotsink; ``floor`` (a Python sink that
+    only counts rows: its runner is what any Python sink's costs); ``spark`` (Spark's own
+    Parquet sink: no Python runner, the JVM alone)."""
     work = Path(tempfile.mkdtemp(prefix=f"driver-soak-{table}-"))
-    options = {"checkpointLocation": str(work / "ck"), "format": "parquet",
-               "rotation.maxBatches": str(roll), "log.cleanupDelay": "60s"}
-    if table != "none":
+    sink = {"floor": "floor", "spark": "parquet"}.get(table, "rotsink")
+    options = {"checkpointLocation": str(work / "ck")}
+    if sink == "rotsink":
+        options.update({"format": "parquet", "rotation.maxBatches": str(roll),
+                        "log.cleanupDelay": "60s"})
+    if table not in ("none", "floor", "spark"):
         options["table.format"] = table
     # a batch of rows per micro-batch, whatever the clock (``rate`` waits a second for each)
     source = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows)
               .option("numPartitions", 1).load())
-    query = source.writeStream.format("rotsink").options(**options).start(str(work / "out"))
+    query = source.writeStream.format(sink).options(**options).start(str(work / "out"))
     points: list[dict] = []
     started, last = time.monotonic(), (0, time.monotonic())
     try:
@@ -84,29 +98,53 @@ def soak(spark, table: str, batches: int, rows: int, roll: int, every: int) -> l
     finally:
         query.stop()
         shutil.rmtree(work, ignore_errors=True)
+    first, last_point = points[0], points[-1]
+    growth = (f"({last_point['runner_mb'] / first['runner_mb']:.2f}x)" if first["runner_mb"]
+              else "(no Python runner)")
     print(f"{table}: {batches:,} micro-batches in {time.monotonic() - started:,.0f} s; sink "
-          f"runner {points[0]['runner_mb']:,.0f} MB at {points[0]['batch']:,} -> "
-          f"{points[-1]['runner_mb']:,.0f} MB at {points[-1]['batch']:,} "
-          f"({points[-1]['runner_mb'] / points[0]['runner_mb']:.2f}x)", flush=True)
+          f"runner {first['runner_mb']:,.0f} MB at {first['batch']:,} -> "
+          f"{last_point['runner_mb']:,.0f} MB at {last_point['batch']:,} {growth}; JVM "
+          f"{first['jvm_mb']:,.0f} -> {last_point['jvm_mb']:,.0f} MB", flush=True)
     return points
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--table", default="none,delta,iceberg")
+    parser.add_argument("--table", default="floor,spark,none,delta,iceberg",
+                        help="rotsink's table.format or none; floor, spark: the anchors")
     parser.add_argument("--batches", type=int, default=2_000)
     parser.add_argument("--rows", type=int, default=100, help="rows a micro-batch, about")
     parser.add_argument("--roll", type=int, default=10, help="rotation.maxBatches")
     parser.add_argument("--every", type=int, default=250)
     parser.add_argument("--json", type=Path, help="every point, by table")
+    parser.add_argument("--side", help=argparse.SUPPRESS)  # one side, in a process of its own
     args = parser.parse_args()
-    spark = quiet_session("rotsink-driver-soak")
-    results = {table: soak(spark, table, args.batches, args.rows, args.roll, args.every)
-               for table in args.table.split(",")}
+    if args.side:
+        spark = quiet_session(f"rotsink-driver-soak-{args.side}")
+        import floors
+
+        floors.register(spark)
+        soak(spark, args.side, args.batches, args.rows, args.roll, args.every)
+        spark.stop()
+        return 0
+    results = {}
+    for table in args.table.split(","):
+        command = [sys.executable, __file__, "--side", table, "--batches", str(args.batches),
+                   "--rows", str(args.rows), "--roll", str(args.roll),
+                   "--every", str(args.every)]
+        ran = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, check=True)
+        print(ran.stdout, end="", flush=True)
+        results[table] = [json.loads(line) for line in ran.stdout.splitlines()
+                          if line.startswith("{")]
+    if "floor" in results:
+        floor = results["floor"][-1]["runner_mb"]
+        print("sink runner at the end against the floor's: " + ", ".join(
+            f"{table} {points[-1]['runner_mb'] / floor:.2f}x" for table, points in results.items()
+            if table not in ("floor", "spark")), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results))
-    spark.stop()
     return 0
 
 
