@@ -95,11 +95,11 @@ def commit_alone(batches: int, mailbox: str | None) -> float:
     import pyarrow as pa
 
     from commit_protocol import metrics
-    from commit_protocol.committer import Committer
-    from commit_protocol.config import RotationPolicy, SinkConfig
-    from commit_protocol.plan import WritePlan
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.records.config import RotationPolicy, SinkConfig
+    from commit_protocol.records.plan import WritePlan
     from commit_protocol.storage import open_storage
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
 
     schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,' \
         '"metadata":{}}]}'

@@ -37,7 +37,7 @@ def quiet_session(app_name: str, conf: dict[str, str] | None = None,
     """``local_session`` without the console progress bar, log level ERROR; prints the
     settings it runs with (``conf`` overrides them: ``{"spark.driver.memory": "4g"}``;
     ``extra_jars`` go on Spark's classpath)."""
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
 
     # The progress bar is set up with the SparkContext: only the launch arguments reach it.
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS",

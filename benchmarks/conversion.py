@@ -4,7 +4,7 @@
     python benchmarks/conversion.py --rows 200000 --row-group-mb 8 --repeats 1
 
 rotsink stages a Parquet slot's in-progress rows as Arrow IPC streams and encodes them into
-the finished file when the slot rolls (``commit_protocol/conversion.py``). This measures that
+the finished file when the slot rolls (``commit_protocol/task/conversion.py``). This measures that
 path through rotsink's own code and its anchor, pyarrow writing the same rows in one call.
 The rows: id long, a derived long (distinct, hash-like), a string of 1,024 distinct values,
 a timestamp and a double.
@@ -73,7 +73,7 @@ def make_rows(n: int) -> pa.Table:
 def sink_config(spec: dict):
     """The sink's configuration for ``spec``: Parquet, rotation off (a file rolls only when
     this benchmark converts it)."""
-    from commit_protocol.config import RotationPolicy, SinkConfig
+    from commit_protocol.records.config import RotationPolicy, SinkConfig
 
     return SinkConfig(path=spec["out"], format="parquet", compression=spec["compression"],
                       file_suffix=".parquet",
@@ -124,9 +124,9 @@ def child_stage(spec: dict) -> dict:
     """One task stages every row into one file; then the driver commits it."""
     import commit_protocol.formats.ipc  # noqa: F401  loaded once per worker, as in Spark
     import commit_protocol.formats.parquet  # noqa: F401
-    from commit_protocol.committer import Committer
-    from commit_protocol.plan import WritePlan
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.records.plan import WritePlan
+    from commit_protocol.task.task_writer import TaskWriter
 
     first = warm_up()
     batches = make_rows(spec["rows"]).to_batches(max_chunksize=SPARK_BATCH_ROWS)
@@ -146,9 +146,9 @@ def child_convert(spec: dict) -> dict:
     """``convert_staged`` of the committed staged rows, as a roll runs it."""
     import pyarrow.parquet as pq
 
-    import commit_protocol.bulk_files  # noqa: F401
     import commit_protocol.formats.parquet  # noqa: F401
-    from commit_protocol.conversion import convert_staged
+    import commit_protocol.task.bulk_files  # noqa: F401
+    from commit_protocol.task.conversion import convert_staged
 
     first = warm_up()
     config, storage = sink_config(spec), storage_for(spec)

@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--scaled-interval", type=int, default=10,
                         help="seconds for the scaled rotsink run's interval/inactivity; 0 = off")
     args = parser.parse_args()
-    from commit_protocol.config import RotationPolicy
+    from commit_protocol.records.config import RotationPolicy
 
     default_s = RotationPolicy().interval_ms / 1000
     root = Path(tempfile.mkdtemp(prefix="rotsink-fph-"))

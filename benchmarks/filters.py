@@ -22,14 +22,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import RotationPolicy, SinkConfig
+from commit_protocol.commit.committer import Committer
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import encode_rows
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX
-from commit_protocol.plan import WritePlan
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import LocalStorage
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.task.task_writer import TaskWriter
 
 BATCH_ROWS = 65_536
 

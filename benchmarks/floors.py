@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from datasource.compat import StreamWriterBase
+from datasource.spark.compat import StreamWriterBase
 
 
 class _CountingWriter(StreamWriterBase):  # Arrow batches, as rotsink's writer gets them
@@ -59,7 +59,7 @@ class _PassThroughReader(DataSourceReader):
             yield from self._read_file(path)
 
     def _read_file(self, path: str):
-        from datasource.compat import to_arrow_schema
+        from datasource.spark.compat import to_arrow_schema
 
         schema = to_arrow_schema(self.schema)
         if self.fmt == "parquet":

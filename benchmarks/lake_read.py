@@ -123,7 +123,7 @@ def planned_files(out: Path, one_day: bool) -> tuple[int, int]:
     from pyspark.sql.datasource import EqualTo
     from pyspark.sql.types import StructType
 
-    from datasource.reader import PruningRotSinkReader, committed_schema
+    from datasource.reading.reader import PruningRotSinkReader, committed_schema
 
     options = {"path": str(out)}
     schema: StructType = committed_schema(options)

@@ -5,7 +5,7 @@
 
 Drives rotsink's real driver path without Spark, on a local directory with the sink's default
 options (compaction every 10 batches, log clean-up after 10 minutes): per micro-batch, what
-``datasource/writer.py`` runs on the driver -- a ``Committer`` reads the latest state for
+``datasource/writing/writer.py`` runs on the driver -- a ``Committer`` reads the latest state for
 planning, another reads it again and commits, with one task report per finalized file
 (``--files-per-batch`` tasks each rolling one small part file). The clock advances
 ``--trigger-ms`` per batch (default 1 s: a stream with a 1 s trigger, whose clean-up keeps
@@ -53,14 +53,14 @@ from functools import reduce
 from pathlib import Path
 from typing import TypeVar
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
+from commit_protocol.commit.committer import Committer
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import is_compaction_batch, log_file_name
-from commit_protocol.messages import FileReport, TaskReport
-from commit_protocol.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
 from commit_protocol.reading import CommittedFile, committed_files, open_committed
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.messages import FileReport, TaskReport
 from commit_protocol.storage import LocalStorage
+from commit_protocol.vocabulary.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
 
 SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,'
                '"metadata":{}}]}')
@@ -216,7 +216,7 @@ def report_anchor(root: Path, spark_anchor: bool) -> None:
     print(f"  rotsink reader committed_files:        {len(planned):>10,} files {planned_s:7.2f} s")
     if not spark_anchor:
         return
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
 
     spark = local_session(app_name="rotsink-log-growth")
     spark.sparkContext.setLogLevel("ERROR")

@@ -102,17 +102,16 @@ class RotsinkWriter:
 
     def __init__(self, url: str, table: str, options: dict[str, str], retention_s: int,
                  fs: dict[str, str], day_commits: int) -> None:
-        from commit_protocol.config import RotationPolicy, SinkConfig
+        from commit_protocol.records.config import RotationPolicy, SinkConfig
         from commit_protocol.storage import open_storage
-        from commit_protocol.tables import table_format_named
         from commit_protocol.tables.follow import TableFollower
 
         if table == "iceberg":
             options = {"snapshotRetention": f"{retention_s}s", **options}
         self.cfg = SinkConfig(path=url, format="parquet", compression="snappy",
                               file_suffix=".parquet", partition_by=("day",),
-                              table_format=None if table == NO_TABLE
-                              else table_format_named(table), table_options=options,
+                              table_format=None if table == NO_TABLE else table,
+                              table_options=options,
                               fs_options=fs, cleanup_delay_ms=retention_s * 1000,
                               rotation=RotationPolicy(max_batches=1, interval_ms=0,
                                                       inactivity_ms=0))
@@ -132,9 +131,9 @@ class RotsinkWriter:
         TableFollower.follow = timed  # type: ignore[method-assign,assignment]
 
     def commit(self, n: int) -> tuple[float, float]:
-        from commit_protocol.committer import Committer
-        from commit_protocol.plan import WritePlan
-        from commit_protocol.task_writer import TaskWriter
+        from commit_protocol.commit.committer import Committer
+        from commit_protocol.records.plan import WritePlan
+        from commit_protocol.task.task_writer import TaskWriter
 
         started = time.perf_counter()
         plan = WritePlan.from_state(Committer(self.storage, self.cfg, SCHEMA_JSON)
@@ -144,7 +143,7 @@ class RotsinkWriter:
         self.table_ms = 0.0
         Committer(self.storage, self.cfg, SCHEMA_JSON).commit(n, [report])
         if n == 0 and self.cfg.table_format is not None \
-                and self.cfg.table_format.name == "delta":  # the retention, compressed
+                and self.cfg.table_format == "delta":  # the retention, compressed
             from deltalake import DeltaTable
 
             from commit_protocol.tables.delta import delta_location
@@ -187,7 +186,7 @@ def delta_uri(url: str) -> str:
 
 
 def delta_storage(fs: dict[str, str]) -> dict[str, str]:
-    from commit_protocol.config import SinkConfig
+    from commit_protocol.records.config import SinkConfig
     from commit_protocol.tables.delta import delta_location
 
     if not fs:
@@ -313,14 +312,13 @@ def load_iceberg(url: str, fs: dict[str, str], plain: bool, options: dict[str, s
     """The Iceberg table of a writer, loaded afresh from its catalog."""
     if plain:
         return iceberg_table(url, options, fs, None)
-    from commit_protocol.config import SinkConfig
+    from commit_protocol.records.config import SinkConfig
     from commit_protocol.storage import open_storage
-    from commit_protocol.tables import table_format_named
     from commit_protocol.tables.iceberg import IcebergFollowedTable
 
     root = open_storage(url, fs).root_uri
     return IcebergFollowedTable(root, SinkConfig(
-        path=url, format="parquet", table_format=table_format_named("iceberg"),
+        path=url, format="parquet", table_format="iceberg",
         table_options=options, fs_options=fs)).loaded()
 
 

@@ -43,12 +43,12 @@ HOUR = 3_600_000
 def drive(root: Path, files: int, batches: int) -> dict[str, Any]:
     """Commit ``batches`` micro-batches after a first one that opens ``files`` files."""
     import commit_protocol.log as log_module
-    from commit_protocol.committer import Committer
-    from commit_protocol.config import RotationPolicy, SinkConfig
+    from commit_protocol.commit.committer import Committer
     from commit_protocol.log.files import is_compaction_batch, log_file_name
-    from commit_protocol.messages import TaskReport
-    from commit_protocol.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
+    from commit_protocol.records.config import RotationPolicy, SinkConfig
+    from commit_protocol.records.messages import TaskReport
     from commit_protocol.storage import LocalStorage
+    from commit_protocol.vocabulary.naming import INPROGRESS_DIR, LOG_DIR, final_name, temp_name
 
     config = SinkConfig(path=str(root), rotation=RotationPolicy(interval_ms=HOUR,
                                                                 inactivity_ms=HOUR))
@@ -99,7 +99,7 @@ def drive(root: Path, files: int, batches: int) -> dict[str, Any]:
 
 
 def _append(root: Path, slots: dict, task: int, slot: int, line: bytes, batch: int) -> Any:
-    from commit_protocol.messages import FileReport
+    from commit_protocol.records.messages import FileReport
 
     directory = f"d={slot}"
     temp, size, records = slots[(task, directory)]

@@ -57,11 +57,11 @@ def rows_for(case: str, target_bytes: int) -> int:
 
 def write_file(out: Path, case: str, rows: int) -> int:
     """One finished file of ``rows`` rows at ``out``; returns its size."""
-    from commit_protocol.committer import Committer
-    from commit_protocol.config import RotationPolicy, SinkConfig
-    from commit_protocol.plan import WritePlan
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.records.config import RotationPolicy, SinkConfig
+    from commit_protocol.records.plan import WritePlan
     from commit_protocol.storage import LocalStorage
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
 
     sample = chunk(0, 10)
     config = SinkConfig(path=str(out), **CASES[case],  # type: ignore[arg-type]

@@ -35,12 +35,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from commit_protocol.config import SinkConfig  # noqa: E402
 from commit_protocol.formats import encode_rows  # noqa: E402
 from commit_protocol.formats.arrow import coalesce  # noqa: E402
-from commit_protocol.plan import WritePlan  # noqa: E402
+from commit_protocol.records.config import SinkConfig  # noqa: E402
+from commit_protocol.records.plan import WritePlan  # noqa: E402
 from commit_protocol.storage import LocalStorage  # noqa: E402
-from commit_protocol.task_writer import ROW_CHUNK_BYTES, TaskWriter  # noqa: E402
+from commit_protocol.task.task_writer import ROW_CHUNK_BYTES, TaskWriter  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conversion import make_rows  # noqa: E402

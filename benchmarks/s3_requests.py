@@ -28,11 +28,11 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers
 
-from commit_protocol.committer import Committer  # noqa: E402
-from commit_protocol.config import RotationPolicy, SinkConfig  # noqa: E402
-from commit_protocol.plan import WritePlan  # noqa: E402
+from commit_protocol.commit.committer import Committer  # noqa: E402
+from commit_protocol.records.config import RotationPolicy, SinkConfig  # noqa: E402
+from commit_protocol.records.plan import WritePlan  # noqa: E402
 from commit_protocol.storage import open_storage  # noqa: E402
-from commit_protocol.task_writer import TaskWriter  # noqa: E402
+from commit_protocol.task.task_writer import TaskWriter  # noqa: E402
 from tests.support.s3faults import FailingProxy, Sent, sequential  # noqa: E402
 from tests.support.s3server import (  # noqa: E402
     DUMMY_CREDENTIALS,

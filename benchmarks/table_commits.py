@@ -51,13 +51,12 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
     commit then follows); print one JSON line per batch."""
     import pyarrow as pa
 
-    from commit_protocol.committer import Committer
-    from commit_protocol.config import RotationPolicy, SinkConfig
-    from commit_protocol.plan import WritePlan
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.records.config import RotationPolicy, SinkConfig
+    from commit_protocol.records.plan import WritePlan
     from commit_protocol.storage import open_storage
-    from commit_protocol.tables import table_format_named
     from commit_protocol.tables.follow import TableFollower
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
 
     timings: dict[str, float] = {}
     follow = TableFollower.follow
@@ -74,7 +73,7 @@ def drive(url: str, endpoint: str, batches: int, table: str) -> None:
     table, _, shared = table.partition(":")
     cfg = SinkConfig(path=url, format="parquet", compression="snappy", file_suffix=".parquet",
                      partition_by=("day",),
-                     table_format=None if table == "plain" else table_format_named(table),
+                     table_format=None if table == "plain" else table,
                      table_options=json.loads(os.environ.get("TABLE_OPTIONS", "{}")),
                      fs_options={"endpoint_url": endpoint} if endpoint else {},
                      rotation=RotationPolicy(max_batches=2, interval_ms=0, inactivity_ms=0))

@@ -28,7 +28,7 @@ built-in sink's are (``--bulk-rotation default`` measures staging alone). Each c
 the rotation it used and the bytes of finished files and of files still in progress.
 
 Spark's per-row size check on the Arrow path into Python sinks
-(``datasource/arrow_transfer.py``): every warm cell runs twice, once with
+(``datasource/writing/arrow_transfer.py``): every warm cell runs twice, once with
 ``spark.sql.execution.arrow.maxBytesPerBatch`` at Spark's default (the check on, as a
 session that sets nothing runs a Python sink other than rotsink) and once at 2147483647 (off,
 as rotsink's queries run), the floor and rotsink alike; the built-in sink moves no Arrow
@@ -39,7 +39,7 @@ Warm: one session; a warm-up query per side and cell, then ``--repeats`` measure
 in alternation; the medians are compared. Cold (``plain`` cells): each side's first query
 in a fresh session, in its own subprocess (fresh JVM and Python workers), ``--cold-repeats``
 times each, and rotsink once more with ``ROTSINK_KEEP_PYSPARK_ZIP=1`` (Spark's workers then
-compile PySpark from ``pyspark.zip`` in every daemon: ``datasource/worker_path.py``).
+compile PySpark from ``pyspark.zip`` in every daemon: ``datasource/spark/worker_path.py``).
 
 Prints wall time, rows/s, MB/s (input bytes), peak resident memory and CPU seconds of the
 JVM and of the Python workers during the measured queries, and rotsink's wall time over the
@@ -72,8 +72,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floors  # noqa: E402
 from common import cpu_seconds, cpu_used, peak_memory_mb, quiet_session, reset_peak_memory  # noqa: E402
 
-from datasource.arrow_transfer import KEY as SIZE_CHECK_KEY  # noqa: E402
-from datasource.arrow_transfer import UNCHECKED  # noqa: E402
+from datasource.writing.arrow_transfer import KEY as SIZE_CHECK_KEY  # noqa: E402
+from datasource.writing.arrow_transfer import UNCHECKED  # noqa: E402
 
 FORMATS = ("parquet", "jsonl", "csv", "orc", "avro")
 BULK_FORMATS = ("parquet", "orc")  # staged while in progress, encoded at the roll
@@ -275,7 +275,7 @@ RESULTS: dict[str, dict] = {}
 
 
 # Cold only: rotsink with Spark's Python workers compiling PySpark from pyspark.zip, as they
-# do without rotsink's worker path fix (datasource/worker_path.py).
+# do without rotsink's worker path fix (datasource/spark/worker_path.py).
 ZIP_SIDE = "rotsink, pyspark.zip"
 
 
@@ -284,7 +284,7 @@ def cold_run(root: Path, args, fmt: str, side: str) -> dict:
     started = time.perf_counter()
     env = dict(os.environ)
     if side == ZIP_SIDE:
-        from datasource.worker_path import KEEP_ZIP_ENV
+        from datasource.spark.worker_path import KEEP_ZIP_ENV
 
         side, env[KEEP_ZIP_ENV] = "rotsink", "1"
     done = subprocess.run(

@@ -1,5 +1,5 @@
 """Memory of the Arrow path into a Python sink with wide rows, with and without Spark's
-per-row size check (``datasource/arrow_transfer.py``).
+per-row size check (``datasource/writing/arrow_transfer.py``).
 
     python benchmarks/wide_rows.py                       # every case, every setting
     python benchmarks/wide_rows.py --cases strings --mb 400
@@ -53,7 +53,7 @@ from common import (  # noqa: E402
     reset_peak_memory,
 )
 
-from datasource.arrow_transfer import KEY, UNCHECKED  # noqa: E402
+from datasource.writing.arrow_transfer import KEY, UNCHECKED  # noqa: E402
 
 RULE_BATCH_BYTES = 64 << 20  # the README's rule: about 64 MB of Arrow a batch
 RECORDS_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"

@@ -11,18 +11,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from commit_protocol.errors import UnsupportedQueryError
-
-BATCH_WRITE_REFUSED = (
-    "rotsink is a streaming sink: a batch write (df.write) could not be written exactly once "
-    "(a retried or re-run job is a new job and would write its rows again). Write the rows "
-    "with a one-off streaming query over the same input, into an output path of its own; "
-    "pyspark_rotsink.backfill runs it to its end with every file finished, for Spark's "
-    "readers to see: `pyspark_rotsink.backfill(spark.readStream.schema(df.schema)"
-    ".parquet(input_path), backfill_path, checkpoint=checkpoint_path, "
-    "options={'format': 'parquet'})` (run again after a failure: it continues). For a "
-    "table, give that output the same table (docs/tables.md, 'A shared table'). See the "
-    "README, 'Backfills'")
+from commit_protocol.vocabulary.errors import UnsupportedQueryError
+from datasource.writing.writer_calls import BATCH_WRITE_REFUSED
 
 
 class RotSinkDataSource(DataSource):
@@ -39,15 +29,15 @@ class RotSinkDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Runs on the driver for reads: the schema committed in the log, never inferred."""
-        from datasource.reader import committed_schema
+        from datasource.reading.reader import committed_schema
 
         return committed_schema(dict(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Runs on the driver before each micro-batch (and again for its commit)."""
-        from datasource.options import parse_sink_options
-        from datasource.schema_check import check_schema, check_table_schema
-        from datasource.writer import RotSinkStreamWriter
+        from datasource.options.sink import parse_sink_options
+        from datasource.writing.schema_check import check_schema, check_table_schema
+        from datasource.writing.writer import RotSinkStreamWriter
 
         if overwrite:
             raise UnsupportedQueryError(
@@ -56,7 +46,7 @@ class RotSinkDataSource(DataSource):
         config = parse_sink_options(dict(self.options))
         check_schema(config.format, config.partition_by, schema)
         if config.table_format is not None:
-            check_table_schema(config.table_format.name, config.partition_by, schema)
+            check_table_schema(config.table_format, config.partition_by, schema)
         return RotSinkStreamWriter(config, schema.json())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -74,15 +64,15 @@ class RotSinkDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """Runs on the driver: the change feed of the path (``readStream``)."""
-        from datasource.stream_reader import RotSinkStreamReader
+        from datasource.reading.stream_reader import RotSinkStreamReader
 
         return RotSinkStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Runs on the driver: plans the read of committed output, taking Spark's filters
-        when the session lets Python readers take them (``datasource.pushdown``)."""
-        from datasource.pushdown import planning_allows_pushdown
-        from datasource.reader import PruningRotSinkReader, RotSinkReader
+        when the session lets Python readers take them (``datasource.reading.pushdown``)."""
+        from datasource.reading.pushdown import planning_allows_pushdown
+        from datasource.reading.reader import PruningRotSinkReader, RotSinkReader
 
         reader = PruningRotSinkReader if planning_allows_pushdown() else RotSinkReader
         return reader(dict(self.options), schema)

@@ -34,7 +34,7 @@ os.environ["ROTSINK_FAILPOINTS_FILE"] = str(FAILPOINTS_FILE)
 
 @pytest.fixture(scope="session")
 def spark(iceberg_catalog_db):
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
     from tests.support.jvm import cloud_reader_jars, spark_packages, table_reader_formats
     from tests.support.table_spark import SESSION_CATALOG, reader_session
 
@@ -60,7 +60,7 @@ def iceberg_catalog_db(tmp_path_factory) -> Path:
 @pytest.fixture
 def pushdown(spark):
     """Python readers take filters during one test: ``spark.sql.python.filterPushdown.enabled``
-    (false by default), which rotsink's reader follows (``datasource.pushdown``)."""
+    (false by default), which rotsink's reader follows (``datasource.reading.pushdown``)."""
     key = "spark.sql.python.filterPushdown.enabled"
     before = spark.conf.get(key, "false")  # unknown to PySpark 4.0, which has no pushdown
     spark.conf.set(key, "true")

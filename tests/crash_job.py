@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from commit_protocol.failpoints import KILL_PGID_ENV_VAR
+from commit_protocol.vocabulary.failpoints import KILL_PGID_ENV_VAR
 from tests.support.streams import SCHEMA, SCHEMA_V2
 
 KAFKA = "kafka://"
@@ -41,7 +41,7 @@ KAFKA_RECORDS_PER_BATCH = 100
 
 def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str = "0") -> int:
     os.environ[KILL_PGID_ENV_VAR] = str(os.getpgid(0))  # inherited by the JVM and workers
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
 
     if source.startswith(KAFKA):
         from tests.support.jvm import spark_packages
@@ -164,7 +164,7 @@ def follow(mode: str, upstream: str, out: str, checkpoint: str, options_json: st
     import time
     from pathlib import Path
 
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
 
     log = Path(upstream) / "_spark_metadata"
     deadline = time.monotonic() + 120

@@ -42,7 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from commit_protocol.failpoints import (
+from commit_protocol.vocabulary.failpoints import (
     ALL_POINTS,
     ENV_VAR,
     FILE_ENV_VAR,
@@ -223,7 +223,7 @@ class CrashLoop:
 
     def storage(self):
         from commit_protocol.storage import open_storage
-        from datasource.options import fs_options
+        from datasource.options.sink import fs_options
 
         return open_storage(self.out_url, fs_options(self.options))
 
@@ -445,13 +445,13 @@ class CrashLoop:
     def _verify(self, index: int, life: Life) -> None:
         """What ``rotsink verify --repair`` does after every run (authenticating, when the
         output is encrypted)."""
+        from commit_protocol.checks.verification import verify_output
         from commit_protocol.crypto.keys import KeyRefs
-        from commit_protocol.verification import verify_output
 
         keys = KeyRefs.from_options(self.options)
         # the driver was killed: no commit is in flight (timeout 0), though its commit worker
         # may outlive it for a moment and race the repair, which both must survive
-        from datasource.options import fs_options
+        from datasource.options.sink import fs_options
 
         result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
                                commit_timeout_s=0, fs_options=fs_options(self.options))
@@ -696,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import tempfile
 
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rotsink-crashloop-"))
     started = time.monotonic()

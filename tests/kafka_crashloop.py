@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import tempfile
 
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
     from tests.support.jvm import spark_packages
     from tests.support.kafka import start_kafka_broker
 

@@ -24,7 +24,7 @@ from typing import Any
 
 
 def main(work: str, rows_per_file: str) -> int:
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
     from tests.support.streams import SCHEMA
 
     os.setpgid(0, 0)  # killed with its JVM and workers as one driver

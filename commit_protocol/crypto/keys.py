@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from commit_protocol.errors import EncryptionKeyError
+from commit_protocol.vocabulary.errors import EncryptionKeyError
 
 KEY_BYTES = 32
 _PROVIDERS = ("env:", "file:")

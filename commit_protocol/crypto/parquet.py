@@ -9,7 +9,7 @@ files written under either (key rotation).
 
 The wrap format is exactly that of parquet-mr's ``KeyToolkit.encryptKeyLocally(dataKey,
 masterKey, AAD)`` as its ``InMemoryKMS`` calls it, so the JVM client shipped in
-``datasource/jvm/RotsinkKeyRingKms.java`` unwraps what this module wraps and vice versa::
+``datasource/spark/jvm/RotsinkKeyRingKms.java`` unwraps what this module wraps and vice versa::
 
     wrapped = base64(nonce[12] || AES-GCM(masterKey, nonce, AAD=utf8(keyId), dataKey) || tag[16])
 
@@ -33,7 +33,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.errors import (
+from commit_protocol.vocabulary.errors import (
     KeyRingError,
     UnknownKeyIdError,
     WrongKeyError,
@@ -105,7 +105,8 @@ def _check_key_ring(keys: Mapping[str, bytes]) -> None:
     >>> _check_key_ring({"k1": b"short"})
     Traceback (most recent call last):
     ...
-    commit_protocol.errors.KeyRingError: master key 'k1' is 5 bytes; expected 32 (AES-256)
+    commit_protocol.vocabulary.errors.KeyRingError: master key 'k1' is 5 bytes; \
+expected 32 (AES-256)
     """
     if not keys:
         raise KeyRingError("the key ring is empty; expected at least one key id -> 32-byte key")

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from commit_protocol.crypto.keys import ring_ids
-from commit_protocol.errors import EncryptionKeyError, IntegrityError
+from commit_protocol.vocabulary.errors import EncryptionKeyError, IntegrityError
 
 MAGIC = b"RSE1"
 VERSION = 1

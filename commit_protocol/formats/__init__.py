@@ -18,7 +18,7 @@ and ``rotsink verify`` all read the registry; nothing else branches on a format'
 * A **bulk** format (``parquet``, ``orc``) cannot be appended to: a slot's in-progress rows
   are *staged* in its ``staging`` format (Arrow IPC streams, :mod:`commit_protocol.formats.ipc`),
   an appendable row format, and encoded into the finished file when the slot rolls
-  (:mod:`commit_protocol.conversion`). Its entry names its codecs; its module defines
+  (:mod:`commit_protocol.task.conversion`). Its entry names its codecs; its module defines
   ``check_rows(batch)`` (values it cannot hold, refused before staging),
   ``open_writer(handle, table, config, *, encrypt)`` (the finished file's encoder),
   ``open_units(source, *, decryption_properties)`` (its reader: a
@@ -32,7 +32,7 @@ a bulk format is one module with the functions above and one line.
 Where Spark's readers need a non-default option or cannot restore a value exactly, the
 format modules say so; ``tests/spark/test_format_spark_compat.py`` pins each case. The
 encoders assume a schema the driver checked when the query started
-(:mod:`datasource.schema_check`). This package imports nothing heavy: the driver plans a
+(:mod:`datasource.writing.schema_check`). This package imports nothing heavy: the driver plans a
 batch without pyarrow, and a format's module is imported when first used.
 """
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from commit_protocol.errors import OptionError, UnencodableValueError
+from commit_protocol.vocabulary.errors import OptionError, UnencodableValueError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,7 +107,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     # Spark's Parquet reader ships no brotli codec; pyarrow's "lz4" is LZ4_RAW, offered under
     # that name. snappy is Spark's own Parquet default.
     # pyarrow's Parquet and ORC writers import pandas on first use (0.2 s, ~29,000 objects):
-    # preloaded, so it is frozen with the rest (datasource.writer.freeze_task_modules).
+    # preloaded, so it is frozen with the rest (datasource.writing.writer.freeze_task_modules).
     Format("parquet", ".parquet", bulk=True, module="commit_protocol.formats.parquet",
            preload=("pyarrow.parquet", "pandas"), staging="ipc",
            compressions=("snappy", "zstd", "gzip", "lz4_raw", "none"),
@@ -162,7 +162,7 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
     ----------
     fmt : str
         A row format; the schema must have passed
-        :func:`datasource.schema_check.check_schema`.
+        :func:`datasource.writing.schema_check.check_schema`.
     batch : pyarrow.RecordBatch or pyarrow.Table
         The rows of this chunk.
     with_header : bool

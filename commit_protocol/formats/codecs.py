@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, cast
 
-from commit_protocol.errors import OptionError
+from commit_protocol.vocabulary.errors import OptionError
 
 if TYPE_CHECKING:
     from commit_protocol.formats import Format

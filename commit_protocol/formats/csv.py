@@ -38,7 +38,6 @@ import io
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.errors import SchemaMismatchError
 from commit_protocol.formats.arrow import (
     MAX_BLOCK,
     base64_encode,
@@ -50,6 +49,7 @@ from commit_protocol.formats.arrow import (
     wrap,
 )
 from commit_protocol.formats.types import is_binarylike, is_stringlike, utc
+from commit_protocol.vocabulary.errors import SchemaMismatchError
 
 
 def csv_header(names: list[str]) -> bytes:

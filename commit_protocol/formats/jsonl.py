@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from commit_protocol.errors import UnencodableValueError
 from commit_protocol.formats.arrow import (
     base64_encode,
     contiguous,
@@ -43,6 +42,7 @@ from commit_protocol.formats.arrow import (
     wrap,
 )
 from commit_protocol.formats.types import is_binarylike, is_list, is_stringlike, utc
+from commit_protocol.vocabulary.errors import UnencodableValueError
 
 _MARKER_ATTEMPTS = 4
 

@@ -32,7 +32,6 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
 from commit_protocol.formats import READ_BATCH_ROWS
 from commit_protocol.formats.hybrid_calendar import (
     GAP_DAYS,
@@ -42,6 +41,11 @@ from commit_protocol.formats.hybrid_calendar import (
 )
 from commit_protocol.formats.types import require_columns
 from commit_protocol.formats.units import Unit
+from commit_protocol.vocabulary.errors import (
+    OptionError,
+    SchemaMismatchError,
+    UnencodableValueError,
+)
 
 NTZ_ATTRIBUTE = {b"spark.sql.catalyst.type": b"timestamp_ntz"}
 # ORC's Java writer keeps a string column's dictionary while distinct keys stay under this

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit_protocol.errors import UnencodableValueError
 from commit_protocol.formats.arrow import concat_bytes, contiguous, join
+from commit_protocol.vocabulary.errors import UnencodableValueError
 
 
 def encode(table: pa.Table, *, with_header: bool = False) -> bytes:

@@ -27,7 +27,7 @@ def is_binarylike(t: pa.DataType) -> bool:
 
 def require_columns(fmt: str, held: list[str], schema: pa.Schema | None) -> None:
     """Refuse a ``fmt`` file that lacks a column of ``schema`` (None: any file will do)."""
-    from commit_protocol.errors import SchemaMismatchError
+    from commit_protocol.vocabulary.errors import SchemaMismatchError
 
     missing = [name for name in schema.names if name not in held] if schema is not None else []
     if missing:

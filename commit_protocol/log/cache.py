@@ -6,7 +6,7 @@ import copy
 from collections import OrderedDict
 from dataclasses import replace
 
-from commit_protocol.state import SinkState
+from commit_protocol.records.state import SinkState
 
 
 class _StateCache:

@@ -12,11 +12,11 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log.lines import CHUNK, parse_line
-from commit_protocol.naming import LOG_DIR
-from commit_protocol.state import SinkState, StateHead
+from commit_protocol.records.state import SinkState, StateHead
 from commit_protocol.storage import FileInfo, Storage
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.naming import LOG_DIR
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from commit_protocol.errors import CorruptLogError
-from commit_protocol.uris import EntryPaths
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.uris import EntryPaths
 
 BLOCK_SIZE = 33554432  # what Hadoop's local filesystem reports; Spark ignores it for reading
 CHUNK = 1 << 20  # log bytes handed to storage per write: flat memory, few calls

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Any
 
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log.cache import STATES
 from commit_protocol.log.files import (
     batch_files,
@@ -22,10 +21,11 @@ from commit_protocol.log.files import (
 )
 from commit_protocol.log.writing import KEPT_BYTES, file_chunks
 from commit_protocol.metrics import timed
-from commit_protocol.naming import INTENT_DIR, LOG_DIR
-from commit_protocol.state import SinkState, StateHead
+from commit_protocol.records.state import SinkState, StateHead
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.naming import INTENT_DIR, LOG_DIR
 
 
 def open_committed(storage: Storage) -> tuple[MetadataLog, int, SinkState] | None:

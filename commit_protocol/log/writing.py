@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from commit_protocol import failpoints
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log.files import (
     COMPACT_SUFFIX,
     VERSION_LINE,
@@ -27,11 +25,13 @@ from commit_protocol.log.lines import (
     kept_lines,
     parse_line,
 )
-from commit_protocol.naming import STATE_DIR
-from commit_protocol.state import SinkState
+from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
-from commit_protocol.uris import EntryPaths, to_uri
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.naming import STATE_DIR
+from commit_protocol.vocabulary.uris import EntryPaths, to_uri
 
 
 class ListedLog(Protocol):
@@ -82,8 +82,8 @@ def compacted_lines(log: ListedLog, batch_id: int, oldest: int | None) -> Iterat
     The sink's own lines are checked a block at a time and copied byte for byte (no JSON
     parsing or dumping: compaction is linear in the log, so its constant matters), but
     for the paths earlier versions wrote (``s3://``, an unquoted root), renamed as Spark's
-    readers need them (:class:`~commit_protocol.uris.EntryPaths`); any other line is parsed,
-    checked and rewritten. Entries modified before ``oldest`` are
+    readers need them (:class:`~commit_protocol.vocabulary.uris.EntryPaths`); any other line is
+    parsed, checked and rewritten. Entries modified before ``oldest`` are
     dropped. A missing log file fails the compaction: skipping it would drop its files
     from every later listing.
     """

@@ -4,7 +4,7 @@ The committer's side, which knows no Spark: each commit is recorded as it runs
 (:func:`recording`, steps :func:`timed` where they are defined, :func:`count` and
 :func:`note` where the table retries, follows and commits) and left in the query's
 *mailbox* (:mod:`~commit_protocol.metrics.mailbox`); the log carries the totals
-(:mod:`~commit_protocol.metrics.totals`). ``datasource.spark_metrics`` takes them into Spark's
+(:mod:`~commit_protocol.metrics.totals`). ``datasource.spark.spark_metrics`` takes them into Spark's
 metrics system.
 """
 

@@ -2,7 +2,7 @@
 
 Spark runs rotsink's commit in a Python worker it starts on the driver, a process with no
 handle on the JVM and none on the user's process, whose Spark listener puts the metrics into
-Spark's metrics system (``datasource.spark_metrics``). Between the two: one small JSON file
+Spark's metrics system (``datasource.spark.spark_metrics``). Between the two: one small JSON file
 in a directory of the driver's local disk, replaced whole by each commit (a rename: a reader
 sees the old values or the new, never half of them). Commits of one query never overlap, so
 each reads the last values and writes the next.

@@ -18,12 +18,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from commit_protocol.errors import CommitError, ConcurrentWriterError, TableError
 from commit_protocol.metrics import mailbox
 from commit_protocol.metrics.totals import gauges_of
+from commit_protocol.vocabulary.errors import CommitError, ConcurrentWriterError, TableError
 
 if TYPE_CHECKING:
-    from commit_protocol.state import SinkState
+    from commit_protocol.records.state import SinkState
 
 logger = logging.getLogger("rotsink.commit")
 F = TypeVar("F", bound=Callable[..., Any])

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from commit_protocol.messages import FileReport
-    from commit_protocol.state import SinkState
+    from commit_protocol.records.messages import FileReport
+    from commit_protocol.records.state import SinkState
 
 TOTALS = "totals"
 UNCOUNTED = "totalsUncounted"  # batches the totals miss, kept where every release copies it

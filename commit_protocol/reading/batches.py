@@ -9,16 +9,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.formats import FORMATS
-from commit_protocol.naming import parse_partition_dir
-from commit_protocol.partition_values import parse_partition_value
 from commit_protocol.reading.bulk import finished_batches, staged_batches
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.predicates import Predicate, passes
 from commit_protocol.reading.rows import row_batches
 from commit_protocol.reading.splits import FileSplit
 from commit_protocol.storage import Storage
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.naming import parse_partition_dir
+from commit_protocol.vocabulary.partition_values import parse_partition_value
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from commit_protocol.errors import IntegrityError, RotsinkError, TruncatedFileError
 from commit_protocol.formats import FORMATS, READ_BATCH_ROWS
 from commit_protocol.formats.units import BulkFile, units_in
 from commit_protocol.reading.conform import conform, held
@@ -23,6 +22,7 @@ from commit_protocol.reading.inputs import open_input
 from commit_protocol.reading.plaintext import open_plaintext, require_ring
 from commit_protocol.reading.predicates import Predicate, may_match
 from commit_protocol.storage import Storage
+from commit_protocol.vocabulary.errors import IntegrityError, RotsinkError, TruncatedFileError
 
 _ENCRYPTED_FOOTER = b"PARE"  # Parquet's magic for files whose footer is encrypted
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from commit_protocol.errors import SchemaMismatchError
+from commit_protocol.vocabulary.errors import SchemaMismatchError
 
 
 def held(schema: pa.Schema, stored: pa.Schema, *, added: Iterable[str], what: str

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from commit_protocol.errors import CorruptLogError, TableError
 from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
-from commit_protocol.state import SinkState
+from commit_protocol.records.state import SinkState
 from commit_protocol.tables import TABLE_KEY
 from commit_protocol.tables.sharing import Followed, row_deletes_problem
-from commit_protocol.uris import from_uri
+from commit_protocol.vocabulary.errors import CorruptLogError, TableError
+from commit_protocol.vocabulary.uris import from_uri
 
 
 class Layout(Protocol):

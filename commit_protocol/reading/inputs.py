@@ -19,11 +19,11 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from commit_protocol.errors import IntegrityError, SegmentError, TruncatedFileError
 from commit_protocol.log import open_committed
 from commit_protocol.reading.files import CommittedFile
 from commit_protocol.storage import Storage
 from commit_protocol.storage.inputs import PrefixInput, SeekableInput
+from commit_protocol.vocabulary.errors import IntegrityError, SegmentError, TruncatedFileError
 
 # A moved file reads as missing: gone from a local directory, or on an object store its
 # segments (partly) deleted by the compose that published it.

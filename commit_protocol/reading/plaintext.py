@@ -14,12 +14,12 @@ import io
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
-from commit_protocol.errors import EncryptionKeyError, IntegrityError, RotsinkError
 from commit_protocol.formats import file_codec
 from commit_protocol.formats.codecs import RowCodec, decode_errors
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.inputs import BUFFER_BYTES, open_input
 from commit_protocol.storage import Storage
+from commit_protocol.vocabulary.errors import EncryptionKeyError, IntegrityError, RotsinkError
 
 
 def open_plaintext(storage: Storage, f: CommittedFile, *, layout: Layout,

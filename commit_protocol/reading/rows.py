@@ -18,13 +18,13 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from commit_protocol.errors import IntegrityError
 from commit_protocol.formats import FORMATS, READ_BATCH_ROWS, decode_rows
 from commit_protocol.reading.conform import conform, held
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.inputs import open_input
 from commit_protocol.reading.plaintext import open_plaintext
 from commit_protocol.storage import Storage
+from commit_protocol.vocabulary.errors import IntegrityError
 
 # Decoded rows take several times their text. Measured on JSON lines: blocks of 2-8 MB decode
 # as fast as each other (0.36-0.42 s per 1.5M rows; 1 MB blocks 0.55 s), and with 8 MB blocks

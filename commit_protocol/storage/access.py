@@ -5,8 +5,8 @@ from an executor."""
 
 from __future__ import annotations
 
-from commit_protocol.errors import StoreAccessError
 from commit_protocol.storage.base import Storage
+from commit_protocol.vocabulary.errors import StoreAccessError
 
 # what a store calls the top of its namespace, by URL scheme
 _CONTAINER_SCHEMES = frozenset({"abfs", "abfss", "az", "wasb", "wasbs"})

@@ -21,8 +21,7 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
-from commit_protocol.errors import SegmentError, UnsafeStorageError
-from commit_protocol.storage import FileInfo
+from commit_protocol.storage.base import FileInfo
 from commit_protocol.storage.inputs import PrefixInput
 from commit_protocol.storage.objects import (
     CLIENTS,
@@ -42,6 +41,7 @@ from commit_protocol.storage.segments import (
     segments_of,
     slice_pieces,
 )
+from commit_protocol.vocabulary.errors import SegmentError, UnsafeStorageError
 
 SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
 

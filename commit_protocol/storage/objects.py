@@ -17,8 +17,8 @@ import importlib
 from datetime import datetime
 from typing import Any, Protocol
 
-from commit_protocol.errors import OptionError
 from commit_protocol.storage.segments import Blob, Piece
+from commit_protocol.vocabulary.errors import OptionError
 
 # URL scheme -> "module:class" of its client, taking the fsspec filesystem of the URL
 CLIENTS = {

@@ -16,9 +16,9 @@ import contextlib
 import errno
 import uuid
 
-from commit_protocol.errors import SegmentError
 from commit_protocol.storage.objects import SMALL_BYTES, AsyncObjects, bounded
 from commit_protocol.storage.segments import Blob, Piece, source_digest
+from commit_protocol.vocabulary.errors import SegmentError
 
 
 class PreconditionObjects(AsyncObjects):

@@ -18,7 +18,6 @@ import contextlib
 import errno
 import uuid
 
-from commit_protocol.errors import SegmentError
 from commit_protocol.storage.objects import AsyncObjects, bounded, epoch_ms, split_path
 from commit_protocol.storage.segments import (
     MAX_PARTS,
@@ -29,6 +28,7 @@ from commit_protocol.storage.segments import (
     plan_parts,
     source_digest,
 )
+from commit_protocol.vocabulary.errors import SegmentError
 
 _TOKEN = "rotsink-token"  # S3 user metadata: which create made the object
 _SOURCE = "rotsink-source"  # S3 user metadata: source_digest() of a composed object's bytes

@@ -18,7 +18,7 @@ import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from commit_protocol.errors import SegmentError
+from commit_protocol.vocabulary.errors import SegmentError
 
 SEGMENT_BYTES = 8 << 20  # a writer's buffer becomes a segment at this size, and on close
 MIN_PART_BYTES = 5 << 20  # S3: every multipart part but the last has at least this size

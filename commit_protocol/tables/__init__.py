@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from commit_protocol.errors import OptionError
+from commit_protocol.vocabulary.errors import OptionError
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-    from commit_protocol.config import SinkConfig
+    from commit_protocol.records.config import SinkConfig
     from commit_protocol.storage import Storage
 
 
@@ -248,6 +248,12 @@ def table_format_named(name: str) -> TableFormat:
                           f"{', '.join(sorted(TABLE_FORMATS))}")
     found: TableFormat = importlib.import_module(TABLE_FORMATS[name]).FORMAT
     return found
+
+
+def table_format_of(config: SinkConfig) -> TableFormat:
+    """The format of the table that follows ``config``'s output (one is: ``table.format``)."""
+    assert config.table_format is not None, "no table.format"
+    return table_format_named(config.table_format)
 
 
 def table_option_names() -> set[str]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from commit_protocol.config import SinkConfig
 from commit_protocol.log import MetadataLog
-from commit_protocol.state import SinkState
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableHealth, owner_of, recorded_table
+from commit_protocol.tables import TableHealth, owner_of, recorded_table, table_format_of
 from commit_protocol.tables.follow import lagging_files
 from commit_protocol.tables.sharing import (
     in_layout,
@@ -35,7 +35,7 @@ def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] 
         return None
     table_format, options = recorded
     return SinkConfig(path=storage.root_uri, format=state.format,
-                      partition_by=tuple(state.partition_by), table_format=table_format,
+                      partition_by=tuple(state.partition_by), table_format=table_format.name,
                       fs_options=dict(fs_options or {}),
                       table_options={**options, **(table_options or {})},
                       compact_interval=state.compact_interval)
@@ -80,9 +80,9 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     deleted in place (path readers return them), and a batch the table lacks once its
     table commit is no longer in flight (its driver died between the two commit points).
     """
-    assert config.table_format is not None
-    name = f"the {config.table_format.name} table"
-    table = config.table_format.open(storage, config)
+    table_format = table_format_of(config)
+    name = f"the {table_format.name} table"
+    table = table_format.open(storage, config)
     owner = owner_of(state.query_id)
     mark = table.committed_batch(owner)  # before the files: a commit in between is lagging
     files = table.files()
@@ -94,11 +94,11 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     problems += [f"{path}: listed by {name} (another writer's file) but missing from storage: "
                  "the table's readers fail" for path in sorted(added)
                  if not storage.exists(path)]
-    problems += [outside_layout_problem(config.table_format.name, path) for path in sorted(added)
+    problems += [outside_layout_problem(table_format.name, path) for path in sorted(added)
                  if not in_layout(path, config.partition_by)]
     deleted_in_place = table.row_deletes()
     if deleted_in_place:
-        problems.append(row_deletes_problem(config.table_format.name, deleted_in_place))
+        problems.append(row_deletes_problem(table_format.name, deleted_in_place))
     missing = set(listed) - set(files)
     behind = lagging_files(log, mark, state.batch_id)
     lagging = missing if behind is None else behind & missing

@@ -36,12 +36,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol import failpoints
-from commit_protocol.config import SinkConfig
-from commit_protocol.errors import TableError
 from commit_protocol.metrics import count
-from commit_protocol.naming import parse_partition_dir
-from commit_protocol.release import RELEASE
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
 from commit_protocol.tables import (
     TableCommit,
@@ -52,6 +48,10 @@ from commit_protocol.tables import (
 )
 from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
 from commit_protocol.tables.delta_storage import STORAGE_PREFIX, delta_location
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import TableError
+from commit_protocol.vocabulary.naming import parse_partition_dir
+from commit_protocol.vocabulary.release import RELEASE
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -11,9 +11,9 @@ offered yet: delta-rs writes it through the XML API, which no local emulator her
 
 from __future__ import annotations
 
-from commit_protocol.config import SinkConfig
-from commit_protocol.errors import TableError
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.tables import option_values
+from commit_protocol.vocabulary.errors import TableError
 
 STORAGE_PREFIX = "storage."  # table.storage.<KEY>: passed to delta-rs as it is
 _AZURE_SCHEMES = ("abfs", "abfss", "az", "wasb", "wasbs")

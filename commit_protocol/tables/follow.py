@@ -29,28 +29,29 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from commit_protocol import failpoints
-from commit_protocol.config import SinkConfig
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import is_compaction_batch
 from commit_protocol.log.lines import file_entry
 from commit_protocol.metrics import count, note, timed
-from commit_protocol.schema_evolution import recorded, with_columns_of
-from commit_protocol.state import SinkState
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.schema_evolution import recorded, with_columns_of
+from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.storage.concurrent import each, existing
-from commit_protocol.tables import Table, TableCommit, TableFile, owner_of
+from commit_protocol.storage.concurrent import existing
+from commit_protocol.tables import Table, TableCommit, TableFile, owner_of, table_format_of
+from commit_protocol.tables.footers import described_files
 from commit_protocol.tables.sharing import (
     FOLLOWED_KEY,
     Followed,
     in_layout,
     row_deletes_problem,
 )
-from commit_protocol.uris import from_uri, to_uri
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.uris import from_uri, to_uri
 
 if TYPE_CHECKING:
-    import pyarrow.parquet as pq
+    pass
 
 logger = logging.getLogger("rotsink.table")
 
@@ -108,13 +109,12 @@ class TableFollower:
 
     @property
     def _name(self) -> str:
-        return self.config.table_format.name if self.config.table_format else "none"
+        return self.config.table_format or "none"
 
     @property
     def table(self) -> Table:
         if self._table is None:
-            assert self.config.table_format is not None
-            self._table = self.config.table_format.open(self.storage, self.config)
+            self._table = table_format_of(self.config).open(self.storage, self.config)
         return self._table
 
     @timed("table")
@@ -293,24 +293,8 @@ class TableFollower:
         return [latest] if self._commit(batch, owner, now_ms=now_ms) else []
 
     def _files(self, files: tuple[tuple[str, int], ...], now_ms: int) -> list[TableFile]:
-        """The files with their Parquet footers: as the commit's encoders handed them over,
-        else read together where storage gains (one ranged GET each on an object store)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        def described(item: tuple[str, int]) -> TableFile:
-            path, size = item
-            given = self._footers.get(path)
-            footer = read_footer(self.storage, path, size) if given is None else \
-                pq.read_metadata(pa.BufferReader(given))
-            return TableFile(path, size, now_ms, footer)
-
-        unread = [item for item in files if item[0] not in self._footers]
-        if len(unread) > 1:  # those read from storage go out together
-            read = dict(zip(unread, each(self.storage, described, unread), strict=True))
-            return [read.get(item) or described(item) for item in files]
-        return [described(item) for item in files]
-
+        """The files with their Parquet footers (:func:`described_files`)."""
+        return described_files(self.storage, files, self._footers, now_ms)
 
 def lagging_files(log: MetadataLog, mark: int | None, latest: int) -> set[str] | None:
     """The files batches after ``mark`` finalized, up to ``latest``: listed by the log, not
@@ -325,27 +309,6 @@ def lagging_files(log: MetadataLog, mark: int | None, latest: int) -> set[str] |
         except (FileNotFoundError, CorruptLogError):  # cleaned up (damage: verify names it)
             return None
     return files
-
-
-# Bytes read from a file's end for its footer: the footer of a file of a few row groups is a
-# few KB; a larger one costs a second read.
-FOOTER_GUESS = 64 << 10
-
-
-def read_footer(storage: Storage, path: str, size: int) -> pq.FileMetaData:
-    """The Parquet footer of finalized file ``path`` (``size`` bytes), from its last bytes
-    alone: one read, two for a footer over :data:`FOOTER_GUESS`."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tail = storage.read_finished(path, size, max(0, size - FOOTER_GUESS))
-    if size < 12 or tail[-4:] != b"PAR1":
-        raise CorruptLogError(f"{path}: a finalized file of the log is no Parquet file (no "
-                              "'PAR1' at its end): the table cannot list it")
-    footer = int.from_bytes(tail[-8:-4], "little") + 8
-    if footer > len(tail):
-        tail = storage.read_finished(path, size, size - footer)
-    return pq.read_metadata(pa.BufferReader(tail))
 
 
 def follower(storage: Storage, config: SinkConfig, log: MetadataLog) -> TableFollower | None:

@@ -22,10 +22,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.config import SinkConfig
-from commit_protocol.errors import OptionError, TableError
 from commit_protocol.metrics import count
-from commit_protocol.release import RELEASE
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableCommit, TableFormat, TableHealth, TableRead
 from commit_protocol.tables.iceberg_catalog import (
@@ -64,6 +62,8 @@ from commit_protocol.tables.iceberg_marks import (
 )
 from commit_protocol.tables.iceberg_schema import iceberg_schema
 from commit_protocol.tables.iceberg_transaction import transaction
+from commit_protocol.vocabulary.errors import OptionError, TableError
+from commit_protocol.vocabulary.release import RELEASE
 
 logger = logging.getLogger("rotsink.table")
 
@@ -117,12 +117,13 @@ class IcebergFormat(TableFormat):
         return (METADATA_DIR,) if is_embedded(config.table_options) else ()
 
     def read_back(self, out: str) -> TableRead:
-        from commit_protocol.config import SinkConfig
+        from commit_protocol.records.config import SinkConfig
         from commit_protocol.storage import open_storage
 
         storage = open_storage(out)
         followed = IcebergFollowedTable(storage.root_uri,
-                                        SinkConfig(path=out, format="parquet", table_format=self))
+                                        SinkConfig(path=out, format="parquet",
+                                                   table_format=self.name))
         table = followed.loaded()
         assert table is not None, f"no Iceberg table follows {out}"
         ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()

@@ -16,8 +16,8 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.errors import OptionError
 from commit_protocol.tables import SECRET_WORDS, option_values
+from commit_protocol.vocabulary.errors import OptionError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol import failpoints
+from commit_protocol.vocabulary import failpoints
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

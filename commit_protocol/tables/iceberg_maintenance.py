@@ -45,9 +45,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol import failpoints
-from commit_protocol.errors import OptionError
 from commit_protocol.tables.iceberg_transaction import expire_snapshots
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import OptionError
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
@@ -84,7 +84,7 @@ def retention_option(options: Mapping[str, str]) -> int | str | None:
     >>> retention_option({RETENTION: "2 days"})
     172800000
     """
-    from commit_protocol.durations import parse_duration_ms
+    from commit_protocol.vocabulary.durations import parse_duration_ms
 
     given = options.get(RETENTION)
     if given is None:

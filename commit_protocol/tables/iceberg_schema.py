@@ -20,7 +20,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.errors import TableError
+from commit_protocol.vocabulary.errors import TableError
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema

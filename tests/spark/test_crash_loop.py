@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from commit_protocol.failpoints import ALL_POINTS
+from commit_protocol.vocabulary.failpoints import ALL_POINTS
 from tests.crashloop import (
     CONVERT_POINTS,
     TABLE_POINTS,

@@ -95,8 +95,8 @@ def test_format_rotsink_works_without_register(spark, tmp_path):
 def test_explicit_register_also_works(spark, tmp_path):
     """From PySpark 4.1 a registration replaces the static one (and logs so); 4.0 refuses to
     register a name a static data source has (pinned: the README says so)."""
-    from datasource.compat import REGISTER_OVER_STATIC
     from datasource.source import RotSinkDataSource
+    from datasource.spark.compat import REGISTER_OVER_STATIC
 
     if REGISTER_OVER_STATIC.available:
         spark.dataSource.register(RotSinkDataSource)

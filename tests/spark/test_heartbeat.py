@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from commit_protocol.errors import OptionError
+from commit_protocol.vocabulary.errors import OptionError
 from pyspark_rotsink import with_heartbeat
 from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
 
@@ -158,7 +158,7 @@ def test_partitions_get_their_success_marker_once_quiet(spark, tmp_path):
         query.stop()
     assert markers == ["grp=g0", "grp=g1", "grp=g2"]
     assert spark_ids(spark, out) == list(range(total))
-    from datasource.inspect import partitions, verify
+    from datasource.commands.inspect import partitions, verify
 
     assert partitions(str(out)).complete == markers
     assert verify(str(out)).problems == []

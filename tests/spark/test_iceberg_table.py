@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from commit_protocol.checks.verification import verify_output
 from commit_protocol.storage import LocalStorage
-from commit_protocol.verification import verify_output
 from tests.spark.test_delta_table import FILES, MIN_READS
 from tests.support.spark_log import finalized_ids
 from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source

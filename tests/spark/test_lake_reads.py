@@ -171,7 +171,7 @@ def test_bad_reader_options_name_the_option(spark, outputs):
 
 
 def test_spark_fails_a_reader_with_push_filters_while_the_conf_is_off(spark):
-    """The Spark fact ``datasource.pushdown`` is built around (PySpark 4.3): with
+    """The Spark fact ``datasource.reading.pushdown`` is built around (PySpark 4.3): with
     ``spark.sql.python.filterPushdown.enabled`` at its default, a reader class that
     overrides ``pushFilters`` fails every read. Pinned here, so a PySpark that changes it
     shows."""

@@ -1,6 +1,6 @@
 """Spark's own Parquet reader on files rotsink encrypts, through the JVM key-ring KMS client.
 
-The client jar is compiled from ``datasource/jvm`` and added to the shared, already started
+The client jar is compiled from ``datasource/spark/jvm`` and added to the shared, already started
 session with ``ADD JAR``: tasks load classes through the executor's class loader, which sees
 added jars, and both the footer reads of schema inference and the scan run in tasks.
 
@@ -25,7 +25,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from commit_protocol.crypto.parquet import decryption_properties, encryption_properties
-from datasource.kms_jar import KMS_CLIENT_CLASS, build_kms_jar
+from datasource.spark.kms_jar import KMS_CLIENT_CLASS, build_kms_jar
 
 OLD, NEW, OTHER = bytes(range(32)), bytes(range(100, 132)), bytes(range(200, 232))
 CRYPTO_FACTORY = "org.apache.parquet.crypto.keytools.PropertiesDrivenCryptoFactory"

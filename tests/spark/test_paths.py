@@ -58,7 +58,7 @@ EXPECTED = {(i, GROUPS[i % 4]) for i in range(200)}
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_every_reader_reads_a_path_with_special_characters(spark, tmp_path, fmt):
     import pyspark_rotsink
-    from datasource.cli import main
+    from datasource.commands.cli import main
 
     out, checkpoint = tmp_path / f"out {SPECIAL}", tmp_path / f"ck {SPECIAL}"
     write_source(tmp_path / "in", files=10)
@@ -110,7 +110,7 @@ def test_the_log_names_files_exactly_as_spark_s_sink_does(spark, tmp_path):
 def as_written_before_quoting(out: Path) -> int:
     """Rewrite the log (and the intents) as rotsink wrote it before it quoted the output's
     root: the root as it is, the part below it quoted. Returns the entries rewritten."""
-    from commit_protocol.uris import EntryPaths
+    from commit_protocol.vocabulary.uris import EntryPaths
 
     paths = EntryPaths(f"file://{out}")
     new, old = (json.dumps(p).encode()[:-1] for p in (paths.prefix, paths.legacy_prefix))
@@ -125,7 +125,7 @@ def as_written_before_quoting(out: Path) -> int:
 def test_a_log_written_before_paths_were_quoted_keeps_reading(spark, tmp_path):
     """rotsink's readers and ``verify`` read such a log at once; Spark's reader fails on it
     (why the entries must be quoted) until the query's next compaction rewrites them."""
-    from datasource.cli import main
+    from datasource.commands.cli import main
 
     out, checkpoint = tmp_path / f"out {SPECIAL}", tmp_path / f"ck {SPECIAL}"
     options = {"rotation.maxBatches": "2", "log.compactInterval": "5"}

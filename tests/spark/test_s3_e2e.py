@@ -47,7 +47,7 @@ def logged_files(url: str, options: dict[str, str]) -> list[str]:
     relative to ``url`` (the log names them ``s3a://``: ``test_s3a_readers.py``)."""
     from commit_protocol.reading import open_committed
     from commit_protocol.storage import open_storage
-    from commit_protocol.uris import from_uri
+    from commit_protocol.vocabulary.uris import from_uri
 
     committed = open_committed(open_storage(url, {"endpoint_url": options["fs.endpoint_url"]}))
     assert committed is not None

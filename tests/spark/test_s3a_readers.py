@@ -50,10 +50,10 @@ def commit_batch(cfg, batch_id: int, rows: int = 10) -> None:
     without a streaming query: ids ``batch_id * rows`` onwards."""
     import pyarrow as pa
 
-    from commit_protocol.committer import Committer
-    from commit_protocol.plan import WritePlan
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.records.plan import WritePlan
     from commit_protocol.storage import open_storage
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
 
     storage = open_storage(cfg.path, cfg.fs_options)
     plan = WritePlan.from_state(Committer(storage, cfg, SCHEMA_JSON).latest_state(),
@@ -87,7 +87,7 @@ def as_written_before_s3a(fs, url: str) -> int:
 ])
 def test_spark_reads_exactly_the_finalized_rows(spark, tmp_path, s3_server, scheme, fmt,
                                                 partition_by, name):
-    from commit_protocol.uris import uri_path
+    from commit_protocol.vocabulary.uris import uri_path
 
     bucket = new_bucket(spark, s3_server)
     write_numbered_source(tmp_path / "in", files=3, rows_per_file=50)  # 3 micro-batches
@@ -116,8 +116,8 @@ def test_logs_an_earlier_version_wrote_with_s3_entries_keep_working(spark, s3_se
     what differs here is the log's bytes, the same on any server."""
     import s3fs
 
-    from commit_protocol.config import RotationPolicy, SinkConfig
-    from datasource.cli import main
+    from commit_protocol.records.config import RotationPolicy, SinkConfig
+    from datasource.commands.cli import main
 
     bucket = new_bucket(spark, s3_server)
     url = f"s3://{bucket}/out"
@@ -150,7 +150,7 @@ def test_compaction_renames_s3_entries_however_they_are_spelled():
     """The sink's own lines are renamed as bytes, other lines (a hand edit's spacing) after
     parsing; other schemes stay as they are."""
     from commit_protocol.log.lines import kept_lines
-    from commit_protocol.uris import EntryPaths
+    from commit_protocol.vocabulary.uris import EntryPaths
 
     block = (b'{"path":"s3://b/out/a","size":1,"isDir":false,"modificationTime":5,'
              b'"blockReplication":1,"blockSize":33554432,"action":"add"}\n'

@@ -84,7 +84,7 @@ def test_the_change_finishes_open_files_where_a_file_fixes_its_columns(evolved):
 
 
 def _changes(state):
-    from commit_protocol.schema_evolution import recorded
+    from commit_protocol.records.schema_evolution import recorded
 
     return recorded(state.extra)
 

@@ -165,8 +165,8 @@ def test_the_client_leaves_the_classic_session_alone(spark, client):
 
 def test_a_named_partitioned_query_through_connect(client, tmp_path):
     """``.queryName`` and ``.partitionBy`` of Connect's own writer: the client's writer class
-    hands rotsink the columns as the classic one does (``datasource.writer_calls``)."""
-    from datasource.inspect import schema_lines
+    hands rotsink the columns as the classic one does (``datasource.writing.writer_calls``)."""
+    from datasource.commands.inspect import schema_lines
     from tests.support.streams import group_of
 
     total = write_numbered_source(tmp_path / "in", files=2, rows_per_file=10)

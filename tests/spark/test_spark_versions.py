@@ -1,4 +1,4 @@
-"""What differs between PySpark releases (``datasource.compat``), run on every supported one
+"""What differs between PySpark releases (``datasource.spark.compat``), run on every supported one
 (``pytest -m compat`` in each older release's virtualenv, ``.ci/run``): the Spark facts each
 release gives rotsink, pinned, and every feature a release lacks refused by name and version
 when it is used."""
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyspark
 import pytest
 
-from datasource.compat import (
+from datasource.spark.compat import (
     ADMISSION_CONTROL,
     ARROW_STREAM_WRITER,
     FILTER_PUSHDOWN,
@@ -43,7 +43,7 @@ def test_installing_rotsink_keeps_the_installed_pyspark(tmp_path):
 def test_a_writer_of_rotsink_s_bases_gets_arrow_batches(spark, tmp_path):
     """The fact rotsink's sink stands on: Spark hands ``write`` Arrow record batches, through
     ``DataSourceStreamArrowWriter`` from 4.1, and on 4.0 through a writer that is both a
-    stream writer and a (batch) Arrow writer (``datasource.compat.stream_writer_bases``)."""
+    stream writer and a (batch) Arrow writer (``datasource.spark.compat.stream_writer_bases``)."""
     from pyspark.sql.datasource import DataSource, WriterCommitMessage
 
     seen = tmp_path / "seen.jsonl"

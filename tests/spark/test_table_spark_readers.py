@@ -155,7 +155,7 @@ if READERS:
         deleted in place (deletion vectors, position delete files, which a table property
         can ask for despite rotsink's copy-on-write settings) are named by verify and make
         rotsink's reader refuse the output, until Spark rewrites them."""
-        from datasource.inspect import verify
+        from datasource.commands.inspect import verify
 
         out = tmp_path / "out"
         table = sql_table(table_format, out, tmp_path)

@@ -110,7 +110,8 @@ def verify(out: Path) -> subprocess.CompletedProcess:
     """``rotsink verify --deep <out>``: the console script beside this interpreter."""
     script = Path(sys.executable).parent / "rotsink"
     command = [str(script)] if script.exists() else \
-        [sys.executable, "-c", "import sys; from datasource.cli import main; sys.exit(main())"]
+        [sys.executable, "-c",
+         "import sys; from datasource.commands.cli import main; sys.exit(main())"]
     return subprocess.run([*command, "verify", "--deep", str(out)], capture_output=True,
                           text=True, timeout=120)
 

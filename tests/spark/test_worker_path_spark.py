@@ -1,4 +1,5 @@
-"""Spark's own Python workers run the installed, compiled PySpark (datasource/worker_path.py)."""
+"""Spark's own Python workers run the installed, compiled PySpark
+(datasource/spark/worker_path.py)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from commit_protocol.errors import UnsupportedQueryError
-from datasource import cli
+from commit_protocol.vocabulary.errors import UnsupportedQueryError
+from datasource.commands import cli
 from tests.support.streams import SCHEMA, group_of, rotsink_ids, write_numbered_source
 
 ROWS = 30
@@ -149,7 +149,7 @@ def test_a_rotsink_query_runs_without_sparks_arrow_size_check(spark, tmp_path):
     """A session that left ``spark.sql.execution.arrow.maxBytesPerBatch`` at Spark's default:
     the rotsink query's own session (the one its micro-batches run with) has 2147483647,
     the application's session is left unset; a value the application set is kept."""
-    from datasource.arrow_transfer import KEY, UNCHECKED
+    from datasource.writing.arrow_transfer import KEY, UNCHECKED
 
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
     before = spark.conf.get(KEY, None)  # the tests' session sets it, as rotsink's sessions do

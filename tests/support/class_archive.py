@@ -82,7 +82,7 @@ def main(archive: str, *jars: str) -> int:
     the classes it loaded to ``archive`` when it exits."""
     import json
 
-    from datasource.session import local_session
+    from datasource.commands.session import local_session
 
     spark = local_session(app_name="rotsink-class-archive", extra_jars=jars,
                           conf={"spark.driver.extraJavaOptions":

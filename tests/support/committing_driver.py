@@ -23,13 +23,12 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.plan import WritePlan
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import LocalStorage
-from commit_protocol.tables import table_format_named
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary import failpoints
 
 SCHEMA_JSON = ('{"type":"struct","fields":['
                '{"name":"id","type":"long","nullable":true,"metadata":{}},'
@@ -43,7 +42,7 @@ def config(out: str, table_format: str | None = None) -> SinkConfig:
     if table_format is None:
         return plain
     return replace(plain, format="parquet", compression="snappy", file_suffix=".parquet",
-                   table_format=table_format_named(table_format))
+                   table_format=table_format)
 
 
 def commit_one(cfg: SinkConfig, batch_id: int) -> None:

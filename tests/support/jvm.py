@@ -118,7 +118,7 @@ def kafka_broker_classpath() -> str:
 
 def table_reader_formats() -> tuple[str, ...]:
     """The table formats whose Spark reader is published for the installed PySpark."""
-    from datasource.compat import pyspark_version
+    from datasource.spark.compat import pyspark_version
 
     return tuple(TABLE_READERS.get(pyspark_version(), {}))
 
@@ -127,7 +127,7 @@ def table_reader_jars(table_format: str) -> tuple[Path, ...]:
     """Spark's reader of ``table_format`` for the installed PySpark: delta-spark and Delta's
     own jars, or iceberg-spark-runtime (a jar of its own) and the SQLite JDBC driver; their
     other dependencies are Spark's."""
-    from datasource.compat import pyspark_version
+    from datasource.spark.compat import pyspark_version
 
     version = pyspark_version()
     if table_format not in TABLE_READERS.get(version, {}):
@@ -191,7 +191,7 @@ def _maven_error(output: str) -> str:
 
 
 def _require_tools() -> str:
-    from datasource.session import check_java
+    from datasource.commands.session import check_java
 
     check_java()
     mvn = shutil.which("mvn")

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from datasource.session import check_java
+from datasource.commands.session import check_java
 from tests.support.jvm import kafka_broker_classpath
 
 TOPIC_PARTITIONS = 3

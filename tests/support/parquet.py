@@ -7,9 +7,9 @@ import tempfile
 
 import pyarrow as pa
 
-from commit_protocol.config import SinkConfig
-from commit_protocol.conversion import FinishedPartFile
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import LocalStorage
+from commit_protocol.task.conversion import FinishedPartFile
 
 
 def bulk_bytes(fmt: str, batch: pa.RecordBatch | pa.Table, *, compression: str,

@@ -28,7 +28,7 @@ def delta_table(url: str, options: dict[str, str], version: int | None = None):
 
     from commit_protocol.storage import open_storage
     from commit_protocol.tables.delta import delta_location
-    from datasource.options import parse_sink_options
+    from datasource.options.sink import parse_sink_options
 
     config = parse_sink_options({**options, "path": url})
     uri, storage_options = delta_location(open_storage(url, config.fs_options).root_uri, config)
@@ -40,7 +40,7 @@ def iceberg_table(url: str, options: dict[str, str]):
     table exists."""
     from commit_protocol.storage import open_storage
     from commit_protocol.tables.iceberg import IcebergFollowedTable
-    from datasource.options import parse_sink_options
+    from datasource.options.sink import parse_sink_options
 
     config = parse_sink_options({**options, "path": url})
     return IcebergFollowedTable(open_storage(url, config.fs_options).root_uri, config).loaded()

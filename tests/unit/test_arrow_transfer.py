@@ -1,6 +1,6 @@
-"""Spark's per-row size check on the Arrow path into rotsink (``datasource.arrow_transfer``):
-a rotsink query starts without it unless the application set the key, and a task that runs
-with it says so once per JVM."""
+"""Spark's per-row size check on the Arrow path into rotsink
+(``datasource.writing.arrow_transfer``): a rotsink query starts without it unless the application
+set the key, and a task that runs with it says so once per JVM."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from datasource import arrow_transfer
-from datasource.arrow_transfer import KEY, UNCHECKED, start_unchecked
+from datasource.writing import arrow_transfer
+from datasource.writing.arrow_transfer import KEY, UNCHECKED, start_unchecked
 from tests.unit.test_heap_check import fake_proc
 
 

@@ -13,12 +13,12 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from commit_protocol.checks.verification import verify_output
 from commit_protocol.formats import decode_rows, encode_rows
 from commit_protocol.formats.avro import header_end, last_row_end, sync_marker
 from commit_protocol.log import open_committed
 from commit_protocol.storage import LocalStorage
-from commit_protocol.verification import verify_output
-from datasource.cat import cat
+from datasource.commands.cat import cat
 from tests.unit.test_formats_roundtrip import chunks, flat_batch, nested_batch
 from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
 

@@ -12,19 +12,19 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from commit_protocol.change_feed import (
+from commit_protocol.commit.committer import Committer
+from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.formats import FORMATS
+from commit_protocol.log import MetadataLog
+from commit_protocol.reading.change_feed import (
     FeedBehindError,
     FeedPosition,
     batches_within,
     piece_batches,
     plan,
 )
-from commit_protocol.committer import Committer
-from commit_protocol.crypto.keys import KeyRefs
-from commit_protocol.formats import FORMATS
-from commit_protocol.log import MetadataLog
-from commit_protocol.messages import TaskReport
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.records.messages import TaskReport
+from commit_protocol.task.task_writer import TaskWriter
 from tests.unit.test_task_writer import SCHEMA_JSON, config, plan_for, storage_of
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("g", pa.string())])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datasource.cli import main
+from datasource.commands.cli import main
 from tests.unit.test_committer import make, report, task_file
 
 pytestmark = pytest.mark.compat  # what every PySpark release must show (pytest -m compat)
@@ -40,7 +40,7 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path, command):
     read_end, write_end = os.pipe()
     os.close(read_end)  # every write to the pipe now fails with EPIPE
     try:
-        done = subprocess.run([sys.executable, "-m", "datasource.cli", command, str(path)],
+        done = subprocess.run([sys.executable, "-m", "datasource.commands.cli", command, str(path)],
                               stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
     finally:
         os.close(write_end)
@@ -172,7 +172,7 @@ def test_verify_shows_its_progress_on_a_terminal_only(tmp_path, terminal):
         f = task_file(tmp_path, f"_rotsink/inprogress/.{b}", b'{"id":1}\n' * 100,
                       name=f"part-00000-{b:06d}-000.jsonl")
         c.commit(b, [report(b, f)], now_ms=b)
-    command = [sys.executable, "-c", "import sys; from datasource.cli import main; "
+    command = [sys.executable, "-c", "import sys; from datasource.commands.cli import main; "
                "sys.exit(main())", "verify", "--deep", "--repair", str(tmp_path)]
     if not terminal:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -201,7 +201,7 @@ def test_verify_shows_its_progress_on_a_terminal_only(tmp_path, terminal):
 def test_version_names_the_release_the_package_and_the_state_record(tmp_path, capsys):
     from importlib.metadata import version
 
-    from commit_protocol.release import RELEASE
+    from commit_protocol.vocabulary.release import RELEASE
 
     with pytest.raises(SystemExit) as done:
         main(["--version"])

@@ -8,11 +8,11 @@ from typing import cast
 
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.errors import ConcurrentWriterError
+from commit_protocol.commit.committer import Committer
 from commit_protocol.log import STATES
-from commit_protocol.naming import INTENT_DIR, LOG_DIR
 from commit_protocol.storage import Storage
+from commit_protocol.vocabulary.errors import ConcurrentWriterError
+from commit_protocol.vocabulary.naming import INTENT_DIR, LOG_DIR
 from tests.unit.test_task_writer import (
     SCHEMA_JSON,
     commit,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol import failpoints, metrics
-from commit_protocol.errors import FailpointError
+from commit_protocol import metrics
 from commit_protocol.log.metadata_log import open_committed
 from commit_protocol.metrics import mailbox
 from commit_protocol.metrics.totals import TOTALS
-from commit_protocol.tables import table_format_named
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import FailpointError
 from tests.unit.test_delta_commits import ROWS, commit_batch, forget, table_config
 from tests.unit.test_roll_on_idle import rows_of
 from tests.unit.test_task_writer import commit, config, run_task, storage_of
@@ -95,7 +95,7 @@ def test_failures_count_by_kind_and_keep_the_last_values(tmp_path, monkeypatch):
     assert shown["failures-total"] == 1 and shown["failures-other-total"] == 1
     assert shown["rows-total"] == before["rows-total"] == 5  # the failed batch is not counted
     monkeypatch.delenv(failpoints.ENV_VAR)
-    from commit_protocol.committer import Committer
+    from commit_protocol.commit.committer import Committer
     from tests.unit.test_task_writer import SCHEMA_JSON
 
     with metrics.recording(str(box), 1) as recorded:
@@ -131,7 +131,7 @@ def test_a_tables_version_retries_and_followed_files_are_counted(tmp_path, monke
     from commit_protocol.tables import delta
 
     cfg = dataclasses.replace(table_config(str(tmp_path / "out"), max_batches=1),
-                              table_format=table_format_named("delta"))
+                              table_format="delta")
     box = tmp_path / "box"
     box.mkdir()
 
@@ -180,7 +180,7 @@ def _no_release_kept_totals(extra, **_):
 ], ids=["upgraded", "downgraded-and-back"])
 def test_totals_say_which_batches_an_earlier_release_left_uncounted(
         tmp_path, monkeypatch, capsys, earlier, batches, uncounted):
-    from datasource.cli import main
+    from datasource.commands.cli import main
 
     cfg = config(tmp_path / "out")
     box = tmp_path / "box"
@@ -188,7 +188,7 @@ def test_totals_say_which_batches_an_earlier_release_left_uncounted(
     for batch_id in range(4):
         with monkeypatch.context() as patch:
             if batch_id in batches:
-                patch.setattr("commit_protocol.committer.advanced", earlier)
+                patch.setattr("commit_protocol.commit.committer.advanced", earlier)
             shown = committed(box, cfg, batch_id,
                               run_task(tmp_path, cfg, batch_id, [rows_of(5 * batch_id, 5, "a")]))
     assert shown["batches-total"] == 4

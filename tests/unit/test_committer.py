@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import (
+from commit_protocol.commit.committer import Committer
+from commit_protocol.log import MetadataLog
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.messages import FileReport, TaskReport
+from commit_protocol.storage import LocalStorage
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import (
     CommitError,
     ConcurrentWriterError,
     TruncatedFileError,
     UnsupportedQueryError,
 )
-from commit_protocol.log import MetadataLog
-from commit_protocol.messages import FileReport, TaskReport
-from commit_protocol.storage import LocalStorage
 
 MINUTE = 60_000
 

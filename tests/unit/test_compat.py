@@ -1,7 +1,7 @@
-"""What each PySpark release gives, decided in ``datasource.compat``: a feature a release lacks
-is refused when it is used, naming the feature, the release that brought it and the one found.
-The running release is played by replacing ``pyspark_version``; what each release really does
-is shown by ``tests/spark/test_spark_versions.py`` on every one of them."""
+"""What each PySpark release gives, decided in ``datasource.spark.compat``: a feature a release
+lacks is refused when it is used, naming the feature, the release that brought it and the one found.
+The running release is played by replacing ``pyspark_version``; what each release really does is
+shown by ``tests/spark/test_spark_versions.py`` on every one of them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pyspark
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from commit_protocol.errors import UnsupportedSparkVersionError
-from datasource import compat
+from commit_protocol.vocabulary.errors import UnsupportedSparkVersionError
+from datasource.spark import compat
 from tests.unit.test_cli import committed_path
 
 pytestmark = pytest.mark.compat
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.compat
                                     "maxBytesPerTrigger"])
 def test_the_feed_s_read_limits_need_admission_control(tmp_path, monkeypatch, release,
                                                        refused, option):
-    from datasource.stream_reader import RotSinkStreamReader
+    from datasource.reading.stream_reader import RotSinkStreamReader
 
     monkeypatch.setattr(compat, "pyspark_version", lambda: release)
     options = {"path": str(committed_path(tmp_path)), option: "2"}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol.config import SinkConfig
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
 from commit_protocol.tables import delta_snapshots
 from commit_protocol.tables.delta import delta_location

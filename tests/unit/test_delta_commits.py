@@ -15,16 +15,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import TableError
-from commit_protocol.plan import WritePlan
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
 from commit_protocol.reading import committed_files, open_committed
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import delta_snapshots, follow, table_format_named
-from commit_protocol.task_writer import TaskWriter
-from commit_protocol.verification import verify_output
+from commit_protocol.tables import delta_snapshots, follow
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import TableError
 
 SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
@@ -55,7 +55,7 @@ def table_config(path: str, **kw) -> SinkConfig:
                               inactivity_ms=0)
     return SinkConfig(path=path, format="parquet", compression="snappy",
                       file_suffix=".parquet", partition_by=("grp",),
-                      table_format=table_format_named("delta"),
+                      table_format="delta",
                       rotation=rotation, compact_interval=3, **kw)
 
 
@@ -397,7 +397,7 @@ def test_vacuum_beside_a_committing_driver_takes_nothing_rotsink_needs(tmp_path)
 
 
 def test_inspect_names_the_delta_tables_age(tmp_path, capsys):
-    from datasource import cli
+    from datasource.commands import cli
 
     cfg = table_config(str(tmp_path / "out"))
     for batch_id in range(4):

@@ -26,12 +26,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
-from commit_protocol.plan import WritePlan
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.task_writer import TaskWriter
-from commit_protocol.verification import verify_output
+from commit_protocol.task.task_writer import TaskWriter
 from tests.unit.test_delta_commits import (
     QUERY,
     SCHEMA_JSON,

@@ -10,8 +10,8 @@ import pytest
 
 from commit_protocol.metrics import METRICS
 from commit_protocol.tables import table_option_names
-from datasource.cli import build_parser
-from datasource.options import (
+from datasource.commands.cli import build_parser
+from datasource.options.names import (
     CHECKPOINT_LOCATION,
     METRICS_MAILBOX,
     READ_OPTIONS,

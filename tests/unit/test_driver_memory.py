@@ -34,7 +34,7 @@ ALLOWED_GROWTH_KIB = 128
 def _python_heap_after(commits: range, cfg) -> int:
     for batch_id in commits:
         commit_one(cfg, batch_id)
-        if cfg.table_format is not None and cfg.table_format.name == "iceberg":
+        if cfg.table_format == "iceberg":
             from pyiceberg.manifest import clear_manifest_cache
 
             clear_manifest_cache()

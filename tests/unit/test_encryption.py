@@ -10,7 +10,7 @@ import pytest
 
 from commit_protocol.crypto.keys import KeyRefs, derive_key_id, resolve_key
 from commit_protocol.crypto.sealed import FLAG_DATA, Sealer, open_sealed
-from commit_protocol.errors import EncryptionKeyError, IntegrityError
+from commit_protocol.vocabulary.errors import EncryptionKeyError, IntegrityError
 
 KEY, OTHER = bytes(range(32)), bytes(range(1, 33))
 RING = {"k1": KEY}

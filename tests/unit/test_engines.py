@@ -86,11 +86,10 @@ def test_clickhouse_reads_a_shared_table_as_its_own_reader_does(tmp_path, table_
     followed and compacted, the files Spark's readers list."""
     import dataclasses
 
-    from commit_protocol.tables import table_format_named
     from tests.unit.test_shared_tables import append, delete_where, spark_ids, table_ids
 
     cfg = dataclasses.replace(table_config(str(tmp_path / "out")),
-                              table_format=table_format_named(table_format))
+                              table_format=table_format)
     for batch_id in range(3):
         commit_batch(cfg, batch_id)
     delete_where(cfg, 0, 7)

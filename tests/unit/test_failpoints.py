@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.naming import partition_claim
-from commit_protocol.tables import table_format_named
+from commit_protocol.commit.committer import Committer
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.naming import partition_claim
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
 
 SOURCES = Path(__file__).parents[2] / "commit_protocol"
@@ -53,7 +52,7 @@ def protocol_run(tmp_path: Path) -> None:
     # A Delta table following a Parquet output: created by batch 0, which rolls a file; a
     # column added by batch 1 (its own table commit first), whose inactivity roll follows.
     table = dataclasses.replace(bulk, path=str(tmp_path / "table"),
-                                table_format=table_format_named("delta"),
+                                table_format="delta",
                                 partition_commit_delay_ms=None)
     Committer(storage_of(table), table, TABLE_SCHEMA_JSON).commit(
         0, [run_task(tmp_path, table, 0, [rows(0, 4)])], now_ms=0)
@@ -62,7 +61,7 @@ def protocol_run(tmp_path: Path) -> None:
         1, [], now_ms=1)
     # An Iceberg table keeping its snapshots 1 ms: batch 1's commit expires batch 0's.
     iceberg = dataclasses.replace(table, path=str(tmp_path / "iceberg"),
-                                  table_format=table_format_named("iceberg"),
+                                  table_format="iceberg",
                                   table_options={"snapshotRetention": "1ms"},
                                   rotation=dataclasses.replace(table.rotation, max_batches=1))
     later = int(time.time() * 1000) + 60_000  # the commits' clock: snapshots are older

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from commit_protocol.crypto.keys import KeyRefs
-from commit_protocol.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX
+from commit_protocol.vocabulary.errors import EncryptionKeyError, IntegrityError, TruncatedFileError
 from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task, storage_of
 
 CODECS = list(ROW_CODEC_SUFFIX)
@@ -85,7 +85,7 @@ def test_driver_rolled_encrypted_file_ends_with_final(tmp_path, key_env):
 
 def test_retried_driver_roll_publishes_exactly_one_final(tmp_path, key_env):
     """A commit that died after sealing in place is redone on a copy: no second FINAL."""
-    from commit_protocol.committer import Committer
+    from commit_protocol.commit.committer import Committer
     from commit_protocol.storage import LocalStorage
     from tests.unit.test_task_writer import SCHEMA_JSON
 
@@ -93,11 +93,11 @@ def test_retried_driver_roll_publishes_exactly_one_final(tmp_path, key_env):
     report = run_task(tmp_path, cfg, 0, [rows(0, 3)])
     committer = Committer(LocalStorage(str(tmp_path)), cfg, SCHEMA_JSON)
     state = committer._state_for(0, None, [report], None)
-    from commit_protocol.merge import merge_reports
+    from commit_protocol.commit.merge import merge_reports
 
     merged = merge_reports(state.slots(), [report], committer.storage, cfg.rotation,
                            is_bulk=False, now_ms=0)
-    from commit_protocol.driver_rolls import seal_rolled
+    from commit_protocol.commit.driver_rolls import seal_rolled
 
     seal_rolled(committer.storage, cfg, merged.finalized[0], 0)  # the dead driver's FINAL
     commit(tmp_path, cfg, 0, report)
@@ -194,8 +194,8 @@ def test_finalized_file_longer_than_logged_is_an_error(tmp_path):
 def test_orphans_of_a_failed_attempt_are_cleaned_after_the_delay(tmp_path, target):
     import time
 
-    from commit_protocol.committer import Committer
-    from commit_protocol.naming import INPROGRESS_DIR
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.vocabulary.naming import INPROGRESS_DIR
     from tests.unit.test_task_writer import SCHEMA_JSON
 
     cfg = config(tmp_path, **target, compact_interval=2, cleanup_delay_ms=60_000)

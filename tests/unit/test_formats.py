@@ -13,10 +13,14 @@ import pytest
 
 import commit_protocol.formats.arrow as formats_arrow
 import commit_protocol.formats.jsonl as formats_json
-from commit_protocol.errors import OptionError, SchemaMismatchError, UnencodableValueError
 from commit_protocol.formats import FORMATS, decode_rows, encode_rows
 from commit_protocol.formats.codecs import bulk_codec
 from commit_protocol.formats.parquet import read_parquet
+from commit_protocol.vocabulary.errors import (
+    OptionError,
+    SchemaMismatchError,
+    UnencodableValueError,
+)
 from tests.support.parquet import parquet_bytes
 
 NAN, INF = float("nan"), float("inf")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from datasource import heap_check
+from datasource.writing import heap_check
 
 
 def fake_proc(root: Path, processes: dict[int, tuple[int, list[str]]]) -> Path:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.errors import CommitError, CorruptLogError, RotsinkError
+from commit_protocol.commit.committer import Committer
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage
+from commit_protocol.vocabulary.errors import CommitError, CorruptLogError, RotsinkError
 from tests.support.damage import append, truncate
 from tests.unit.test_task_writer import (
     SCHEMA_JSON,

@@ -14,13 +14,13 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
-from commit_protocol.errors import OptionError, TableError
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
 from commit_protocol.tables import table_format_named
-from commit_protocol.verification import verify_output
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import OptionError, TableError
 from tests.unit.test_delta_commits import (
     GROWN_JSON,
     QUERY,
@@ -45,7 +45,7 @@ ICEBERG = table_format_named("iceberg")
 
 
 def iceberg_config(path: str, **kw) -> SinkConfig:
-    return dataclasses.replace(table_config(path, **kw), table_format=ICEBERG)
+    return dataclasses.replace(table_config(path, **kw), table_format=ICEBERG.name)
 
 
 def table_of(cfg: SinkConfig):

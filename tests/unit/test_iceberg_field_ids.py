@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.errors import TableError
+from commit_protocol.commit.committer import Committer
 from commit_protocol.formats.parquet import PARQUET_FIELD_ID
+from commit_protocol.vocabulary.errors import TableError
 from tests.unit.test_delta_commits import GROWN_JSON, commit_batch, forget
 from tests.unit.test_engines import clickhouse
 from tests.unit.test_iceberg_commits import iceberg_config, table_of
@@ -156,10 +156,10 @@ def test_a_driver_killed_after_adding_the_batchs_columns_goes_on_from_there(tmp_
     """The table has the batch's new column, the log does not yet: the restarted query
     finds the table its own (the column is its schema's), writes the batch with the table's
     id for it and commits it."""
-    from commit_protocol import failpoints
-    from commit_protocol.errors import FailpointError
+    from commit_protocol.checks.verification import verify_output
     from commit_protocol.storage import open_storage
-    from commit_protocol.verification import verify_output
+    from commit_protocol.vocabulary import failpoints
+    from commit_protocol.vocabulary.errors import FailpointError
     from tests.unit.test_delta_commits import GROWN_JSON
 
     cfg = iceberg_config(str(tmp_path / "out"))

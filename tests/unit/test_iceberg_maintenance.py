@@ -15,15 +15,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.tables import table_format_named
+from commit_protocol.checks.verification import verify_output
 from commit_protocol.tables.iceberg_maintenance import (
     BOUNDED_METADATA,
     CREATED_BY,
     ISOLATION,
     ExpiryPolicy,
 )
-from commit_protocol.verification import verify_output
+from commit_protocol.vocabulary import failpoints
 from tests.unit.test_delta_commits import ROWS, commit_batch, forget, table_config
 from tests.unit.test_shared_tables import _iceberg, rotsink_ids, table_ids
 
@@ -37,7 +36,7 @@ def fresh_process_memory():
 
 def config(tmp_path, **table_options: str):
     return dataclasses.replace(table_config(str(tmp_path / "out"), max_batches=1),
-                               table_format=table_format_named("iceberg"),
+                               table_format="iceberg",
                                table_options=dict(table_options))
 
 
@@ -211,7 +210,7 @@ def test_a_crash_in_the_middle_of_an_expiry_loses_and_duplicates_nothing(tmp_pat
 def test_inspect_and_verify_name_the_tables_age_and_what_grows(tmp_path, capsys):
     """``rotsink inspect`` prints, ``verify`` notes, what the table keeps and what bounds it;
     a table nobody expires is named as growing."""
-    from datasource import cli
+    from datasource.commands import cli
 
     cfg = config(tmp_path)
     for batch_id in range(3):

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from commit_protocol import failpoints
+from commit_protocol.checks.verification import verify_output
 from commit_protocol.storage import LocalStorage
-from commit_protocol.verification import verify_output
+from commit_protocol.vocabulary import failpoints
 from tests.unit.test_task_writer import (
     SCHEMA_JSON,
     commit,
@@ -105,7 +105,7 @@ def test_a_repair_racing_a_stuck_driver_leaves_one_commit(tmp_path, monkeypatch,
 def test_recover_finishes_only_the_batches_it_is_given(tmp_path, monkeypatch):
     """``--repair`` names the stalled batches: a newer intent (a live driver's next commit,
     staged after the check) is left to its driver."""
-    from commit_protocol.committer import Committer
+    from commit_protocol.commit.committer import Committer
 
     cfg = config(tmp_path, rotation={"max_batches": 1})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 2)]))

@@ -7,12 +7,12 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import log_file_name
 from commit_protocol.log.lines import OWN_ENTRY, dumps, file_entry
-from commit_protocol.state import SinkState
+from commit_protocol.records.state import SinkState
 from commit_protocol.storage import LocalStorage
+from commit_protocol.vocabulary.errors import CorruptLogError
 
 
 def state(batch_id: int) -> SinkState:

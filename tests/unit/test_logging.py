@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
+from commit_protocol.commit.committer import Committer
 from commit_protocol.crypto.keys import KeyRefs
-from commit_protocol.naming import partition_claim
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.naming import partition_claim
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
 
 
@@ -67,7 +67,7 @@ def test_no_key_byte_ever_reaches_the_log(tmp_path, caplog, monkeypatch):
 
 
 def test_spark_started_processes_get_a_handler_at_the_chosen_level(monkeypatch):
-    from datasource import logs
+    from datasource.spark import logs
 
     logger = logging.getLogger("rotsink")
     saved = logger.handlers[:], logger.level, logger.propagate
@@ -90,13 +90,13 @@ def test_a_named_query_is_named_in_its_lines_and_in_its_log(tmp_path, caplog):
     """``.queryName("events")`` reaches the sink as the option ``queryName``: every line of its
     commits names it (an unnamed query's lines are as above), and the log keeps it for
     ``rotsink inspect`` and the message that refuses a second query."""
-    from datasource.inspect import schema_lines
-    from datasource.writer import RotSinkStreamWriter, TaskCommitMessage
+    from datasource.commands.inspect import schema_lines
+    from datasource.writing.writer import RotSinkStreamWriter, TaskCommitMessage
 
     cfg = config(tmp_path, rotation={"max_records": 3}, query_name="events")
     writer = RotSinkStreamWriter(cfg, SCHEMA_JSON)
     report = run_task(tmp_path, cfg, 0, [rows(0, 4)])
-    # the writer gives the rotsink logger a handler of its own (datasource.logs), as in the
+    # the writer gives the rotsink logger a handler of its own (datasource.spark.logs), as in the
     # Python processes Spark starts: the test's goes beside it
     logging.getLogger("rotsink").addHandler(caplog.handler)
     try:

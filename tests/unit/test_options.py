@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol.errors import RotsinkError
-from datasource.options import parse_duration_ms, parse_sink_options
+from commit_protocol.vocabulary.durations import parse_duration_ms
+from commit_protocol.vocabulary.errors import RotsinkError
+from datasource.options.sink import parse_sink_options
 
 
 def test_defaults_match_the_design():
@@ -122,7 +123,7 @@ def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch
         "sink-option-on-reader", "unknown", "filesystem-option", "other-prefix",
         "missing-prefix"])
 def test_unknown_options_are_refused_with_a_suggestion(options, reading, message):
-    from datasource.options import reject_unknown
+    from datasource.options.names import reject_unknown
 
     if message is None:
         reject_unknown(options, reading=reading)

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pytest
 
-from commit_protocol.errors import OptionError, UnencodableValueError
 from commit_protocol.formats import FORMATS
 from commit_protocol.formats.codecs import bulk_codec
 from commit_protocol.formats.hybrid_calendar import gregorian_to_hybrid, hybrid_to_gregorian
 from commit_protocol.formats.orc import NTZ_ATTRIBUTE, check_rows, read_file
-from datasource.options import parse_sink_options
+from commit_protocol.vocabulary.errors import OptionError, UnencodableValueError
+from datasource.options.sink import parse_sink_options
 from tests.support.parquet import orc_bytes
 
 EPOCH = dt.date(1970, 1, 1)
@@ -159,7 +159,7 @@ def test_orc_defaults_and_stripe_option():
 def test_void_columns_are_refused_for_orc():
     from pyspark.sql.types import NullType, StructField, StructType
 
-    from datasource.schema_check import check_schema
+    from datasource.writing.schema_check import check_schema
 
     with pytest.raises(OptionError, match=r"format orc cannot hold column 'n' of type void"):
         check_schema("orc", (), StructType([StructField("n", NullType())]))

@@ -20,7 +20,6 @@ from collections import Counter
 
 import pytest
 
-from commit_protocol.tables import table_format_named
 from tests.unit.test_delta_commits import ROWS, commit_batch, forget, table_config
 from tests.unit.test_shared_tables import _iceberg, rotsink_ids, table_ids
 
@@ -34,7 +33,7 @@ def fresh_process_memory():
 
 def config(tmp_path, table_format: str):
     return dataclasses.replace(table_config(str(tmp_path / "out"), max_batches=1),
-                               table_format=table_format_named(table_format))
+                               table_format=table_format)
 
 
 def every_id(batches: int) -> Counter:

@@ -22,7 +22,7 @@ from commit_protocol.crypto.parquet import (
     decryption_properties,
     encryption_properties,
 )
-from commit_protocol.errors import KeyRingError, UnknownKeyIdError, WrongKeyError
+from commit_protocol.vocabulary.errors import KeyRingError, UnknownKeyIdError, WrongKeyError
 
 UTC = dt.timezone.utc
 

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.state import SinkState, StateHead
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.state import SinkState, StateHead
+from commit_protocol.vocabulary import failpoints
 from tests.unit.test_task_writer import SCHEMA_JSON, config, run_task, storage_of
 
 DELAY = 1_000
@@ -120,7 +120,7 @@ def test_state_round_trips_partitions():
 
 
 def test_inspect_lists_complete_and_awaiting_partitions(tmp_path, capsys):
-    from datasource.cli import main
+    from datasource.commands.cli import main
 
     cfg = setup(tmp_path)
     commit_at(cfg, 0, 0, run_task(tmp_path, cfg, 0, [rows_in("a", 0), rows_in("b", 3)]))
@@ -135,7 +135,7 @@ def test_inspect_lists_complete_and_awaiting_partitions(tmp_path, capsys):
 
 
 def test_verify_names_a_missing_marker_of_the_latest_batch(tmp_path):
-    from commit_protocol.verification import verify_output
+    from commit_protocol.checks.verification import verify_output
 
     cfg = setup(tmp_path)
     commit_at(cfg, 0, 0, run_task(tmp_path, cfg, 0, [rows_in("a", 0)]))

@@ -10,7 +10,11 @@ import struct
 import pyarrow as pa
 import pytest
 
-from commit_protocol.partition_values import java_float_string, parse_partition_value, spark_strings
+from commit_protocol.vocabulary.partition_values import (
+    java_float_string,
+    parse_partition_value,
+    spark_strings,
+)
 
 # (value, Java's Double.toString, why)
 DOUBLES = [

@@ -1,4 +1,4 @@
-"""A task's overlap with Spark sending its rows (``commit_protocol.pipeline``): chunks are
+"""A task's overlap with Spark sending its rows (``commit_protocol.task.pipeline``): chunks are
 written in order by one worker thread; an error on either side stops both and is raised in
 the task's thread; no thread outlives the task; bytes are synced early and still all
 synced at the end."""
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from commit_protocol import pipeline
-from commit_protocol.pipeline import ChunkPipeline, EarlySync
+from commit_protocol.task import pipeline
+from commit_protocol.task.pipeline import ChunkPipeline, EarlySync
 from tests.unit.test_task_writer import commit, committed_ids, config, rows, run_task
 
 
@@ -123,8 +123,8 @@ def test_an_early_sync_that_fails_fails_the_task(monkeypatch):
 def test_a_task_syncs_a_growing_file_early_and_commits_every_row(tmp_path, monkeypatch):
     """JSON lines past EARLY_SYNC_BYTES: fsyncs while rows arrive, then the task's own
     before it reports; the rows are all committed, once."""
-    from commit_protocol import task_writer
     from commit_protocol.storage.local import LocalStorage
+    from commit_protocol.task import task_writer
 
     monkeypatch.setattr(pipeline, "EARLY_SYNC_BYTES", 2_000)
     monkeypatch.setattr(task_writer, "ROW_CHUNK_BYTES", 800)  # chunks of 100 rows

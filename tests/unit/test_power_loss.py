@@ -17,15 +17,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
 from commit_protocol.log import open_committed
-from commit_protocol.messages import TaskReport
-from commit_protocol.naming import INTENT_DIR
-from commit_protocol.plan import WritePlan
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.messages import TaskReport
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import LocalStorage, Storage
-from commit_protocol.task_writer import TaskWriter
-from commit_protocol.verification import verify_output
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.naming import INTENT_DIR
 from tests.support.power_loss import (
     Keep,
     PowerCut,

@@ -1,5 +1,5 @@
 """Which filters a read takes, and whether the planning that creates the reader lets it take
-any (``datasource.pushdown``): decided from the calling PySpark planning worker."""
+any (``datasource.reading.pushdown``): decided from the calling PySpark planning worker."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 from pyspark.sql import datasource as spark_filters
 
 from commit_protocol.reading.predicates import GT, IN, Predicate
-from datasource.pushdown import planning_allows_pushdown, push, to_predicate
+from datasource.reading.pushdown import planning_allows_pushdown, push, to_predicate
 
 
 def call_from(filename: str, **local_values) -> bool:

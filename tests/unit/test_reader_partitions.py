@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol.errors import OptionError
 from commit_protocol.reading import CommittedFile
-from commit_protocol.task_writer import TaskWriter
-from datasource.reader import MIN_PARTITIONS, RotSinkReader, committed_schema
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.errors import OptionError
+from datasource.reading.reader import MIN_PARTITIONS, RotSinkReader, committed_schema
 from tests.unit.test_task_writer import commit, config, plan_for, rows, storage_of
 
 

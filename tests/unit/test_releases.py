@@ -19,12 +19,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from commit_protocol.checks.verification import verify_output
 from commit_protocol.metrics.totals import gauges_of
 from commit_protocol.reading import committed_files, open_committed
-from commit_protocol.release import RELEASE
 from commit_protocol.storage import open_storage
-from commit_protocol.verification import verify_output
-from datasource.cli import main
+from commit_protocol.vocabulary.release import RELEASE
+from datasource.commands.cli import main
 from tests.unit.test_delta_commits import ROWS, commit_batch, delta, forget, table_config
 
 pytestmark = pytest.mark.compat

@@ -23,7 +23,7 @@ def setup(tmp_path, fmt: str, *, roll_on_idle: bool = True):
 
 
 def run_partition(tmp_path, cfg, batch_id, partition, batches):
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
     from tests.unit.test_task_writer import plan_for, storage_of
 
     return TaskWriter(storage_of(cfg), cfg, plan_for(tmp_path, cfg), batch_id=batch_id,

@@ -9,13 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.errors import SchemaMismatchError
-from commit_protocol.plan import WritePlan
+from commit_protocol.commit.committer import Committer
 from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.reading.conform import conform, held
-from commit_protocol.schema_evolution import compare, same_columns
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.records.plan import WritePlan
+from commit_protocol.records.schema_evolution import compare, same_columns
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.errors import SchemaMismatchError
 from tests.unit.test_task_writer import config, storage_of
 
 
@@ -190,8 +190,8 @@ def test_a_running_change_feed_stops_before_columns_it_does_not_know(tmp_path):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
     from pyspark.sql.types import StructType
 
-    from commit_protocol.change_feed import FeedSchemaChangedError
-    from datasource.stream_reader import RotSinkStreamReader
+    from commit_protocol.reading.change_feed import FeedSchemaChangedError
+    from datasource.reading.stream_reader import RotSinkStreamReader
 
     cfg = config(tmp_path, format="jsonl", schema_evolution="addColumns")
     write(cfg, OLD, 0, OLD_ROWS)
@@ -211,7 +211,7 @@ def test_a_running_change_feed_stops_before_columns_it_does_not_know(tmp_path):
 
 
 def test_inspect_shows_the_schema_and_its_changes(tmp_path, capsys):
-    from datasource.cli import main
+    from datasource.commands.cli import main
 
     cfg = config(tmp_path, format="jsonl", schema_evolution="addColumns")
     write(cfg, OLD, 0, OLD_ROWS)

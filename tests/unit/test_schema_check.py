@@ -29,8 +29,8 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from commit_protocol.errors import OptionError
-from datasource.schema_check import check_schema
+from commit_protocol.vocabulary.errors import OptionError
+from datasource.writing.schema_check import check_schema
 
 
 def schema(*fields) -> StructType:

@@ -26,14 +26,13 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
-from commit_protocol.plan import WritePlan
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import table_format_named
-from commit_protocol.task_writer import TaskWriter
-from commit_protocol.verification import verify_output
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary import failpoints
 from tests.unit.test_delta_commits import SCHEMA_JSON, forget, table_config
 from tests.unit.test_shared_tables import (
     _iceberg,
@@ -252,7 +251,7 @@ class Chaos:
 @pytest.mark.parametrize("table_format", ["delta", "iceberg"])
 def test_a_shared_table_through_kills_and_other_writers(tmp_path, table_format, shown):
     cfg = dataclasses.replace(table_config(str(tmp_path / "out"), max_batches=1),
-                              table_format=table_format_named(table_format))  # files roll
+                              table_format=table_format)  # files roll
     chaos = Chaos(cfg, seed=4000 + len(table_format))
     others = ("append", "delete", "update", "compact", "clean_up")
     for _ in range(3):

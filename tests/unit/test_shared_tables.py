@@ -18,13 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
-from commit_protocol.config import SinkConfig
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
 from commit_protocol.reading import committed_files, open_committed
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import table_format_named
-from commit_protocol.verification import verify_output
+from commit_protocol.vocabulary import failpoints
 from tests.support.spark_log import finalized_paths, latest_batch
 from tests.unit.test_delta_commits import SCHEMA_JSON, commit_batch, forget, table_config
 
@@ -41,7 +40,7 @@ def fresh_process_memory():
 @pytest.fixture(params=["delta", "iceberg"])
 def cfg(request, tmp_path) -> SinkConfig:
     return dataclasses.replace(table_config(str(tmp_path / "out")),
-                               table_format=table_format_named(request.param))
+                               table_format=request.param)
 
 
 def out_of(cfg: SinkConfig) -> Path:
@@ -50,7 +49,7 @@ def out_of(cfg: SinkConfig) -> Path:
 
 def format_of(cfg: SinkConfig) -> str:
     assert cfg.table_format is not None
-    return cfg.table_format.name
+    return cfg.table_format
 
 
 # -- the three views: the table's own reader, Spark's listing, rotsink's reader ------------
@@ -255,7 +254,7 @@ def test_another_writer_s_file_outside_the_partition_directories_is_named_not_li
 
 def test_other_writers_of_an_iceberg_table_write_into_the_output_s_partitions(tmp_path):
     cfg = dataclasses.replace(table_config(str(tmp_path / "out")),
-                              table_format=table_format_named("iceberg"))
+                              table_format="iceberg")
     commit_batch(cfg, 0)
     append(cfg, [9_000])
     added = [p.relative_to(out_of(cfg)).as_posix() for p in out_of(cfg).rglob("*.parquet")
@@ -298,9 +297,9 @@ def test_two_rotsink_queries_commit_each_batch_once_into_one_iceberg_table(tmp_p
     the other's files."""
     import random
 
-    from commit_protocol.committer import Committer
-    from commit_protocol.plan import WritePlan
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.commit.committer import Committer
+    from commit_protocol.records.plan import WritePlan
+    from commit_protocol.task.task_writer import TaskWriter
     from tests.unit.test_delta_commits import batch_rows
 
     catalog = {"table.catalog.type": "sql",
@@ -308,7 +307,7 @@ def test_two_rotsink_queries_commit_each_batch_once_into_one_iceberg_table(tmp_p
                "table.catalog.warehouse": f"file://{tmp_path}/warehouse",
                "table.identifier": "lake.events"}
     configs = {query: dataclasses.replace(
-        table_config(str(tmp_path / query)), table_format=table_format_named("iceberg"),
+        table_config(str(tmp_path / query)), table_format="iceberg",
         table_options={k.removeprefix("table."): v for k, v in catalog.items()})
         for query in ("live", "backfill")}
 
@@ -361,7 +360,7 @@ def test_verify_of_a_table_far_behind_a_cleaned_up_log(tmp_path, monkeypatch):
     for batch_id in range(9):
         commit_batch(cfg, batch_id)
     assert not (out_of(cfg) / "_spark_metadata" / "0").exists()  # cleaned up
-    followed = dataclasses.replace(cfg, table_format=table_format_named("delta"))
+    followed = dataclasses.replace(cfg, table_format="delta")
     monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
     with pytest.raises(failpoints.FailpointError):
         commit_batch(followed, 9)
@@ -377,8 +376,8 @@ def test_rows_deleted_in_place_are_named_at_start_and_refused_by_rotsink_s_reade
     """delta-rs cannot write deletion vectors (Spark's DELETE does:
     ``tests/spark/test_table_spark_readers.py``): the table here reports two files with
     rows deleted in place, as a table with them does."""
-    from commit_protocol.errors import TableError
     from commit_protocol.tables.delta import DeltaFollowedTable
+    from commit_protocol.vocabulary.errors import TableError
 
     cfg = table_config(str(tmp_path / "out"))
     for batch_id in range(3):

@@ -9,9 +9,9 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from commit_protocol.errors import TruncatedFileError
-from commit_protocol.housekeeping import delete_orphans
+from commit_protocol.commit.housekeeping import delete_orphans
 from commit_protocol.reading import CommittedFile, committed_files, open_committed, read_batches
+from commit_protocol.vocabulary.errors import TruncatedFileError
 from tests.unit.test_task_writer import commit, config, plan_for, rows, run_task, storage_of
 
 SCHEMA = pa.schema([("id", pa.int64())])

@@ -37,7 +37,7 @@ def test_a_commit_rule_encodes_only_the_committed_rows(tmp_path, fmt):
     (temp,) = (tmp_path / "_rotsink" / "inprogress").glob(".*inprogress")
     with open(temp, "ab") as f:
         f.write(b"zombie bytes past the committed offset")
-    from commit_protocol.committer import Committer
+    from commit_protocol.commit.committer import Committer
     from tests.unit.test_task_writer import SCHEMA_JSON, storage_of
 
     result = Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(1, [], now_ms=MINUTE + 10**13)
@@ -61,9 +61,9 @@ def test_max_bytes_is_the_finished_files_size(tmp_path, fmt):
 
 
 def test_a_committed_length_inside_a_staged_stream_is_a_loud_error(tmp_path):
-    from commit_protocol.conversion import staged_batches
-    from commit_protocol.errors import TruncatedFileError
     from commit_protocol.formats.ipc import encode
+    from commit_protocol.task.conversion import staged_batches
+    from commit_protocol.vocabulary.errors import TruncatedFileError
     from tests.unit.test_task_writer import storage_of
 
     cfg = parquet(tmp_path)
@@ -127,7 +127,7 @@ def roll_in_one_task(tmp_path, cfg, batch_id, batches) -> tuple[list[str], pa.Ta
     from typing import cast
 
     from commit_protocol.storage import Storage
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
     from tests.unit.test_commit_basis import Watched
     from tests.unit.test_task_writer import plan_for, storage_of
 
@@ -174,7 +174,7 @@ def test_rows_past_the_held_bound_are_read_back_at_the_roll(tmp_path, monkeypatc
     the staged file back a batch at a time, and encodes the same rows."""
     import dataclasses
 
-    from commit_protocol import bulk_files
+    from commit_protocol.task import bulk_files
 
     monkeypatch.setattr(bulk_files, "KEPT_ROWS_BYTES", 4_000)
     cfg = dataclasses.replace(parquet(tmp_path, max_batches=1), row_group_bytes=4_000)
@@ -189,7 +189,7 @@ def test_a_file_given_back_under_max_open_files_writes_its_staged_rows(tmp_path)
     committed from its staged bytes, the rolled ones encode exactly their rows."""
     import dataclasses
 
-    from commit_protocol.conversion import staged_batches
+    from commit_protocol.task.conversion import staged_batches
     from tests.unit.test_task_writer import storage_of
 
     cfg = dataclasses.replace(config(tmp_path, format="parquet", compression="zstd",
@@ -212,7 +212,7 @@ def test_only_a_file_near_its_byte_limit_pays_a_trial_encoding(tmp_path):
     """The finished/staged ratio (a trial Parquet encoding of up to 100,000 rows) is
     measured only once a file could come near rotation.maxBytes: a task's share of a
     micro-batch far below it costs none; files near it still roll by maxBytes."""
-    from commit_protocol.task_writer import TaskWriter
+    from commit_protocol.task.task_writer import TaskWriter
     from tests.unit.test_task_writer import plan_for, storage_of
 
     def task(cfg):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol.errors import CorruptLogError
 from commit_protocol.log import STATES, MetadataLog, open_committed
-from commit_protocol.state import InProgressFile, SinkState
+from commit_protocol.records.state import InProgressFile, SinkState
 from commit_protocol.storage import LocalStorage
+from commit_protocol.vocabulary.errors import CorruptLogError
 
 INTERVAL = 10
 

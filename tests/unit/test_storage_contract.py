@@ -21,13 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import SegmentError, TruncatedFileError, UnsafeStorageError
-from commit_protocol.naming import INPROGRESS_DIR
-from commit_protocol.plan import WritePlan
-from commit_protocol.publishing import publish_file
+from commit_protocol.commit.committer import Committer
+from commit_protocol.commit.publishing import publish_file
 from commit_protocol.reading import committed_files, open_committed, read_batches
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.storage.object_store import (
     ObjectStorage,
@@ -35,7 +33,9 @@ from commit_protocol.storage.object_store import (
     parse_fs_options,
 )
 from commit_protocol.storage.s3 import S3Objects, already_exists
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.errors import SegmentError, TruncatedFileError, UnsafeStorageError
+from commit_protocol.vocabulary.naming import INPROGRESS_DIR
 
 MiB = 1 << 20
 

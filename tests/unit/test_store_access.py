@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol.errors import StoreAccessError
 from commit_protocol.storage import LocalStorage, open_storage
 from commit_protocol.storage.access import check_access
+from commit_protocol.vocabulary.errors import StoreAccessError
 
 
 def missing(store: str, request) -> tuple[str, dict[str, str]]:
@@ -58,15 +58,15 @@ def test_a_delta_table_on_cloud_storage_is_refused_before_anything_is_written(
     """Not offered yet on gs:// (docs/tables.md says why): the table's opening, which a query
     makes when it starts, names the output; the bucket holds nothing after it."""
     table_format = "delta"
-    from commit_protocol.config import SinkConfig
-    from commit_protocol.errors import RotsinkError
+    from commit_protocol.records.config import SinkConfig
     from commit_protocol.tables import table_format_named
+    from commit_protocol.vocabulary.errors import RotsinkError
     from tests.support.gcsserver import OPTIONS
 
     url = f"gs://{gcs_bucket}/table-{table_format}"
     fs = {"endpoint_url": gcs_endpoint, **OPTIONS}
     config = SinkConfig(path=url, fs_options=fs, format="parquet",
-                        table_format=table_format_named(table_format))
+                        table_format=table_format)
     storage = open_storage(url, fs)
     with pytest.raises(RotsinkError, match=f"{url}: rotsink does not write tables on "):
         table_format_named(table_format).open(storage, config)

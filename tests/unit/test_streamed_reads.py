@@ -15,8 +15,8 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
+from commit_protocol.commit.housekeeping import delete_orphans
 from commit_protocol.crypto.keys import KeyRefs
-from commit_protocol.housekeeping import delete_orphans
 from commit_protocol.reading import (
     FileSplit,
     TaskFilters,

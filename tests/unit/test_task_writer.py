@@ -7,16 +7,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from commit_protocol.committer import Committer
-from commit_protocol.config import RotationPolicy, SinkConfig
-from commit_protocol.errors import ConcurrentWriterError, TruncatedFileError
+from commit_protocol.commit.committer import Committer
 from commit_protocol.formats import decode_rows
 from commit_protocol.formats.arrow import coalesce
-from commit_protocol.messages import TaskReport
-from commit_protocol.part_files import Deferred, RowPartFile
-from commit_protocol.plan import WritePlan
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.messages import TaskReport
+from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.task.part_files import Deferred, RowPartFile
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.errors import ConcurrentWriterError, TruncatedFileError
 
 SCHEMA_JSON = '{"type":"struct","fields":[]}'
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from commit_protocol.uris import EntryPaths, uri_path
+from commit_protocol.vocabulary.uris import EntryPaths, uri_path
 
 # (path, what Hadoop's Path(...).toUri().toString() printed for it, why)
 JAVA_QUOTED = [

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from commit_protocol import failpoints
-from commit_protocol.committer import Committer
+from commit_protocol.checks.verification import Verification, verify_output
+from commit_protocol.commit.committer import Committer
 from commit_protocol.crypto.keys import KeyRefs, derive_key_id
 from commit_protocol.crypto.sealed import RECORD_OVERHEAD
-from commit_protocol.naming import INPROGRESS_DIR
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.storage import LocalStorage, open_storage
-from commit_protocol.verification import Verification, verify_output
-from datasource.cli import main
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.naming import INPROGRESS_DIR
+from datasource.commands.cli import main
 from tests.support.damage import append, flip_byte, truncate
 from tests.unit.test_committer import make, report, task_file
 from tests.unit.test_task_writer import (
@@ -159,7 +159,8 @@ def test_a_commit_publishing_during_the_check_is_waited_for(tmp_path, monkeypatc
         Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover()
 
     monkeypatch.delenv(failpoints.ENV_VAR)
-    monkeypatch.setattr("commit_protocol.in_flight.time.sleep", write_the_log_while_verify_waits)
+    monkeypatch.setattr("commit_protocol.checks.in_flight.time.sleep",
+                        write_the_log_while_verify_waits)
     result = verify_output(CommitsDuringCheck(tmp_path, publish_without_the_log))
     assert result.ok, result.problems
     assert (result.latest, result.pending) == (1, [])
@@ -167,7 +168,7 @@ def test_a_commit_publishing_during_the_check_is_waited_for(tmp_path, monkeypatc
 
 def test_a_query_committing_through_every_check_is_said_so(tmp_path, monkeypatch):
     """When every check races a commit, the problems come with the reason to verify again."""
-    monkeypatch.setattr("commit_protocol.verification._BACKOFF_S", 0)
+    monkeypatch.setattr("commit_protocol.checks.verification._BACKOFF_S", 0)
     cfg = config(tmp_path, rotation={"max_records": 2})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 3)]))
     batches = iter(range(1, 100))
@@ -336,7 +337,7 @@ def test_an_intent_after_a_compaction_is_rolled_forward_by_a_new_process(tmp_pat
     "cannot repair: metadata log files 0..34 are missing" so, batch 40 of interval 3)."""
     import dataclasses
 
-    from commit_protocol.committer import Committer
+    from commit_protocol.commit.committer import Committer
     from commit_protocol.log import STATES
 
     c = make(tmp_path, max_batches=1)  # compaction every 3rd batch, old log files deleted
@@ -392,7 +393,7 @@ def test_a_live_commit_is_waited_for_never_reported_or_repaired(tmp_path, monkey
         if not finished:
             finished.append(Committer(storage_of(cfg), cfg, SCHEMA_JSON).recover())
 
-    monkeypatch.setattr("commit_protocol.in_flight.time.sleep", the_driver_publishes)
+    monkeypatch.setattr("commit_protocol.checks.in_flight.time.sleep", the_driver_publishes)
     for repair in (False, True):
         finished.clear()
         if repair:

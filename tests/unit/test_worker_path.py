@@ -11,8 +11,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from datasource import worker_path
-from datasource.worker_path import KEEP_ZIP_ENV, prefer_installed_pyspark
+from datasource.spark import worker_path
+from datasource.spark.worker_path import KEEP_ZIP_ENV, prefer_installed_pyspark
 
 INSTALLED_ROOT = Path(pyspark.__file__).resolve().parent.parent
 SHIPPED_ZIP = INSTALLED_ROOT / "pyspark" / "python" / "lib" / "pyspark.zip"

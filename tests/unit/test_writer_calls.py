@@ -1,4 +1,4 @@
-"""``writeStream.partitionBy(...)`` handed to rotsink (``datasource.writer_calls``): the
+"""``writeStream.partitionBy(...)`` handed to rotsink (``datasource.writing.writer_calls``): the
 wrapper of PySpark's writer classes adds the columns to a rotsink query's options, and to no
 other query's; it is in place in every Python process of the environment before PySpark is
 imported (``rotsink_workers.pth``), and off with ``ROTSINK_KEEP_SPARK_WRITER``. The real
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from datasource.writer_calls import PARTITION_COLUMNS, wrap_writer
+from datasource.writing.writer_calls import PARTITION_COLUMNS, wrap_writer
 
 
 class FakeWriter:
@@ -75,7 +75,7 @@ def test_any_other_query_gets_nothing(calls):
 def test_a_rotsink_query_starts_without_sparks_arrow_size_check():
     """The session's setting for the moment of ``start()`` (the query copies it then);
     another format's query, and the session afterwards, as they were."""
-    from datasource.arrow_transfer import KEY, UNCHECKED
+    from datasource.writing.arrow_transfer import KEY, UNCHECKED
     from tests.unit.test_arrow_transfer import FakeSession
 
     class WithSession(FakeWriter):
@@ -97,7 +97,7 @@ def test_a_rotsink_query_starts_without_sparks_arrow_size_check():
 def test_the_metrics_read_the_options_as_spark_spells_them(monkeypatch):
     """What rotsink's metrics seed from (the output's log, found by the options) gets the
     values as Spark's writer hands them to the sink: ``True`` as ``"true"``, not ``"True"``."""
-    from datasource import spark_metrics
+    from datasource.spark import spark_metrics
     from tests.unit.test_arrow_transfer import FakeSession
 
     seen: dict[str, str] = {}

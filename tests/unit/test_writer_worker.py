@@ -13,7 +13,7 @@ from commit_protocol.formats import FORMATS, OUTPUT_FORMATS
 # its collector as it is.
 CHECK = """
 import gc, sys
-from datasource.writer import freeze_task_modules
+from datasource.writing.writer import freeze_task_modules
 freeze_task_modules({fmt!r})
 missing = [m for m in {modules!r} if m not in sys.modules]
 assert not missing, missing
@@ -29,7 +29,7 @@ print(frozen)
 
 @pytest.mark.parametrize("fmt", sorted(OUTPUT_FORMATS))
 def test_first_task_loads_its_modules_and_freezes_them_once(fmt):
-    modules = ["commit_protocol.task_writer", FORMATS[fmt].module, *FORMATS[fmt].preload]
+    modules = ["commit_protocol.task.task_writer", FORMATS[fmt].module, *FORMATS[fmt].preload]
     done = subprocess.run([sys.executable, "-c", CHECK.format(fmt=fmt, modules=modules)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -48,7 +48,7 @@ class NotInstalled(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, NotInstalled())
-from datasource.writer import freeze_task_modules
+from datasource.writing.writer import freeze_task_modules
 freeze_task_modules({fmt!r})
 assert "pandas" not in sys.modules
 """
@@ -71,7 +71,7 @@ class Context:
         return {cpus}
 if {cpus} is not None:
     pyspark.TaskContext.get = staticmethod(lambda: Context())
-from datasource.writer import freeze_task_modules
+from datasource.writing.writer import freeze_task_modules
 freeze_task_modules("jsonl")
 import polars
 print(polars.thread_pool_size())

@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from commit_protocol import failpoints, task_writer
-from commit_protocol.committer import Committer
-from commit_protocol.errors import ConcurrentWriterError
-from commit_protocol.naming import partition_claim
-from commit_protocol.task_writer import TaskWriter
+from commit_protocol.commit.committer import Committer
+from commit_protocol.task import task_writer
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import ConcurrentWriterError
+from commit_protocol.vocabulary.naming import partition_claim
 from tests.unit.test_task_writer import (
     SCHEMA_JSON,
     commit,
@@ -97,7 +98,7 @@ def test_two_attempts_of_one_task_at_once(tmp_path, monkeypatch, committed):
 
     def attempt_0_batches():
         yield rows(3, 2)
-        # the task writes on its pipeline's thread (commit_protocol.pipeline): attempt 0 has
+        # the task writes on its pipeline's thread (commit_protocol.task.pipeline): attempt 0 has
         # resumed its file, and taken the claim, once that thread has its first rows
         deadline = time.monotonic() + 30
         while not storage_of(cfg).exists(partition_claim(1, 0)):

@@ -1,0 +1,52 @@
+"""Deleting what no reader or writer needs any more, only after ``log.cleanupDelay``.
+
+Runs on the driver after compaction commits (every ``log.compactInterval`` batches), so its
+directory listings cost nothing on the other batches. The delay protects readers that listed
+the log a moment ago and zombie tasks that may still write their temp files.
+"""
+
+from __future__ import annotations
+
+from commit_protocol.log import MetadataLog
+from commit_protocol.log.files import is_compaction_batch
+from commit_protocol.metrics import timed
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.state import SinkState
+from commit_protocol.storage import FileInfo, Storage
+from commit_protocol.storage.concurrent import each
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.naming import CLAIMS_DIR, INPROGRESS_DIR
+
+
+@timed("cleanup")
+def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkConfig, *,
+             now_ms: int) -> list[str]:
+    """Delete expired log files, old intents, orphan temp files and old claims; return what
+    was deleted."""
+    if not is_compaction_batch(state.batch_id, config.compact_interval):
+        return []
+    expired_before = now_ms - config.cleanup_delay_ms
+    deleted = log.delete_expired(latest=state.batch_id, now_ms=now_ms,
+                                 delay_ms=config.cleanup_delay_ms)
+    failpoints.hit("cleanup.after_log_delete")
+    deleted += log.delete_old_intents(latest=state.batch_id)
+    failpoints.hit("cleanup.after_intent_delete")
+    deleted += delete_orphans(storage, state, expired_before=expired_before)
+    deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
+    failpoints.hit("cleanup.after_orphan_delete")
+    claims = [c.path for c in storage.list(CLAIMS_DIR) if c.mtime_ms < expired_before]
+    each(storage, storage.delete, claims)
+    return deleted + claims
+
+
+def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
+    """Temp files that no committed state references (invisible to every reader)."""
+    live = {f.temp for f in state.in_progress}
+    return [i for i in storage.list(INPROGRESS_DIR) if i.path not in live]
+
+
+def delete_orphans(storage: Storage, state: SinkState, *, expired_before: int) -> list[str]:
+    """Delete orphans last written before ``expired_before`` (a zombie may own younger ones)."""
+    expired = [i.path for i in orphans(storage, state) if i.mtime_ms < expired_before]
+    each(storage, storage.delete, expired)
+    return expired

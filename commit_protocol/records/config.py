@@ -1,0 +1,81 @@
+"""The validated sink configuration: built once on the driver, pickled to the executors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from commit_protocol.crypto.keys import KeyRefs
+from commit_protocol.formats import FORMATS
+
+
+@dataclass(frozen=True)
+class RotationPolicy:
+    """When a part file rolls; 0 disables a limit.
+
+    Size and record limits apply inside a task; batch count, age and inactivity are checked
+    by the driver at every commit for every in-progress file.
+    """
+
+    max_bytes: int = 128 * 1024 * 1024
+    max_records: int = 0
+    max_batches: int = 0
+    interval_ms: int = 60_000
+    inactivity_ms: int = 60_000
+    # An idle micro-batch (no row for the sink in any task: a heartbeat's) rolls every file.
+    roll_on_idle: bool = False
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """Everything a writer, committer or reader needs to know about one output path."""
+
+    path: str
+    format: str = "jsonl"
+    compression: str = "none"
+    compression_level: int | None = None
+    rotation: RotationPolicy = field(default_factory=RotationPolicy)
+    partition_by: tuple[str, ...] = ()
+    file_prefix: str = "part"
+    file_suffix: str = ".jsonl"
+    max_open_files: int = 100
+    # Arrow bytes a Parquet file buffers before it writes them as one row group (Spark's
+    # parquet.block.size is 128 MB too): row groups of one Arrow batch (10,000 rows) compress
+    # worse and read slower. For ORC, the writer's stripe size (orc.stripeBytes).
+    row_group_bytes: int = 128 * 1024 * 1024
+    compact_interval: int = 10
+    compact_interval_explicit: bool = False
+    retention_ms: int | None = None
+    # partition.commitDelay: write <dir>/_SUCCESS once a directory had no in-progress file
+    # and no new row for this long (None: off)
+    partition_commit_delay_ms: int | None = None
+    cleanup_delay_ms: int = 600_000
+    fs_options: dict[str, str] = field(default_factory=dict)
+    keys: KeyRefs | None = None  # references only: key bytes are resolved where used
+    # schema.evolution: "none" (a changed schema is refused) or "addColumns"
+    schema_evolution: str = "none"
+    # commit.fsync: make a batch's bytes and names durable (fsync) before its commit point,
+    # on storages with a page cache (local disks); object stores need nothing
+    fsync: bool = True
+    # table.format: the name of a table format (delta, iceberg) whose table follows the log;
+    # commit_protocol.tables.table_format_of(config) is its object (a name here keeps the
+    # records below the tables that use them). table.* options (catalog settings...) without
+    # the prefix
+    table_format: str | None = None
+    table_options: dict[str, str] = field(default_factory=dict)
+    # the Parquet field ids of the files' columns by path, decided at planning from the table
+    # (Iceberg: commit_protocol.tables.iceberg_ids); empty: columns resolved by name
+    field_ids: tuple[tuple[str, int], ...] = ()
+    # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)
+    query_name: str = ""
+    # Spark's streaming metrics on: the driver directory the commits leave the query's
+    # metrics in (commit_protocol.metrics), set by rotsink's start of the query
+    metrics_mailbox: str | None = None
+
+    @property
+    def encrypted(self) -> bool:
+        return self.keys is not None and self.keys.write_ref is not None
+
+    @property
+    def is_bulk(self) -> bool:
+        """Bulk formats (Parquet, ORC) stage their in-progress rows and are encoded at a roll."""
+        return FORMATS[self.format].bulk

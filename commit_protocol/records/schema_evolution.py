@@ -1,0 +1,211 @@
+"""Schemas that grow: the changes ``schema.evolution=addColumns`` accepts, and their record.
+
+A path's schema is fixed when its first batch commits. With ``schema.evolution=addColumns`` a
+restarted query may add nullable columns, at the top level or inside structs (also structs in
+arrays and map values), in any position: rows already written read back with nulls there.
+Everything else stays refused when the query starts, naming the column and the change,
+because some reader would misread the rows already written:
+
+==========================  =====================================================
+change                      why refused
+==========================  =====================================================
+a column dropped (renamed)  its rows would vanish from every reader
+a type changed or widened   Spark's Parquet and ORC readers refuse files that
+                            disagree on a column's type (``mergeSchema`` fails),
+                            so readers would not agree on old rows
+a nullable column NOT NULL  rows already written hold nulls there
+a column added NOT NULL     rows already written have no value for it
+==========================  =====================================================
+
+A column made nullable is accepted (old rows simply hold no null). Schemas are Spark's JSON
+form (``StructType.json()``): this module needs no Spark.
+
+The state records each change as ``[batch, [added paths]]`` under ``extra.schema_changes``:
+readers accept files that lack exactly those columns, and the change feed knows where a
+schema changed without reading every state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from commit_protocol.vocabulary.errors import SchemaMismatchError
+
+NONE, ADD_COLUMNS = "none", "addColumns"
+MODES = (NONE, ADD_COLUMNS)
+_CHANGES = "schema_changes"
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """An accepted change: the dotted paths of the fields it adds (``col``, ``col.child``,
+    ``col[].child`` inside an array, ``col{}.child`` inside a map's values)."""
+
+    added: tuple[str, ...]
+
+
+def compare(old_json: str, new_json: str) -> SchemaChange:
+    """The fields ``new_json`` adds to ``old_json``; ``SchemaMismatchError`` naming the first
+    column changed otherwise (see the module docstring).
+
+    >>> old = '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true}]}'
+    >>> new = ('{"type":"struct","fields":[{"name":"b","type":"string","nullable":true},'
+    ...        '{"name":"a","type":"long","nullable":true}]}')
+    >>> compare(old, new)
+    SchemaChange(added=('b',))
+    >>> compare(new, old)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    commit_protocol.vocabulary.errors.SchemaMismatchError: column b was dropped (or renamed): ...
+    """
+    added: list[str] = []
+    _compare_structs(json.loads(old_json), json.loads(new_json), "", added)
+    return SchemaChange(tuple(added))
+
+
+def _compare_structs(old: dict, new: dict, prefix: str, added: list[str]) -> None:
+    old_fields = {f["name"]: f for f in old["fields"]}
+    new_fields = {f["name"]: f for f in new["fields"]}
+    for name, field in old_fields.items():
+        path = prefix + name
+        if name not in new_fields:
+            raise SchemaMismatchError(
+                f"column {path} was dropped (or renamed): the rows already written hold it, "
+                "and rotsink adds columns only (schema.evolution=addColumns); write the new "
+                "schema to a new path")
+        later = new_fields[name]
+        if field.get("nullable", True) and not later.get("nullable", True):
+            raise SchemaMismatchError(
+                f"column {path} became NOT NULL: the rows already written may hold nulls "
+                "there; keep it nullable")
+        _compare_types(field["type"], later["type"], path, added)
+    for name, field in new_fields.items():
+        if name in old_fields:
+            continue
+        path = prefix + name
+        if not field.get("nullable", True):
+            raise SchemaMismatchError(
+                f"column {path} is added NOT NULL: the rows already written have no value "
+                "for it; add it nullable")
+        added.append(path)
+
+
+def _compare_types(old: Any, new: Any, path: str, added: list[str]) -> None:
+    kind = old.get("type") if isinstance(old, dict) else None
+    if kind is not None and isinstance(new, dict) and new.get("type") == kind:
+        if kind == "struct":
+            _compare_structs(old, new, path + ".", added)
+            return
+        if kind == "array":
+            _compare_contained(old, new, "containsNull", path)
+            _compare_types(old["elementType"], new["elementType"], path + "[]", added)
+            return
+        if kind == "map":
+            if old["keyType"] != new["keyType"]:
+                raise _type_changed(path + " (map keys)", old["keyType"], new["keyType"])
+            _compare_contained(old, new, "valueContainsNull", path)
+            _compare_types(old["valueType"], new["valueType"], path + "{}", added)
+            return
+    if old != new:
+        raise _type_changed(path, old, new)
+
+
+def _compare_contained(old: dict, new: dict, key: str, path: str) -> None:
+    if old.get(key, True) and not new.get(key, True):
+        raise SchemaMismatchError(f"column {path}: its elements became NOT NULL; the rows "
+                                  "already written may hold nulls there")
+
+
+def _type_changed(path: str, old: Any, new: Any) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"column {path} changed type from {_type_name(old)} to {_type_name(new)}: rotsink "
+        "adds columns only (Spark's Parquet and ORC readers refuse files that disagree on a "
+        "column's type, widenings included); write the new type to a new column or path")
+
+
+def _type_name(t: Any) -> str:
+    return t if isinstance(t, str) else t.get("type", json.dumps(t))
+
+
+def same_columns(a_json: str, b_json: str) -> bool:
+    """Whether two schemas have the same columns, in the same order, of the same types (as
+    Spark's ``simpleString`` compares them): nullability and metadata aside, which Spark's
+    file sources relax anyway and a path never records a change for."""
+    return _columns(json.loads(a_json)) == _columns(json.loads(b_json))
+
+
+_NULLABILITY = ("nullable", "containsNull", "valueContainsNull", "metadata")
+
+
+def _columns(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _columns(v) for k, v in node.items() if k not in _NULLABILITY}
+    if isinstance(node, list):
+        return [_columns(v) for v in node]
+    return node
+
+
+def schema_change(state: Any, schema_json: str, config: Any) -> SchemaChange | None:
+    """The change a batch writing ``schema_json`` makes to the committed ``state`` (None: the
+    same columns); refused with ``SchemaMismatchError`` unless ``config`` (a ``SinkConfig``)
+    allows it. The query checks the same when it starts; this is the commit's own guard."""
+    if same_columns(state.schema_json, schema_json):
+        return None
+    if config.schema_evolution != ADD_COLUMNS:
+        raise SchemaMismatchError(f"{config.path}: this batch writes another schema than the "
+                                  "one committed and schema.evolution is not addColumns")
+    return compare(state.schema_json, schema_json)
+
+
+def retires(config: Any) -> bool:
+    """Whether a schema change finishes the files in progress: in every format that fixes its
+    columns at the file's head (CSV's header, Parquet, ORC, staged rows); JSON lines files
+    continue, each row naming its fields."""
+    from commit_protocol.formats import FORMATS
+
+    return not FORMATS[config.format].schema_in_rows
+
+
+def retires_in_progress(state: Any, schema_json: str, config: Any) -> bool:
+    """Whether a batch writing ``schema_json`` after ``state`` finishes ``state``'s files in
+    progress (the tasks' plan and the commit decide it alike)."""
+    return not same_columns(state.schema_json, schema_json) and retires(config)
+
+
+# -- the record in the state ------------------------------------------------------------------
+def recorded(extra: dict[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
+    """The changes recorded in a state's ``extra``: ``(batch, added paths)``, oldest first."""
+    return [(int(batch), tuple(str(p) for p in paths))
+            for batch, paths in extra.get(_CHANGES, [])]
+
+
+def with_change(extra: dict[str, Any], batch: int, change: SchemaChange) -> dict[str, Any]:
+    """``extra`` with ``change`` recorded as made by ``batch``."""
+    changes = [[b, list(paths)] for b, paths in recorded(extra)]
+    return {**extra, _CHANGES: [*changes, [batch, list(change.added)]]}
+
+
+def added_paths(extra: dict[str, Any]) -> frozenset[str]:
+    """Every path some recorded change added: a file may lack these."""
+    return frozenset(path for _, paths in recorded(extra) for path in paths)
+
+
+def evolved(state: Any, schema_json: str, batch: int, change: SchemaChange) -> Any:
+    """``state`` (a ``SinkState``) carrying ``schema_json``, with ``change`` recorded."""
+    return replace(state, schema_json=schema_json,
+                   extra=with_change(state.extra, batch, change))
+
+
+def with_columns_of(schema_json: str, other_json: str) -> str:
+    """Spark schema ``schema_json`` with the columns of ``other_json`` it lacks, after its own.
+
+    >>> with_columns_of('{"type":"struct","fields":[{"name":"a"}]}',
+    ...                 '{"type":"struct","fields":[{"name":"a"},{"name":"b"}]}')
+    '{"type": "struct", "fields": [{"name": "a"}, {"name": "b"}]}'
+    """
+    schema, other = json.loads(schema_json), json.loads(other_json)
+    have = {f["name"] for f in schema["fields"]}
+    added = [f for f in other["fields"] if f["name"] not in have]
+    return json.dumps({**schema, "fields": [*schema["fields"], *added]})

@@ -1,0 +1,39 @@
+"""Splitting an Arrow batch into per-directory pieces (Hive-style ``col=value`` dirs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from commit_protocol.vocabulary.naming import partition_dir
+from commit_protocol.vocabulary.partition_values import spark_strings
+
+
+def split_by_partition(batch: pa.RecordBatch, columns: tuple[str, ...]
+                       ) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Yield ``(directory, rows without the partition columns)`` for each distinct value.
+
+    Vectorised: one dictionary encoding and one sort per batch, whatever the row count.
+    """
+    if not columns:
+        yield "", batch
+        return
+    data = batch.drop_columns(list(columns))
+    values = [spark_strings(batch.column(c)) for c in columns]
+    key = values[0] if len(values) == 1 else pc.binary_join_element_wise(
+        *[pc.fill_null(v, "") for v in values], "\x00")
+    # Null and "" share Spark's default partition directory, so one key for both is right.
+    codes = pc.dictionary_encode(pc.fill_null(key, "")).indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+    starts = np.concatenate(([0], bounds))
+    ends = np.concatenate((bounds, [len(codes)]))
+    taken = data.take(pa.array(order))
+    for start, end in zip(starts, ends, strict=True):
+        row = int(order[start])
+        dir_values = tuple(v[row].as_py() for v in values)
+        yield partition_dir(columns, dir_values), taken.slice(start, end - start)
