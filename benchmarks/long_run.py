@@ -146,7 +146,7 @@ class RotsinkWriter:
                 and self.cfg.table_format == "delta":  # the retention, compressed
             from deltalake import DeltaTable
 
-            from commit_protocol.tables.delta import delta_location
+            from commit_protocol.tables.delta.storage import delta_location
 
             uri, storage_options = delta_location(self.storage.root_uri, self.cfg)
             DeltaTable(uri, storage_options=storage_options or None).alter \
@@ -187,7 +187,7 @@ def delta_uri(url: str) -> str:
 
 def delta_storage(fs: dict[str, str]) -> dict[str, str]:
     from commit_protocol.records.config import SinkConfig
-    from commit_protocol.tables.delta import delta_location
+    from commit_protocol.tables.delta.storage import delta_location
 
     if not fs:
         return {}
@@ -201,7 +201,7 @@ def iceberg_table(url: str, options: dict[str, str], fs: dict[str, str], schema:
     """The plain writer's table (created on first use), loaded afresh as a writer would."""
     from pyiceberg.catalog import load_catalog
 
-    from commit_protocol.tables.iceberg_catalog import catalog_properties
+    from commit_protocol.tables.iceberg.catalog import catalog_properties
 
     catalog = _ICEBERG.get(url)
     if catalog is None:
@@ -314,7 +314,7 @@ def load_iceberg(url: str, fs: dict[str, str], plain: bool, options: dict[str, s
         return iceberg_table(url, options, fs, None)
     from commit_protocol.records.config import SinkConfig
     from commit_protocol.storage import open_storage
-    from commit_protocol.tables.iceberg import IcebergFollowedTable
+    from commit_protocol.tables.iceberg.table import IcebergFollowedTable
 
     root = open_storage(url, fs).root_uri
     return IcebergFollowedTable(root, SinkConfig(

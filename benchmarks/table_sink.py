@@ -82,7 +82,7 @@ def iceberg_table(out: str, schema=None):
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchTableError
 
-    from commit_protocol.tables.iceberg import catalog_properties
+    from commit_protocol.tables.iceberg.table import catalog_properties
 
     catalog = load_catalog("rotsink", **catalog_properties(f"file://{out}", {}))
     try:

@@ -79,7 +79,7 @@ class ParquetWriter:
         # a zone other than UTC, as Spark's session zone is: the same instants, said in UTC
         self._utc = utc_schema(table.schema) if config.table_format is not None else None
         schema = table.schema if self._utc is None else self._utc
-        if config.field_ids:  # an Iceberg table's (commit_protocol.tables.iceberg_ids)
+        if config.field_ids:  # an Iceberg table's (commit_protocol.tables.iceberg.ids)
             schema = with_field_ids(schema, dict(config.field_ids))
         self._writer = pq.ParquetWriter(handle, schema, compression=config.compression,
                                         compression_level=config.compression_level,

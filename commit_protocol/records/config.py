@@ -63,7 +63,7 @@ class SinkConfig:
     table_format: str | None = None
     table_options: dict[str, str] = field(default_factory=dict)
     # the Parquet field ids of the files' columns by path, decided at planning from the table
-    # (Iceberg: commit_protocol.tables.iceberg_ids); empty: columns resolved by name
+    # (Iceberg: commit_protocol.tables.iceberg.ids); empty: columns resolved by name
     field_ids: tuple[tuple[str, int], ...] = ()
     # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)
     query_name: str = ""

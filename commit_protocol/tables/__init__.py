@@ -19,7 +19,8 @@ interface), and how the demo reads the table back. The options are parsed into a
 ``SinkConfig`` holding the object; from then on callers hold the object, never the name,
 and nothing else in rotsink branches on a table format. The name alone is what a committed
 state records (:func:`recorded_table` reads it back). Adding a format (Hudi, say) is one
-module defining ``FORMAT`` and one line in :data:`TABLE_FORMATS`.
+folder (``tables/hudi/``, its ``format`` module defining ``FORMAT``) and one line in
+:data:`TABLE_FORMATS`.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Table(Protocol):
         existing table is another writer's), other partition columns, or a schema that is
         not the output's (a table may lack columns a batch adds, never have others; but with
         ``planned_columns``, when only the log's schema is known, it may have the columns a
-        batch planned since gave it: Iceberg's, :mod:`~commit_protocol.tables.iceberg_ids`)."""
+        batch planned since gave it: Iceberg's, :mod:`~commit_protocol.tables.iceberg.ids`)."""
 
     def commit(self, commit: TableCommit) -> int | None:
         """Make ``commit`` one table commit and return the table version it made, unless the
@@ -236,8 +237,8 @@ class TableFormat:
 
 # table.format name -> the module defining its FORMAT
 TABLE_FORMATS: dict[str, str] = {
-    "delta": "commit_protocol.tables.delta",
-    "iceberg": "commit_protocol.tables.iceberg",
+    "delta": "commit_protocol.tables.delta.format",
+    "iceberg": "commit_protocol.tables.iceberg.format",
 }
 
 

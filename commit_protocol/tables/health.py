@@ -5,7 +5,7 @@ and what bounds it, from the table's own metadata and a listing of its metadata 
 Delta: versions in the log, the oldest still there, the last checkpoint (a table opens from
 it), the log's files and bytes, and ``delta.logRetentionDuration`` (30 days by default), by
 which the log is cleaned at checkpoints and at least daily. Iceberg: snapshots and the
-oldest, the expiry in effect (:mod:`commit_protocol.tables.iceberg_maintenance`), manifests
+oldest, the expiry in effect (:mod:`commit_protocol.tables.iceberg.maintenance`), manifests
 in the current snapshot, metadata files kept, and for a table at the output's root its
 ``metadata/`` on storage.
 """
@@ -94,7 +94,7 @@ def _last_checkpoint(storage: Storage) -> int | None:
 def iceberg_health(storage: Storage, table: Any, *, policy: Any, embedded: bool,
                    now_ms: int) -> TableHealth:
     """``table``: pyiceberg's; ``policy``: the snapshot expiry in effect."""
-    from commit_protocol.tables.iceberg_maintenance import MERGE_KEY
+    from commit_protocol.tables.iceberg.maintenance import MERGE_KEY
 
     snapshots = table.snapshots()
     oldest = min((s.timestamp_ms for s in snapshots), default=now_ms)

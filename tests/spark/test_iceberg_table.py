@@ -34,7 +34,7 @@ def start_query(spark, source: Path, out: Path, checkpoint: Path, **options: str
 def load(out: Path):
     from pyiceberg.catalog import load_catalog
 
-    from commit_protocol.tables.iceberg import catalog_properties
+    from commit_protocol.tables.iceberg.table import catalog_properties
 
     return load_catalog("rotsink", **catalog_properties(f"file://{out}", {})) \
         .load_table("lake.events")
@@ -100,7 +100,7 @@ def test_a_table_the_output_cannot_join_is_refused_before_writing(spark, tmp_pat
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField
 
-    from commit_protocol.tables.iceberg import catalog_properties
+    from commit_protocol.tables.iceberg.table import catalog_properties
 
     out = tmp_path / "out"
     catalog = load_catalog("rotsink", **catalog_properties(f"file://{out}", {}))

@@ -27,7 +27,7 @@ def delta_table(url: str, options: dict[str, str], version: int | None = None):
     from deltalake import DeltaTable
 
     from commit_protocol.storage import open_storage
-    from commit_protocol.tables.delta import delta_location
+    from commit_protocol.tables.delta.storage import delta_location
     from datasource.options.sink import parse_sink_options
 
     config = parse_sink_options({**options, "path": url})
@@ -39,7 +39,7 @@ def iceberg_table(url: str, options: dict[str, str]):
     """pyiceberg's table of output ``url`` (written with sink ``options``); None before the
     table exists."""
     from commit_protocol.storage import open_storage
-    from commit_protocol.tables.iceberg import IcebergFollowedTable
+    from commit_protocol.tables.iceberg.table import IcebergFollowedTable
     from datasource.options.sink import parse_sink_options
 
     config = parse_sink_options({**options, "path": url})

@@ -128,7 +128,7 @@ def test_a_tables_version_retries_and_followed_files_are_counted(tmp_path, monke
     from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
-    from commit_protocol.tables import delta
+    from commit_protocol.tables.delta import table as delta
 
     cfg = dataclasses.replace(table_config(str(tmp_path / "out"), max_batches=1),
                               table_format="delta")

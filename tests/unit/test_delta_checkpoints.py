@@ -14,8 +14,8 @@ import pytest
 
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import delta_snapshots
-from commit_protocol.tables.delta import delta_location
+from commit_protocol.tables.delta import snapshots as delta_snapshots
+from commit_protocol.tables.delta.storage import delta_location
 from tests.unit.test_delta_commits import QUERY, ROWS, commit_batch, delta, forget, table_config
 
 HOUR_S = 3600

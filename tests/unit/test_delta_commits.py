@@ -21,7 +21,8 @@ from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.records.config import RotationPolicy, SinkConfig
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import open_storage
-from commit_protocol.tables import delta_snapshots, follow
+from commit_protocol.tables import follow
+from commit_protocol.tables.delta import snapshots as delta_snapshots
 from commit_protocol.task.task_writer import TaskWriter
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
@@ -91,7 +92,7 @@ def finalized(cfg: SinkConfig) -> dict[str, int]:
 def delta(cfg: SinkConfig, version: int | None = None):
     from deltalake import DeltaTable
 
-    from commit_protocol.tables.delta import delta_location
+    from commit_protocol.tables.delta.storage import delta_location
 
     uri, options = delta_location(open_storage(cfg.path, cfg.fs_options).root_uri, cfg)
     return DeltaTable(uri, version=version, storage_options=options or None)

@@ -21,7 +21,7 @@ import tracemalloc
 import pytest
 
 from commit_protocol.log.cache import STATES
-from commit_protocol.tables.iceberg_catalog import OPEN_CATALOGS
+from commit_protocol.tables.iceberg.catalog import OPEN_CATALOGS
 from tests.support.committing_driver import commit_one, config
 
 WARM_COMMITS = 60  # the state cache (8), log compactions (every 3rd), rolls, clean-ups
@@ -101,7 +101,7 @@ def test_an_iceberg_catalog_is_opened_once_a_process_and_again_for_a_new_output(
     import pyarrow as pa
 
     from commit_protocol.storage import LocalStorage
-    from commit_protocol.tables.iceberg_catalog import catalog_properties, default_identifier
+    from commit_protocol.tables.iceberg.catalog import catalog_properties, default_identifier
     from tests.support.tables import finalized_ids
 
     storage = LocalStorage(str(out))

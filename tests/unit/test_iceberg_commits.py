@@ -49,7 +49,7 @@ def iceberg_config(path: str, **kw) -> SinkConfig:
 
 
 def table_of(cfg: SinkConfig):
-    from commit_protocol.tables.iceberg import IcebergFollowedTable
+    from commit_protocol.tables.iceberg.table import IcebergFollowedTable
 
     root_uri = open_storage(cfg.path, cfg.fs_options).root_uri
     table = IcebergFollowedTable(root_uri, cfg).loaded()
@@ -283,7 +283,7 @@ def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, ma
     from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import LongType, NestedField, StringType
 
-    from commit_protocol.tables.iceberg import catalog_properties
+    from commit_protocol.tables.iceberg.table import catalog_properties
 
     out = tmp_path / "out"
     cfg = iceberg_config(str(out))
@@ -303,7 +303,7 @@ def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, ma
 
 
 def test_catalog_secrets_are_given_by_reference(tmp_path, monkeypatch):
-    from commit_protocol.tables.iceberg import catalog_properties
+    from commit_protocol.tables.iceberg.table import catalog_properties
 
     monkeypatch.setenv("CATALOG_TOKEN", "s3cr3t")
     (tmp_path / "secret").write_text("from-a-file\n")

@@ -1,4 +1,4 @@
-"""An Iceberg table that stays flat (``commit_protocol.tables.iceberg_maintenance``): the tables
+"""An Iceberg table that stays flat (``commit_protocol.tables.iceberg.maintenance``): the tables
 rotsink creates bound their metadata files and merge their manifests; snapshots expire by age
 and the manifest lists and manifests only they named are deleted, never a data file nor a
 mark; a table rotsink joined keeps its settings and is expired only on request; a crash in the
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from commit_protocol.checks.verification import verify_output
-from commit_protocol.tables.iceberg_maintenance import (
+from commit_protocol.tables.iceberg.maintenance import (
     BOUNDED_METADATA,
     CREATED_BY,
     ISOLATION,
@@ -105,7 +105,7 @@ def test_snapshots_expire_by_age_and_only_their_metadata_goes(tmp_path):
 def test_the_expiry_s_memory_of_manifest_lists_holds_only_live_snapshots(tmp_path):
     """A driver expires snapshots for months: what it remembers of them stays the snapshots
     the retention keeps, whoever expired the others."""
-    from commit_protocol.tables import iceberg_maintenance
+    from commit_protocol.tables.iceberg import maintenance as iceberg_maintenance
 
     cfg = config(tmp_path, snapshotRetention="1ms")
     iceberg_maintenance._MANIFESTS["s3://elsewhere/snap-expired-by-another-writer.avro"] = \
@@ -239,7 +239,7 @@ def test_a_commit_works_out_the_table_metadata_once_per_staged_change(tmp_path, 
     snapshot kept) at each read of ``table_metadata``: 27 times for a commit of 3 files, more
     with more files. rotsink's transactions do it once per staged change, copying only what
     an update changes, and leave the table's own metadata as it was."""
-    from commit_protocol.tables import iceberg_transaction
+    from commit_protocol.tables.iceberg import transaction as iceberg_transaction
 
     replayed: list[int] = []
     original = iceberg_transaction._replayed

@@ -91,7 +91,7 @@ def test_without_blind_appends_even_a_write_serializable_table_refuses_it(tmp_pa
     from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
-    from commit_protocol.tables import delta
+    from commit_protocol.tables.delta import table as delta
 
     cfg = config(tmp_path, "delta")
     for batch_id in range(3):
@@ -106,7 +106,7 @@ def test_without_blind_appends_even_a_write_serializable_table_refuses_it(tmp_pa
 
 
 def test_an_iceberg_delete_that_read_the_table_before_rotsinks_commit_lands(tmp_path):
-    from commit_protocol.tables.iceberg_maintenance import ISOLATION
+    from commit_protocol.tables.iceberg.maintenance import ISOLATION
 
     cfg = config(tmp_path, "iceberg")
     for batch_id in range(3):

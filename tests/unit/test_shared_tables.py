@@ -83,7 +83,7 @@ def rotsink_ids(cfg: SinkConfig) -> Counter:
 
 
 def _iceberg(cfg: SinkConfig):
-    from commit_protocol.tables.iceberg import IcebergFollowedTable
+    from commit_protocol.tables.iceberg.table import IcebergFollowedTable
 
     table = IcebergFollowedTable(open_storage(cfg.path).root_uri, cfg).loaded()
     assert table is not None
@@ -376,7 +376,7 @@ def test_rows_deleted_in_place_are_named_at_start_and_refused_by_rotsink_s_reade
     """delta-rs cannot write deletion vectors (Spark's DELETE does:
     ``tests/spark/test_table_spark_readers.py``): the table here reports two files with
     rows deleted in place, as a table with them does."""
-    from commit_protocol.tables.delta import DeltaFollowedTable
+    from commit_protocol.tables.delta.table import DeltaFollowedTable
     from commit_protocol.vocabulary.errors import TableError
 
     cfg = table_config(str(tmp_path / "out"))

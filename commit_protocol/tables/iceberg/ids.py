@@ -10,7 +10,7 @@ and travel to the tasks in the sink's config (:attr:`SinkConfig.field_ids`), for
 encoder (:func:`commit_protocol.formats.parquet.with_field_ids`) to put in each file's schema:
 
 * a table that does not exist yet: the ids rotsink's commit will create it with (the fresh
-  ids of :func:`~commit_protocol.tables.iceberg_schema.iceberg_schema`, assigned in order);
+  ids of :func:`~commit_protocol.tables.iceberg.schema.iceberg_schema`, assigned in order);
 * a table that lacks some of the batch's columns (``schema.evolution=addColumns``): they are
   added first, in a schema-only commit of their own (as Kafka Connect's Iceberg sink evolves
   a table before writing), so that Iceberg, not rotsink, assigns their ids; adding an
@@ -39,7 +39,7 @@ FieldIds = tuple[tuple[str, int], ...]
 def ids_of(schema: Schema) -> FieldIds:
     """Every field's id by its path.
 
-    >>> from commit_protocol.tables.iceberg_schema import iceberg_schema
+    >>> from commit_protocol.tables.iceberg.schema import iceberg_schema
     >>> ids_of(iceberg_schema('{"type":"struct","fields":[{"name":"id","type":"long",'
     ...     '"nullable":true,"metadata":{}},{"name":"tags","type":{"type":"array",'
     ...     '"elementType":"string","containsNull":true},"nullable":true,"metadata":{}}]}'))
@@ -70,7 +70,7 @@ def ids_of(schema: Schema) -> FieldIds:
 def planned_ids(table: IcebergTable | None, schema_json: str) -> FieldIds:
     """The ids the batch's files carry (see the module's docstring); adds the columns the
     table lacks first. Runs on the driver, at planning."""
-    from commit_protocol.tables.iceberg_schema import iceberg_schema
+    from commit_protocol.tables.iceberg.schema import iceberg_schema
 
     wanted = iceberg_schema(schema_json)
     if table is None:

@@ -5,7 +5,7 @@ The table lives where Delta readers look for it, at the output's root (``_delta_
 may name any file below its root, so nothing is copied. Each table commit is one delta-rs
 transaction of ``add`` actions (the file's path as it is on storage, its size, its partition
 values as Spark spells them in the directory name, statistics from its footer:
-:mod:`commit_protocol.tables.delta_stats`) with a ``txn`` action: application id
+:mod:`commit_protocol.tables.delta.stats`) with a ``txn`` action: application id
 ``rotsink-<query id>``, version the batch id, as Delta's own streaming sink records its
 batches. A table without this writer's ``txn`` is another writer's, refused at start; each
 commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBatch``); an
@@ -18,7 +18,7 @@ at exactly the version read, +1) after reading the table's ``txn``, and a lost r
 the table afresh and looks again -- a batch the table holds is never committed twice, by a
 zombie driver either. Two concurrent creations would both succeed the same way; with no
 retry, one fails. What a process knows of the table between its commits, and why a commit
-then costs one request: :mod:`commit_protocol.tables.delta_snapshots`.
+then costs one request: :mod:`commit_protocol.tables.delta.snapshots`.
 
 Added columns (``schema.evolution=addColumns``) take a commit of their own just before the
 batch's files: delta-rs commits a wider schema only in an overwrite, which could drop files.
@@ -33,21 +33,16 @@ MinIO, SeaweedFS and Azure do. Where the table is found: :mod:`delta_storage`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol.metrics import count
-from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
 from commit_protocol.tables import (
     TableCommit,
     TableFile,
-    TableFormat,
     TableHealth,
-    TableRead,
 )
-from commit_protocol.tables.delta_snapshots import Snapshot, forget, snapshot
-from commit_protocol.tables.delta_storage import STORAGE_PREFIX, delta_location
+from commit_protocol.tables.delta.snapshots import Snapshot, forget, snapshot
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
@@ -61,27 +56,6 @@ if TYPE_CHECKING:
 # cannot apply
 NO_DELETION_VECTORS = {"delta.enableDeletionVectors": "false"}
 _ATTEMPTS = 5  # reads and commits when other writers' commits (an OPTIMIZE) land between
-
-
-@dataclass(frozen=True)
-class DeltaFormat(TableFormat):
-    """``table.format=delta``: the table at the output's root, by delta-rs."""
-
-    def open(self, storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
-        uri, options = delta_location(storage.root_uri, config)
-        return DeltaFollowedTable(uri, options, storage)
-
-    def read_back(self, out: str) -> TableRead:
-        from deltalake import DeltaTable
-
-        delta = DeltaTable(out)
-        ids = delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
-        return TableRead(f"Delta table (delta-rs): version {delta.version()}, "
-                         f"{len(delta.file_uris())} files, {len(ids)} rows", ids)
-
-
-FORMAT = DeltaFormat("delta", library="deltalake", extra="delta",
-                     option_prefixes=(STORAGE_PREFIX,))
 
 
 class DeltaFollowedTable:
@@ -133,7 +107,7 @@ class DeltaFollowedTable:
         """Nothing here: checkpoints (at the table's ``delta.checkpointInterval``, 100 by
         default) and the clean-up of log files past ``delta.logRetentionDuration`` (at each
         checkpoint and at least daily) run in the snapshot's refresh after each commit
-        (:mod:`commit_protocol.tables.delta_snapshots`)."""
+        (:mod:`commit_protocol.tables.delta.snapshots`)."""
 
     def row_deletes(self) -> int:
         table = self.loaded(fresh=False)
@@ -226,7 +200,7 @@ class DeltaFollowedTable:
 
 def _NO_HOOKS() -> Any:
     """No checkpoint or log clean-up inside a commit: the snapshot's background refresh
-    makes them (:mod:`commit_protocol.tables.delta_snapshots`)."""
+    makes them (:mod:`commit_protocol.tables.delta.snapshots`)."""
     from deltalake.transaction import PostCommitHookProperties
 
     return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
@@ -264,7 +238,7 @@ def _adds(commit: TableCommit) -> list[Any]:
 
     # imported here, not with the module: parsing any table option (every query's planning)
     # imports this module, and pyarrow alone costs a fresh Python process about 250 ms
-    from commit_protocol.tables.delta_stats import delta_stats
+    from commit_protocol.tables.delta.stats import delta_stats
 
     return [AddAction(path=f.path, size=f.size, partition_values=_partition_values(f),
                       modification_time=f.mtime_ms, data_change=True,

@@ -4,7 +4,7 @@ Spark's types map to Iceberg's as Spark's own Iceberg writer maps them: byte and
 ``int``, ``timestamp`` (an instant) is ``timestamptz``, ``timestamp_ntz`` is ``timestamp``;
 every field is optional (as Delta's and Spark's streaming sinks store a stream's schema), and
 ids are assigned fresh by pyiceberg, and carried by the data files
-(:mod:`~commit_protocol.tables.iceberg_ids`); files an earlier rotsink wrote carry none, and
+(:mod:`~commit_protocol.tables.iceberg.ids`); files an earlier rotsink wrote carry none, and
 the table's name mapping (``schema.name-mapping.default``) resolves their columns by name.
 
 A partition value is spelled in its directory name as Spark casts it to a string; Iceberg

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.tables.iceberg_transaction import expire_snapshots
+from commit_protocol.tables.iceberg.transaction import expire_snapshots
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import OptionError
 

@@ -1,15 +1,15 @@
 """``table.format=iceberg``: rotsink's finalized files as snapshots of an Apache Iceberg table,
-through a catalog (:mod:`~commit_protocol.tables.iceberg_catalog`: an embedded SQLite catalog
+through a catalog (:mod:`~commit_protocol.tables.iceberg.catalog`: an embedded SQLite catalog
 beside the output by default, a REST catalog for production), committed with pyiceberg.
 
 The table is ``table.identifier``. With a SQL catalog it lives at the output's root, its
 metadata in ``metadata/`` (where path-based readers look); its data files are rotsink's
 finalized files where they are, by absolute path, partitioned by identity on ``partitionBy``
-(:mod:`~commit_protocol.tables.iceberg_files`), with the table's field ids
-(:mod:`~commit_protocol.tables.iceberg_ids`). One snapshot per micro-batch that finalizes
+(:mod:`~commit_protocol.tables.iceberg.files`), with the table's field ids
+(:mod:`~commit_protocol.tables.iceberg.ids`). One snapshot per micro-batch that finalizes
 files: an append (merging manifests where the table asks,
-:mod:`~commit_protocol.tables.iceberg_maintenance`) with the batch in its summary and the
-query's mark (:mod:`~commit_protocol.tables.iceberg_marks`) in the same transaction.
+:mod:`~commit_protocol.tables.iceberg.maintenance`) with the batch in its summary and the
+query's mark (:mod:`~commit_protocol.tables.iceberg.marks`) in the same transaction.
 pyiceberg retries a commit that lost a race on top of the winner, which would commit a batch
 twice: rotsink's transactions start from a table object that says no retries (in memory only:
 other writers keep theirs), and the append's requirement (the main branch at the snapshot
@@ -19,16 +19,12 @@ read) makes the commit conditional on the mark read; a lost race reads the table
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol.metrics import count
 from commit_protocol.records.config import SinkConfig
-from commit_protocol.storage import Storage
-from commit_protocol.tables import TableCommit, TableFormat, TableHealth, TableRead
-from commit_protocol.tables.iceberg_catalog import (
-    CATALOG_NAME,
-    CATALOG_PREFIX,
+from commit_protocol.tables import TableCommit, TableHealth
+from commit_protocol.tables.iceberg.catalog import (
     IDENTIFIER,
     OPEN_CATALOGS,
     below,
@@ -39,10 +35,9 @@ from commit_protocol.tables.iceberg_catalog import (
     is_embedded,
     same_uri,
 )
-from commit_protocol.tables.iceberg_files import DATA_CONTENT, data_file, identity_spec, listed
-from commit_protocol.tables.iceberg_maintenance import (
+from commit_protocol.tables.iceberg.files import DATA_CONTENT, data_file, identity_spec, listed
+from commit_protocol.tables.iceberg.maintenance import (
     MERGE_KEY,
-    RETENTION,
     ExpiryPolicy,
     created_by,
     created_properties,
@@ -50,7 +45,7 @@ from commit_protocol.tables.iceberg_maintenance import (
     missing_properties,
     retention_option,
 )
-from commit_protocol.tables.iceberg_marks import (
+from commit_protocol.tables.iceberg.marks import (
     MARK,
     NUM_RETRIES,
     OWNER,
@@ -60,9 +55,9 @@ from commit_protocol.tables.iceberg_marks import (
     without_retries,
     writers,
 )
-from commit_protocol.tables.iceberg_schema import iceberg_schema
-from commit_protocol.tables.iceberg_transaction import transaction
-from commit_protocol.vocabulary.errors import OptionError, TableError
+from commit_protocol.tables.iceberg.schema import iceberg_schema
+from commit_protocol.tables.iceberg.transaction import transaction
+from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.release import RELEASE
 
 logger = logging.getLogger("rotsink.table")
@@ -86,55 +81,6 @@ DATA_PATH = "write.data.path"
 COPY_ON_WRITE = {f"write.{change}.mode": "copy-on-write"
                  for change in ("delete", "update", "merge")}
 _ATTEMPTS = 5
-
-
-
-@dataclass(frozen=True)
-class IcebergFormat(TableFormat):
-    """``table.format=iceberg``: a table in a catalog, by pyiceberg."""
-
-    def check_options(self, config: SinkConfig) -> None:
-        super().check_options(config)
-        identifier = config.table_options.get(IDENTIFIER)
-        if identifier is not None and (identifier.count(".") < 1
-                                       or "" in identifier.split(".")):
-            raise OptionError(f"option table.identifier={identifier!r}: expected "
-                              "namespace.table, for table.format=iceberg")
-        retention_option(config.table_options)  # a bad one fails at start, naming it
-
-    def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
-        return IcebergFollowedTable(storage.root_uri, config)
-
-    def field_ids(self, storage: Storage, config: SinkConfig,
-                  schema_json: str) -> tuple[tuple[str, int], ...]:
-        from commit_protocol.tables.iceberg_ids import planned_ids
-
-        return planned_ids(self.open(storage, config).loaded(), schema_json)
-
-    def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
-        """The embedded catalog's table keeps its metadata in ``metadata/`` below the
-        output's root, where path-based readers look for it."""
-        return (METADATA_DIR,) if is_embedded(config.table_options) else ()
-
-    def read_back(self, out: str) -> TableRead:
-        from commit_protocol.records.config import SinkConfig
-        from commit_protocol.storage import open_storage
-
-        storage = open_storage(out)
-        followed = IcebergFollowedTable(storage.root_uri,
-                                        SinkConfig(path=out, format="parquet",
-                                                   table_format=self.name))
-        table = followed.loaded()
-        assert table is not None, f"no Iceberg table follows {out}"
-        ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
-        return TableRead(f"Iceberg table {followed.identifier} (pyiceberg, embedded catalog "
-                         f"{out}/_iceberg/catalog.db): {len(table.snapshots())} snapshots, "
-                         f"{len(table.inspect.files())} files, {len(ids)} rows", ids)
-
-
-FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",
-                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME, RETENTION),
-                       option_prefixes=(CATALOG_PREFIX,))
 
 
 class IcebergFollowedTable:
@@ -285,7 +231,7 @@ class IcebergFollowedTable:
 
     def maintain(self, *, owner: str, now_ms: int) -> None:
         """After this process's commit: expire the snapshots due (see
-        :mod:`commit_protocol.tables.iceberg_maintenance`); nothing without a commit."""
+        :mod:`commit_protocol.tables.iceberg.maintenance`); nothing without a commit."""
         table, self._committed = self._committed, None
         if table is None:
             return

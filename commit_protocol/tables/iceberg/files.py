@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol.tables import TableCommit, TableFile
-from commit_protocol.tables.iceberg_ids import file_ids, ids_of
-from commit_protocol.tables.iceberg_schema import partition_value
+from commit_protocol.tables.iceberg.ids import file_ids, ids_of
+from commit_protocol.tables.iceberg.schema import partition_value
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
 

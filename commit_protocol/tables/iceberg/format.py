@@ -1,0 +1,68 @@
+"""``table.format=iceberg``: what the format takes (checked at start), the field ids a batch
+plans and the directories its table owns; the table itself is
+:class:`~commit_protocol.tables.iceberg.table.IcebergFollowedTable`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.storage import Storage
+from commit_protocol.tables import TableFormat, TableRead
+from commit_protocol.tables.iceberg.catalog import (
+    CATALOG_NAME,
+    CATALOG_PREFIX,
+    IDENTIFIER,
+    is_embedded,
+)
+from commit_protocol.tables.iceberg.maintenance import RETENTION, retention_option
+from commit_protocol.tables.iceberg.table import METADATA_DIR, IcebergFollowedTable
+from commit_protocol.vocabulary.errors import OptionError
+
+
+@dataclass(frozen=True)
+class IcebergFormat(TableFormat):
+    """``table.format=iceberg``: a table in a catalog, by pyiceberg."""
+
+    def check_options(self, config: SinkConfig) -> None:
+        super().check_options(config)
+        identifier = config.table_options.get(IDENTIFIER)
+        if identifier is not None and (identifier.count(".") < 1
+                                       or "" in identifier.split(".")):
+            raise OptionError(f"option table.identifier={identifier!r}: expected "
+                              "namespace.table, for table.format=iceberg")
+        retention_option(config.table_options)  # a bad one fails at start, naming it
+
+    def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
+        return IcebergFollowedTable(storage.root_uri, config)
+
+    def field_ids(self, storage: Storage, config: SinkConfig,
+                  schema_json: str) -> tuple[tuple[str, int], ...]:
+        from commit_protocol.tables.iceberg.ids import planned_ids
+
+        return planned_ids(self.open(storage, config).loaded(), schema_json)
+
+    def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
+        """The embedded catalog's table keeps its metadata in ``metadata/`` below the
+        output's root, where path-based readers look for it."""
+        return (METADATA_DIR,) if is_embedded(config.table_options) else ()
+
+    def read_back(self, out: str) -> TableRead:
+        from commit_protocol.records.config import SinkConfig
+        from commit_protocol.storage import open_storage
+
+        storage = open_storage(out)
+        followed = IcebergFollowedTable(storage.root_uri,
+                                        SinkConfig(path=out, format="parquet",
+                                                   table_format=self.name))
+        table = followed.loaded()
+        assert table is not None, f"no Iceberg table follows {out}"
+        ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+        return TableRead(f"Iceberg table {followed.identifier} (pyiceberg, embedded catalog "
+                         f"{out}/_iceberg/catalog.db): {len(table.snapshots())} snapshots, "
+                         f"{len(table.inspect.files())} files, {len(ids)} rows", ids)
+
+
+FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",
+                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME, RETENTION),
+                       option_prefixes=(CATALOG_PREFIX,))
