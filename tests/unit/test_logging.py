@@ -6,13 +6,14 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import time
 
 import pytest
 
 from commit_protocol.commit.committer import Committer
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.vocabulary import failpoints
-from commit_protocol.vocabulary.naming import partition_claim
+from commit_protocol.vocabulary.naming import INPROGRESS_DIR, partition_claim
 from tests.unit.test_task_writer import SCHEMA_JSON, commit, config, rows, run_task, storage_of
 
 
@@ -113,3 +114,26 @@ def test_a_named_query_is_named_in_its_lines_and_in_its_log(tmp_path, caplog):
     (line,) = [r for r in caplog.records if r.name == "rotsink.commit"]  # process's
     assert line.getMessage().startswith("batch 1 committed in ")
     assert schema_lines(str(tmp_path))[0] == "query: unnamed (id q)"  # the newest name
+
+
+def test_the_staged_rows_of_finished_files_go_without_a_warning(tmp_path, caplog):
+    """A Parquet file stages its rows while in progress and is encoded to a fresh temp when it
+    rolls; the clean-up deletes the staged rows after ``log.cleanupDelay``. That is routine:
+    one INFO line, no WARNING (an operator's warnings mean something happened)."""
+    cfg = config(tmp_path, format="parquet", file_suffix=".parquet", compact_interval=2,
+                 cleanup_delay_ms=0, rotation={"max_batches": 2})  # files span two batches
+    later = int(time.time() * 1000) + 60_000  # every temp is older than the delay
+    with caplog.at_level(logging.INFO, logger="rotsink"):
+        for batch in range(4):
+            report = run_task(tmp_path, cfg, batch, [rows(batch * 2, 2)])
+            Committer(storage_of(cfg), cfg, SCHEMA_JSON).commit(batch, [report], now_ms=later)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    deleted = [r.getMessage() for r in caplog.records if "temp file(s) no committed" in
+               r.getMessage()]
+    assert deleted == ["batch 1: deleted 1 temp file(s) no committed state names, older than "
+                       "log.cleanupDelay (staged rows of files finished since, replaced copies, "
+                       "failed attempts)", "batch 3: deleted 1 temp file(s) no committed state "
+                       "names, older than log.cleanupDelay (staged rows of files finished since, "
+                       "replaced copies, failed attempts)"]
+    assert sorted(p.name for p in (tmp_path / INPROGRESS_DIR).iterdir()) == []  # none left
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 2  # two batches' rows each
