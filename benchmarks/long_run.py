@@ -327,7 +327,7 @@ class S3Calls:
     one goes through s3fs's ``_call_s3``; delta-rs's and pyiceberg's requests do not, and are
     not seen): when a run slows down, this says whether rotsink asks more of the store or the
     store answers more slowly. Timed in the client, not through the recording proxy of
-    ``tests/support/s3faults.py`` the other S3 benchmarks use: a Python HTTP hop on each of
+    ``tests/support/faulty_proxy.py`` the other S3 benchmarks use: a Python HTTP hop on each of
     hundreds of thousands of requests would change the very times this run follows."""
 
     def __init__(self) -> None:

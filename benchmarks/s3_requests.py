@@ -10,7 +10,7 @@ requests per batch by kind, one column per server: a batch that only appends, on
 rolls a file, and a compaction batch; after the slash, the *sequential* requests (the
 longest chain that ran one after another: the round trips the batch waited for). The counts
 are the protocol's, so they should match; a server that answers differently (a retry, an
-error) shows as a difference. ``benchmarks/s3_commits.py`` measures the same through Spark,
+error) shows as a difference. ``benchmarks/store_commits.py`` measures the same through Spark,
 against Spark's own sink.
 """
 
@@ -33,7 +33,7 @@ from commit_protocol.records.config import RotationPolicy, SinkConfig  # noqa: E
 from commit_protocol.records.plan import WritePlan  # noqa: E402
 from commit_protocol.storage import open_storage  # noqa: E402
 from commit_protocol.task.task_writer import TaskWriter  # noqa: E402
-from tests.support.s3faults import FailingProxy, Sent, sequential  # noqa: E402
+from tests.support.faulty_proxy import FailingProxy, Sent, sequential  # noqa: E402
 from tests.support.s3server import (  # noqa: E402
     DUMMY_CREDENTIALS,
     SERVERS,

@@ -9,7 +9,7 @@ directories (Parquet, ``rotation.maxBatches=2``: every other batch finalizes fou
 once with the table and once without (the anchor), to a local directory (Iceberg: its
 embedded SQLite catalog) and to SeaweedFS on 127.0.0.1 (Iceberg: its REST catalog, the table
 in its table bucket, the files in another bucket) through the recording proxies of
-``tests/support/s3faults.py`` (one for S3, one for the catalog), which delay every request by
+``tests/support/faulty_proxy.py`` (one for S3, one for the catalog), which delay every request by
 ``--latency-ms`` (AWS S3 answers in 10-30 ms). It times each commit
 and, inside it, the table step (the high-water mark read, the footers of the new files, the
 delta-rs commit); the requests sent during the table step are counted, with the *sequential*
@@ -159,7 +159,7 @@ def iceberg_options(catalog: str, s3: str) -> dict[str, str]:
 
 
 def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None) -> None:
-    from tests.support.s3faults import FailingProxy, sequential
+    from tests.support.faulty_proxy import FailingProxy, sequential
     from tests.support.s3server import create_bucket
 
     table_ms: list[float] = []

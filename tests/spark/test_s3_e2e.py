@@ -18,7 +18,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from tests.spark.test_sink_e2e import to_text
-from tests.support.s3faults import FailingProxy
+from tests.support.faulty_proxy import FailingProxy
 from tests.support.s3server import SERVERS
 from tests.support.streams import rotsink_ids, run_to_completion, write_numbered_source
 

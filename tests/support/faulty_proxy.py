@@ -1,5 +1,5 @@
-"""A loopback HTTP proxy in front of the local S3 server that fails, delays and records
-requests.
+"""A loopback HTTP proxy in front of a local object store (the S3 servers, fake-gcs-server,
+Azurite) that fails, delays and records requests.
 
 Tests point ``fs.endpoint_url`` (or s3a's endpoint) at the proxy and arm a rule such as
 "answer the next 5 PUTs whose path contains ``_spark_metadata`` with 503": the request never
