@@ -70,6 +70,7 @@ import tempfile
 import time
 import tracemalloc
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -460,15 +461,19 @@ def _stats(values: list[float]) -> list[float]:
 
 
 # -- the parent ----------------------------------------------------------------------------------
-def run(label: str, cmd: list[str], env: dict[str, str]) -> list[dict]:
+def run(label: str, cmd: list[str], env: dict[str, str],
+        keep: Callable[[list[dict]], None] = lambda points: None) -> list[dict]:
+    """The points of one writer's run, each shown and handed to ``keep`` as it comes (a run
+    of hours that is stopped keeps what it measured)."""
     print(f"== {label}", flush=True)
-    points = []
+    points: list[dict] = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as child:
         assert child.stdout is not None
         for line in child.stdout:
             point = json.loads(line)
             points.append(point)
             show(point)
+            keep(points)
     if child.returncode:
         raise SystemExit(f"{label}: the writer failed (exit {child.returncode})")
     return points
@@ -606,9 +611,11 @@ def main() -> int:
                            "--days-kept", str(args.days_kept),
                            *(["--tracemalloc"] if args.tracemalloc else [])]
                     # (the environment as now: an Iceberg catalog's secret was just set)
-                    results[label] = run(label, cmd, {**os.environ, **env})
-                    if args.json:  # as it goes: a run of an hour keeps what it measured
-                        args.json.write_text(json.dumps(results))
+                    def keep(points: list[dict], label: str = label) -> None:
+                        if args.json:  # as it goes: a run of hours keeps what it measured
+                            args.json.write_text(json.dumps({**results, label: points}))
+
+                    results[label] = run(label, cmd, {**os.environ, **env}, keep)
             if stop is not None:
                 stop()
                 stop = None
