@@ -54,6 +54,11 @@ holds in use and free: :mod:`benchmarks.process_memory`), and on S3 rotsink's ow
 a commit by operation and part of the output with their median time (:class:`S3Calls`:
 whether a commit that slows down asks more of the store, or the store answers more slowly).
 ``--png`` draws them against the commit number.
+
+The committing process takes Arrow's pool as a query's committing process does
+(:mod:`datasource.spark.memory_pool`: jemalloc unless ``ARROW_DEFAULT_MEMORY_POOL`` names one):
+``ARROW_DEFAULT_MEMORY_POOL=mimalloc`` measures pyarrow's own default beside it, and
+``--free-every N`` hands the allocators' free memory back every N commits.
 """
 
 from __future__ import annotations
@@ -377,7 +382,9 @@ def _area(kwargs: dict[str, Any]) -> str:
 def drive(args: argparse.Namespace) -> None:
     """The child: commit, and print one JSON line every ``--every`` commits."""
     from benchmarks import process_memory
+    from datasource.spark.memory_pool import use_for_commits
 
+    pool = use_for_commits()  # as the query's committing process does (ARROW_DEFAULT_MEMORY_POOL)
     if args.tracemalloc:
         tracemalloc.start()
     fs = json.loads(args.fs)
@@ -404,11 +411,14 @@ def drive(args: argparse.Namespace) -> None:
             s3.active = False
         commits.append(total)
         tables.append(step)
+        if args.free_every and (n + 1) % args.free_every == 0:
+            process_memory.free_unused()
         if (n + 1) % args.every == 0 or n == 0:
             plan_ms, files, found = others.submit(look, args.url, fs, args.table, plain,
                                                   options).result()
             print(json.dumps({
                 "commit": n + 1, "commit_ms": _stats(commits), "table_ms": _stats(tables),
+                "pool": pool,
                 "metadata": found, "plan_ms": plan_ms,
                 "files": files, "rate": len(commits) / (time.perf_counter() - started),
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -416,8 +426,6 @@ def drive(args: argparse.Namespace) -> None:
                 "s3_calls": s3.take(len(commits)) if s3 is not None else {}}),
                 flush=True)
             commits, tables, started = [], [], time.perf_counter()
-
-
     others.shutdown()
 
 
@@ -490,8 +498,9 @@ def show(p: dict) -> None:
           flush=True)
     if "python_blocks" in p:  # (older --json files have the resident set only)
         heap = f"Python heap {p['python_mb']:,.1f} MB, " if p.get("python_mb") else ""
+        pool = f" ({p['pool']})" if p.get("pool") else ""
         print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks in "
-              f"{p.get('python_arenas_mb') or 0:,.0f} MB of arenas, Arrow "
+              f"{p.get('python_arenas_mb') or 0:,.0f} MB of arenas, Arrow{pool} "
               f"{p['arrow_mb'] or 0:,.1f} MB, malloc in use {p['malloc_in_use_mb'] or 0:,.1f} "
               f"MB and free {p['malloc_free_mb'] or 0:,.1f} MB", flush=True)
     calls = sorted(p.get("s3_calls", {}).items(), key=lambda kv: -kv[1][2])
@@ -557,6 +566,9 @@ def main() -> int:
                         help="summarize and draw the points of an earlier --json, run nothing")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="trace the Python heap of each writer (slows its commits)")
+    parser.add_argument("--free-every", type=int, default=0,
+                        help="hand back the allocators' free memory every N commits (an A/B "
+                             "of the resident set's growth: memory kept, or in use?)")
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--writer", default="rotsink", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -609,6 +621,7 @@ def main() -> int:
                            "--every", str(args.every), "--retention", str(args.retention),
                            "--day-commits", str(args.day_commits),
                            "--days-kept", str(args.days_kept),
+                           "--free-every", str(args.free_every),
                            *(["--tracemalloc"] if args.tracemalloc else [])]
                     # (the environment as now: an Iceberg catalog's secret was just set)
                     def keep(points: list[dict], label: str = label) -> None:

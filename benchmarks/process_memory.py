@@ -83,3 +83,18 @@ def sample() -> dict[str, float | None]:
         found["malloc_in_use_mb"] = (info.uordblks + info.hblkhd) / 2**20
         found["malloc_free_mb"] = info.fordblks / 2**20
     return found
+
+
+def free_unused() -> None:
+    """Hand back what the allocators hold free: pyarrow's pool (mimalloc's retained pages)
+    and glibc's heaps (``malloc_trim``). An A/B of ``long_run.py --free-every`` against
+    none says whether the resident set that grows is memory in use or memory kept."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+

@@ -36,6 +36,7 @@ from commit_protocol.vocabulary.errors import (
     UnsupportedQueryError,
 )
 from commit_protocol.vocabulary.query_label import naming
+from datasource.spark import memory_pool
 from datasource.spark.compat import StreamWriterBase
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class RotSinkStreamWriter(StreamWriterBase):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver once every task of the batch succeeded."""
+        memory_pool.use_for_commits()  # the process that commits for the query's life
         with naming(self.config.query_name), \
                 metrics.recording(self.config.metrics_mailbox, batchId) as recorded:
             result = self._committer().commit(batchId, [_report(m) for m in messages])
@@ -144,6 +146,7 @@ class RotSinkStreamWriter(StreamWriterBase):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver when a task failed: nothing of the batch becomes visible."""
+        memory_pool.use_for_commits()
         with naming(self.config.query_name), \
                 metrics.recording(self.config.metrics_mailbox, batchId) as recorded:
             recorded.aborted()
