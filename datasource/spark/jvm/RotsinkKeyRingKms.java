@@ -1,6 +1,6 @@
 /*
  * A parquet-mr KMS client over rotsink's key ring, so that Spark's own Parquet reader
- * decrypts the files rotsink writes with commit_protocol/parquet_crypto.py (and so that
+ * decrypts the files rotsink writes with commit_protocol/crypto/parquet.py (and so that
  * Spark can write files rotsink reads).
  *
  * Master keys come from the Hadoop property parquet.encryption.key.list, in the format of
@@ -10,7 +10,7 @@
  *
  * No key bytes ever appear in an exception message or a log line: errors name key ids only.
  *
- * Build: datasource/kms_jar.py (build_kms_jar) compiles this file against Spark's jars.
+ * Build: datasource/spark/kms_jar.py (build_kms_jar) compiles this file against Spark's jars.
  */
 package io.rotsink.kms;
 
