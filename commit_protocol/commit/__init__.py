@@ -11,5 +11,6 @@ clean-up, top to bottom:
    ``_SUCCESS`` markers of completed directories;
 7. the table that follows the log (``commit_protocol.tables``);
 8. ``housekeeping`` -- deleting what nothing needs any more, after ``log.cleanupDelay``;
-9. ``commit_report`` -- the INFO line of the batch and the WARNING of orphans deleted.
+9. ``commit_report`` -- the INFO lines of the batch and of the temp files its clean-up
+   deleted.
 """

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import is_compaction_batch
@@ -49,9 +48,6 @@ from commit_protocol.tables.sharing import (
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import CorruptLogError
 from commit_protocol.vocabulary.uris import from_uri, to_uri
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("rotsink.table")
 
