@@ -44,6 +44,14 @@ def metadata_files(cfg, suffix: str) -> list[Path]:
     return sorted((Path(cfg.path) / "metadata").glob(f"*{suffix}"))
 
 
+def named_by_snapshots(table) -> set[str]:
+    """The manifest lists and manifests the table's snapshots name, as pyiceberg reads them."""
+    named = {Path(s.manifest_list).name for s in table.snapshots()}
+    for snapshot in table.snapshots():
+        named |= {Path(m.manifest_path).name for m in snapshot.manifests(table.io)}
+    return named
+
+
 def data_files(cfg) -> set[str]:
     return {p.name for p in Path(cfg.path).rglob("part-*.parquet")}
 
@@ -82,6 +90,43 @@ def test_metadata_files_and_manifests_stay_bounded(tmp_path):
     assert len(table.current_snapshot().manifests(table.io)) <= 5
     assert table.properties["write.metadata.previous-versions-max"] == "5"
     assert table_ids(cfg) == rotsink_ids(cfg) == Counter(range(30 * ROWS))
+
+
+def test_a_merging_append_leaves_no_manifest_that_no_snapshot_names(tmp_path):
+    """A merging append writes the batch's manifest and merges it into a new one: the first
+    is deleted after the commit (pyiceberg leaves it, one file per merge for good)."""
+    cfg = config(tmp_path)
+    commit_batch(cfg, 0)
+    with _iceberg(cfg).transaction() as tx:
+        tx.set_properties({"commit.manifest.min-count-to-merge": "3"})
+    for batch_id in range(1, 12):
+        commit_batch(cfg, batch_id)
+    table = _iceberg(cfg)  # every snapshot is kept (5 days): what they name, per pyiceberg
+    named = named_by_snapshots(table)
+    on_storage = {p.name for p in metadata_files(cfg, ".avro")}
+    assert len(table.current_snapshot().manifests(table.io)) < 3  # merges ran
+    assert on_storage == named
+    assert table_ids(cfg) == rotsink_ids(cfg) == Counter(range(12 * ROWS))
+
+
+def test_a_crash_before_the_clean_up_of_a_merging_commit_leaves_one_manifest_behind(tmp_path):
+    cfg = config(tmp_path)
+    commit_batch(cfg, 0)
+    with _iceberg(cfg).transaction() as tx:  # every append from here merges
+        tx.set_properties({"commit.manifest.min-count-to-merge": "2"})
+    os.environ[failpoints.ENV_VAR] = "table.after_commit=raise"
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            commit_batch(cfg, 1)  # committed (log and table), killed before its clean-up
+    finally:
+        del os.environ[failpoints.ENV_VAR]
+    forget()  # a new driver
+    for batch_id in (2, 3):
+        commit_batch(cfg, batch_id)
+    table = _iceberg(cfg)
+    named = named_by_snapshots(table)
+    assert len({p.name for p in metadata_files(cfg, ".avro")} - named) == 1  # batch 1's
+    assert table_ids(cfg) == rotsink_ids(cfg) == Counter(range(4 * ROWS))
 
 
 def test_snapshots_expire_by_age_and_only_their_metadata_goes(tmp_path):

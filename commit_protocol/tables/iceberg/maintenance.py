@@ -195,6 +195,26 @@ def expire(table: IcebergTable, due: list[int]) -> int:
     return len(unreferenced)
 
 
+def merged_away(table: IcebergTable, append: Any) -> list[str]:
+    """The manifests ``append``, just committed on ``table``, wrote that its snapshot does not
+    name, to delete after the commit (:meth:`IcebergFollowedTable.maintain`).
+
+    A merging append writes the batch's manifest, then merges it with the snapshot's small
+    manifests into a new one, so the first is named by no snapshot; Iceberg's Java writers
+    delete it after their commit, pyiceberg (0.12) leaves it on storage, where no expiry
+    finds it: one file every ``commit.manifest.min-count-to-merge`` commits, for good
+    (measured: 600 of them after 65,000 commits). pyiceberg keeps the paths it wrote in
+    ``_written_manifests``; without that attribute nothing is deleted. The snapshot read is
+    the one the expiry reads later, so it is remembered for it."""
+    written = list(getattr(append, "_written_manifests", ()))
+    snapshot = table.current_snapshot()
+    if len(written) < 2 or snapshot is None \
+            or str(getattr(append, "commit_uuid", "")) not in snapshot.manifest_list:
+        return []  # nothing merged (the one manifest written is the snapshot's), or not ours
+    named = _manifests(table, snapshot)
+    return [path for path in written if path not in named]
+
+
 def _only_in(table: IcebergTable, snapshots: Iterable[Any], due: set[int]) -> list[str]:
     """Manifest lists of the snapshots ``due``, and manifests no other snapshot names."""
     kept: set[str] = set()

@@ -42,6 +42,7 @@ from commit_protocol.tables.iceberg.maintenance import (
     created_by,
     created_properties,
     expire,
+    merged_away,
     missing_properties,
     retention_option,
 )
@@ -97,6 +98,7 @@ class IcebergFollowedTable:
         self._catalog: Catalog | None = None
         self._read: IcebergTable | None = None  # as read by committed_batch, for the commit
         self._committed: IcebergTable | None = None  # as this process's last commit left it
+        self._merged_away: list[str] = []  # manifests its commits wrote that no snapshot names
         self.retention = retention_option(config.table_options)
 
     @property
@@ -233,8 +235,11 @@ class IcebergFollowedTable:
         """After this process's commit: expire the snapshots due (see
         :mod:`commit_protocol.tables.iceberg.maintenance`); nothing without a commit."""
         table, self._committed = self._committed, None
+        written, self._merged_away = self._merged_away, []
         if table is None:
             return
+        for path in written:  # this process wrote them, no snapshot names them: no reader
+            table.io.delete(path)
         policy = ExpiryPolicy.of(table.properties, self.retention,
                                  ours=created_by(table, owner))
         due = policy.due(table, now_ms)
@@ -287,12 +292,13 @@ class IcebergFollowedTable:
                 with tx.update_schema() as update:
                     for field in added:
                         update.add_column(field.name, field.field_type, required=False)
-            self._append_to(tx, commit)
+            append = self._append_to(tx, commit)
+        self._merged_away += merged_away(table, append)
         return table
 
-    def _append_to(self, tx: Any, commit: TableCommit) -> None:
+    def _append_to(self, tx: Any, commit: TableCommit) -> Any:
         """Stage the mark and the batch's snapshot (an empty one for a batch without files,
-        so that every commit is conditional on the snapshot read)."""
+        so that every commit is conditional on the snapshot read); returns the append."""
         tx.set_properties({mark_key(commit.owner): str(commit.batch_id)})
         if tx.table_metadata.properties.get(OWNER) == commit.owner:  # an earlier rotsink's mark
             tx.remove_properties(OWNER, MARK)
@@ -302,3 +308,4 @@ class IcebergFollowedTable:
         with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:
             for f in commit.files:
                 append.append_data_file(data_file(self.root, tx.table_metadata, f))
+        return append
