@@ -44,6 +44,17 @@ def metadata_files(cfg, suffix: str) -> list[Path]:
     return sorted((Path(cfg.path) / "metadata").glob(f"*{suffix}"))
 
 
+def killed_after_its_commit(cfg, batch_id: int, point: str) -> None:
+    """Commit ``batch_id`` (log and table) and die at ``point`` after; a new driver follows."""
+    os.environ[failpoints.ENV_VAR] = f"{point}=raise"
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            commit_batch(cfg, batch_id)
+    finally:
+        del os.environ[failpoints.ENV_VAR]
+    forget()
+
+
 def named_by_snapshots(table) -> set[str]:
     """The manifest lists and manifests the table's snapshots name, as pyiceberg reads them."""
     named = {Path(s.manifest_list).name for s in table.snapshots()}
@@ -114,13 +125,7 @@ def test_a_crash_before_the_clean_up_of_a_merging_commit_leaves_one_manifest_beh
     commit_batch(cfg, 0)
     with _iceberg(cfg).transaction() as tx:  # every append from here merges
         tx.set_properties({"commit.manifest.min-count-to-merge": "2"})
-    os.environ[failpoints.ENV_VAR] = "table.after_commit=raise"
-    try:
-        with pytest.raises(failpoints.FailpointError):
-            commit_batch(cfg, 1)  # committed (log and table), killed before its clean-up
-    finally:
-        del os.environ[failpoints.ENV_VAR]
-    forget()  # a new driver
+    killed_after_its_commit(cfg, 1, "table.after_commit")  # before its clean-up
     for batch_id in (2, 3):
         commit_batch(cfg, batch_id)
     table = _iceberg(cfg)
@@ -236,13 +241,7 @@ def _commit_as(cfg, batch_id: int, *, query: str) -> None:
 def test_a_crash_in_the_middle_of_an_expiry_loses_and_duplicates_nothing(tmp_path, point):
     cfg = config(tmp_path, snapshotRetention="1ms")
     commit_batch(cfg, 0)
-    os.environ[failpoints.ENV_VAR] = f"{point}=raise"
-    try:
-        with pytest.raises(failpoints.FailpointError):
-            commit_batch(cfg, 1)  # committed (log and table), killed in its clean-up
-    finally:
-        del os.environ[failpoints.ENV_VAR]
-    forget()  # a new driver
+    killed_after_its_commit(cfg, 1, point)  # in its clean-up
     time.sleep(0.01)
     for batch_id in (2, 3):
         commit_batch(cfg, batch_id)
