@@ -108,6 +108,20 @@ def soak(spark, table: str, batches: int, rows: int, roll: int, every: int) -> l
     return points
 
 
+def _side(command: list[str]):
+    """Runs one side, printing its lines as they come (a soak runs for hours: its points
+    show, and stay, while it runs) and yielding its points."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as side:
+        assert side.stdout is not None
+        for line in side.stdout:
+            print(line, end="", flush=True)
+            if line.startswith("{"):
+                yield json.loads(line)
+    if side.returncode:
+        raise subprocess.CalledProcessError(side.returncode, command)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,11 +147,7 @@ def main() -> int:
         command = [sys.executable, __file__, "--side", table, "--batches", str(args.batches),
                    "--rows", str(args.rows), "--roll", str(args.roll),
                    "--every", str(args.every)]
-        ran = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True, check=True)
-        print(ran.stdout, end="", flush=True)
-        results[table] = [json.loads(line) for line in ran.stdout.splitlines()
-                          if line.startswith("{")]
+        results[table] = list(_side(command))
     if "floor" in results:
         floor = results["floor"][-1]["runner_mb"]
         print("sink runner at the end against the floor's: " + ", ".join(
