@@ -61,10 +61,27 @@ def memory(spark) -> dict[str, float]:
             "jvm_mb": _rss_mb(jvm)}
 
 
-def soak(spark, table: str, batches: int, rows: int, roll: int, every: int) -> list[dict]:
+def table_metadata(output: Path) -> dict[str, float]:
+    """The table's metadata on disk now: what its commits read grows with what it keeps
+    (Iceberg's ``metadata.json`` holds every snapshot kept), so a runner's memory is read
+    beside it."""
+    folder = next((output / name for name in ("metadata", "_delta_log")
+                   if (output / name).is_dir()), None)
+    if folder is None:
+        return {}
+    sizes = [f.stat().st_size for f in folder.iterdir() if f.is_file()]
+    found = {"table_metadata_mb": sum(sizes) / 1e6, "table_metadata_files": float(len(sizes))}
+    newest = max(folder.glob("*.metadata.json"), key=lambda f: f.stat().st_mtime, default=None)
+    if newest is not None:
+        found["metadata_json_kb"] = newest.stat().st_size / 1e3
+    return found
+
+
+def soak(spark, table: str, batches: int, rows: int, roll: int, every: int,
+         extra: dict[str, str]) -> list[dict]:
     """``table``: a ``table.format`` or ``none`` into rotsink; ``floor`` (a Python sink that
     only counts rows: its runner is what any Python sink's costs); ``spark`` (Spark's own
-    Parquet sink: no Python runner, the JVM alone)."""
+    Parquet sink: no Python runner, the JVM alone). ``extra``: more of rotsink's options."""
     work = Path(tempfile.mkdtemp(prefix=f"driver-soak-{table}-"))
     sink = {"floor": "floor", "spark": "parquet"}.get(table, "rotsink")
     options = {"checkpointLocation": str(work / "ck")}
@@ -73,6 +90,8 @@ def soak(spark, table: str, batches: int, rows: int, roll: int, every: int) -> l
                         "log.cleanupDelay": "60s"})
     if table not in ("none", "floor", "spark"):
         options["table.format"] = table
+    if sink == "rotsink":
+        options.update(extra)
     # a batch of rows per micro-batch, whatever the clock (``rate`` waits a second for each)
     source = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows)
               .option("numPartitions", 1).load())
@@ -86,7 +105,7 @@ def soak(spark, table: str, batches: int, rows: int, roll: int, every: int) -> l
             if done >= (len(points) + 1) * every or done >= batches:
                 now = time.monotonic()
                 point = {"batch": done, "batches_per_s": (done - last[0]) / (now - last[1]),
-                         **memory(spark)}
+                         **memory(spark), **table_metadata(work / "out")}
                 last = (done, now)
                 points.append(point)
                 print(json.dumps(point), flush=True)
@@ -131,22 +150,30 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=100, help="rows a micro-batch, about")
     parser.add_argument("--roll", type=int, default=10, help="rotation.maxBatches")
     parser.add_argument("--every", type=int, default=250)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more rotsink option, e.g. table.snapshotRetention=2min "
+                             "(a table keeps 5 days of snapshots by default)")
     parser.add_argument("--json", type=Path, help="every point, by table")
     parser.add_argument("--side", help=argparse.SUPPRESS)  # one side, in a process of its own
     args = parser.parse_args()
+    for option in args.option:
+        if "=" not in option:
+            parser.error(f"--option {option!r}: expected KEY=VALUE")
     if args.side:
         spark = quiet_session(f"rotsink-driver-soak-{args.side}")
         import floors
 
         floors.register(spark)
-        soak(spark, args.side, args.batches, args.rows, args.roll, args.every)
+        soak(spark, args.side, args.batches, args.rows, args.roll, args.every,
+             dict(option.split("=", 1) for option in args.option))
         spark.stop()
         return 0
     results = {}
     for table in args.table.split(","):
         command = [sys.executable, __file__, "--side", table, "--batches", str(args.batches),
                    "--rows", str(args.rows), "--roll", str(args.roll),
-                   "--every", str(args.every)]
+                   "--every", str(args.every),
+                   *(f"--option={option}" for option in args.option)]
         results[table] = list(_side(command))
     if "floor" in results:
         floor = results["floor"][-1]["runner_mb"]
