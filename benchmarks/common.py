@@ -28,6 +28,10 @@ def driver_peak_rss_mb() -> float:
 
 
 # The settings that move a Python sink's throughput (README, Tuning): printed by every run.
+# Issue 55's goal: a long-running driver's memory (commits, or a query's micro-batches) is held
+# against its memory here, once warm
+TENTH = 10_000
+
 SETTINGS = ("spark.master", "spark.driver.memory", "spark.sql.execution.arrow.maxRecordsPerBatch",
             "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.shuffle.partitions")
 

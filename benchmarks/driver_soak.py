@@ -32,10 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # floors.py, as the others import it
 
-from benchmarks.common import _children, _status, quiet_session  # noqa: E402
+from benchmarks.common import TENTH, _children, _status, quiet_session  # noqa: E402
 
 RUNNER = "python_streaming_sink_runner"
-TENTH = 10_000  # a long-running runner's memory is held against its memory here
 
 
 def _rss_mb(pid: int) -> float:
@@ -127,7 +126,6 @@ def soak(spark, table: str, batches: int, rows: int, roll: int, every: int,
           f"{first['jvm_mb']:,.0f} -> {last_point['jvm_mb']:,.0f} MB", flush=True)
     tenth = next((p for p in points if p["batch"] >= TENTH), None)
     if tenth is not None and tenth is not last_point and tenth["runner_mb"]:
-        # issue 55's goal is held against this point: the runner's memory once warm
         print(f"{table}: sink runner from micro-batch {tenth['batch']:,} to "
               f"{last_point['batch']:,}: {tenth['runner_mb']:,.1f} -> "
               f"{last_point['runner_mb']:,.1f} MB "

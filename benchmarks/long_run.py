@@ -84,6 +84,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers
 
+from benchmarks.common import TENTH  # noqa: E402
+
 SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
     {"name": "day", "type": "string", "nullable": True, "metadata": {}}]})
@@ -668,8 +670,6 @@ def summarize(results: dict[str, list[dict]]) -> None:
                   f"{_median_around(points, at):.1f} -> "
                   f"{_median_around(points, len(points) - 3):.1f} ms")
 
-
-TENTH = 10_000  # the memory of a year's driver is held against its memory here
 
 
 def _median_around(points: list[dict], at: int) -> float:
