@@ -51,8 +51,10 @@ step's, inside rotsink's commit), the bytes and files of every kind of metadata 
 catalog's ``metadata/`` in its warehouse bucket; ``_spark_metadata/``;
 ``_rotsink/``), the time to open the table and plan a full scan with its own library, the
 committing process's memory (its resident set after a full collection, and where it is:
-Python's blocks, or with ``--tracemalloc`` its heap; pyarrow's pool; what glibc's ``malloc``
-holds in use and free: :mod:`benchmarks.process_memory`), and on S3 rotsink's own requests
+Python's blocks, or with ``--tracemalloc`` its heap and the calls whose blocks grew most
+since the last report, traced from ``--trace-from``, told apart by ``--trace-frames``;
+pyarrow's pool; what glibc's ``malloc`` holds in use and free:
+:mod:`benchmarks.process_memory`), and on S3 rotsink's own requests
 a commit by operation and part of the output with their median time (:class:`S3Calls`:
 whether a commit that slows down asks more of the store, or the store answers more slowly).
 ``--png`` draws them against the commit number.
@@ -75,7 +77,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -390,8 +391,7 @@ def drive(args: argparse.Namespace) -> None:
     from datasource.spark.memory_pool import use_for_commits
 
     pool = use_for_commits()  # as the query's committing process does (ARROW_DEFAULT_MEMORY_POOL)
-    if args.tracemalloc:
-        tracemalloc.start()
+    growth = process_memory.HeapGrowth(args.trace_frames) if args.tracemalloc else None
     fs = json.loads(args.fs)
     s3 = S3Calls() if args.url.startswith("s3://") else None
     options = json.loads(args.options)
@@ -406,6 +406,8 @@ def drive(args: argparse.Namespace) -> None:
     commits, tables = [], []
     started = time.perf_counter()
     for n in range(args.commits):
+        if growth is not None and n == args.trace_from:
+            growth.start()
         if retention.due(n):
             others.submit(retain, args.url, fs, args.table, plain, options, args.day_commits,
                           args.days_kept, n).result()
@@ -421,16 +423,20 @@ def drive(args: argparse.Namespace) -> None:
         if (n + 1) % args.every == 0 or n == 0:
             plan_ms, files, found = others.submit(look, args.url, fs, args.table, plain,
                                                   options).result()
-            print(json.dumps({
+            point = {
                 "commit": n + 1, "commit_ms": _stats(commits), "table_ms": _stats(tables),
                 "pool": pool,
                 "metadata": found, "plan_ms": plan_ms,
                 "files": files, "rate": len(commits) / (time.perf_counter() - started),
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                **process_memory.sample(),
-                "s3_calls": s3.take(len(commits)) if s3 is not None else {}}),
-                flush=True)
-            commits, tables, started = [], [], time.perf_counter()
+                "s3_calls": s3.take(len(commits)) if s3 is not None else {}}
+            # this benchmark's own records of the interval go before the memory is sampled:
+            # they are not the committing process's
+            commits, tables = [], []
+            point.update(process_memory.sample())
+            point["heap_growth"] = growth.since_last() if growth and growth.last else []
+            print(json.dumps(point), flush=True)
+            started = time.perf_counter()
     others.shutdown()
 
 
@@ -504,10 +510,16 @@ def show(p: dict) -> None:
     if "python_blocks" in p:  # (older --json files have the resident set only)
         heap = f"Python heap {p['python_mb']:,.1f} MB, " if p.get("python_mb") else ""
         pool = f" ({p['pool']})" if p.get("pool") else ""
-        print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks in "
-              f"{p.get('python_arenas_mb') or 0:,.0f} MB of arenas, Arrow{pool} "
+        # (pymalloc tells its arenas only while tracemalloc does not wrap it)
+        arenas = f" in {p['python_arenas_mb']:,.0f} MB of arenas" \
+            if p.get("python_arenas_mb") is not None else ""
+        print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks{arenas}, "
+              f"Arrow{pool} "
               f"{p['arrow_mb'] or 0:,.1f} MB, malloc in use {p['malloc_in_use_mb'] or 0:,.1f} "
               f"MB and free {p['malloc_free_mb'] or 0:,.1f} MB", flush=True)
+    for grown in p.get("heap_growth", []):
+        print(f"    heap grew {grown['blocks']:+,} blocks ({grown['kib']:+,.1f} KiB) at "
+              + " <- ".join(grown["where"]), flush=True)
     calls = sorted(p.get("s3_calls", {}).items(), key=lambda kv: -kv[1][2])
     if calls:
         print("    rotsink's S3 requests a commit: " + ", ".join(
@@ -570,7 +582,13 @@ def main() -> int:
     parser.add_argument("--redraw", type=Path,
                         help="summarize and draw the points of an earlier --json, run nothing")
     parser.add_argument("--tracemalloc", action="store_true",
-                        help="trace the Python heap of each writer (slows its commits)")
+                        help="trace the Python heap of each writer (slows its commits) and "
+                             "print the calls whose blocks grew most between reports")
+    parser.add_argument("--trace-from", type=int, default=0, metavar="COMMIT",
+                        help="with --tracemalloc, start tracing at this commit (after the "
+                             "caches' warm-up)")
+    parser.add_argument("--trace-frames", type=int, default=1, metavar="N",
+                        help="with --tracemalloc, the calls' innermost frames to tell apart")
     parser.add_argument("--free-every", type=int, default=0,
                         help="hand back the allocators' free memory every N commits (an A/B "
                              "of the resident set's growth: memory kept, or in use?)")
@@ -580,6 +598,9 @@ def main() -> int:
     parser.add_argument("--fs", default="{}", help=argparse.SUPPRESS)
     parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.trace_from < 0 or args.trace_frames < 1:
+        parser.error(f"--trace-from must be 0 or more and --trace-frames 1 or more, not "
+                     f"{args.trace_from} and {args.trace_frames}")
     if args.drive:
         drive(args)
         return 0
@@ -627,7 +648,9 @@ def main() -> int:
                            "--day-commits", str(args.day_commits),
                            "--days-kept", str(args.days_kept),
                            "--free-every", str(args.free_every),
-                           *(["--tracemalloc"] if args.tracemalloc else [])]
+                           *(["--tracemalloc", "--trace-from", str(args.trace_from),
+                              "--trace-frames", str(args.trace_frames)]
+                             if args.tracemalloc else [])]
                     # (the environment as now: an Iceberg catalog's secret was just set)
                     def keep(points: list[dict], label: str = label) -> None:
                         if args.json:  # as it goes: a run of hours keeps what it measured
