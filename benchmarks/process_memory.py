@@ -102,7 +102,6 @@ def free_unused() -> None:
         pass
 
 
-
 class HeapGrowth:
     """Where the Python heap grew between two reports: ``tracemalloc``'s snapshots compared by
     the call that allocated (its innermost ``frames`` frames), the calls whose live blocks
