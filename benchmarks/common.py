@@ -27,11 +27,11 @@ def driver_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-# The settings that move a Python sink's throughput (README, Tuning): printed by every run.
 # Issue 55's goal: a long-running driver's memory (commits, or a query's micro-batches) is held
 # against its memory here, once warm
 TENTH = 10_000
 
+# The settings that move a Python sink's throughput (README, Tuning): printed by every run.
 SETTINGS = ("spark.master", "spark.driver.memory", "spark.sql.execution.arrow.maxRecordsPerBatch",
             "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.shuffle.partitions")
 

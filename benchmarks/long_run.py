@@ -434,8 +434,7 @@ def drive(args: argparse.Namespace) -> None:
             # they are not the committing process's
             commits, tables = [], []
             point.update(process_memory.sample())
-            point["heap_growth"] = growth.since_last() \
-                if growth is not None and growth.last is not None else []
+            point["heap_growth"] = growth.since_last() if growth is not None else []
             print(json.dumps(point), flush=True)
             started = time.perf_counter()
     others.shutdown()

@@ -125,8 +125,10 @@ class HeapGrowth:
 
     def since_last(self) -> list[dict]:
         """The ``top`` calls whose live blocks grew most since the last report (or the
-        start): their blocks and KiB gained, and where, innermost call first."""
-        assert self.last is not None, "start() first"
+        start): their blocks and KiB gained, and where, innermost call first; none before
+        :meth:`start`."""
+        if self.last is None:
+            return []
         now = self._snapshot()
         grown = [stat for stat in now.compare_to(self.last, "traceback") if stat.count_diff > 0]
         self.last = now
