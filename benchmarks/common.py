@@ -177,10 +177,14 @@ def format_memory(mb: dict[str, float]) -> str:
 
 
 def own_memory_mb() -> dict[str, float]:
-    """This process's resident set now (``rss``) and its high-water mark (``hwm``), in MB."""
+    """This process's resident set now (``rss``) and its high-water mark (``hwm``), in MB;
+    and the resident set's two parts: ``anon``, the process's own memory, and ``file``, the
+    pages of files it maps (its libraries' code, shared with every process that maps them
+    and dropped under memory pressure: deltalake's library alone is 134 MB)."""
     status = _status(os.getpid())
     return {key: int(status.get(field, "0 kB").split()[0]) / 1024
-            for key, field in (("rss", "VmRSS"), ("hwm", "VmHWM"))}
+            for key, field in (("rss", "VmRSS"), ("hwm", "VmHWM"), ("anon", "RssAnon"),
+                               ("file", "RssFile"))}
 
 
 def reset_own_peak() -> float:

@@ -513,7 +513,10 @@ def show(p: dict) -> None:
         # (pymalloc tells its arenas only while tracemalloc does not wrap it)
         arenas = f" in {p['python_arenas_mb']:,.0f} MB of arenas" \
             if p.get("python_arenas_mb") is not None else ""
-        print(f"    memory: {heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks{arenas}, "
+        # (older --json files have no split of the resident set)
+        split = f"resident {p['rss_anon_mb']:,.1f} MB own and {p['rss_file_mb']:,.1f} MB of " \
+            "mapped files; " if p.get("rss_anon_mb") else ""
+        print(f"    memory: {split}{heap}{p['python_blocks'] / 1e3:,.0f}k Python blocks{arenas}, "
               f"Arrow{pool} "
               f"{p['arrow_mb'] or 0:,.1f} MB, malloc in use {p['malloc_in_use_mb'] or 0:,.1f} "
               f"MB and free {p['malloc_free_mb'] or 0:,.1f} MB", flush=True)
@@ -541,7 +544,8 @@ def draw(results: dict[str, list[dict]], png: Path) -> None:
                lambda p: (p["metadata"]["_spark_metadata"][0]
                           + p["metadata"]["_rotsink"][0]) / 1e6),
               ("open the table and plan a full scan, ms", lambda p: p["plan_ms"]),
-              ("the committing process's resident memory, MB", lambda p: p["rss_mb"]))
+              ("the committing process's resident memory, MB\n"
+               "(dotted: without the libraries' code)", lambda p: p["rss_mb"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(25, 4.8))
     for n, (label, points) in enumerate(results.items()):
         shown = [p for p in points if p["commit"] > 1]
@@ -553,6 +557,8 @@ def draw(results: dict[str, list[dict]], png: Path) -> None:
             if label.startswith(f"rotsink {NO_TABLE}") and ax in (axes[1], axes[3]):
                 continue  # no table
             ax.plot(xs, [value(p) for p in shown], style, label=label, color=f"C{n}")
+        if all(p.get("rss_anon_mb") for p in shown):  # (older --json files: no split)
+            axes[-1].plot(xs, [p["rss_anon_mb"] for p in shown], ":", color=f"C{n}")
     for ax, (title, _) in zip(axes, panels, strict=True):
         ax.set_title(title)
         ax.set_xlabel("commit")
@@ -689,10 +695,19 @@ def summarize(results: dict[str, list[dict]]) -> None:
             tenth = points[at]
             print(f"  {'':<26} from commit {tenth['commit']:,} to {last['commit']:,}: resident "
                   f"{tenth['rss_mb']:,.1f} -> {last['rss_mb']:,.1f} MB "
-                  f"({last['rss_mb'] / tenth['rss_mb']:.3f}x); commit median of 5 reports "
+                  f"({last['rss_mb'] / tenth['rss_mb']:.3f}x){_own_part(tenth, last)}; "
+                  "commit median of 5 reports "
                   f"{_median_around(points, at):.1f} -> "
                   f"{_median_around(points, len(points) - 3):.1f} ms")
 
+
+def _own_part(first: dict, last: dict) -> str:
+    """The resident set's own part (not the mapped libraries') between two reports, where
+    both have it."""
+    if not (first.get("rss_anon_mb") and last.get("rss_anon_mb")):
+        return ""
+    return (f", its own part {first['rss_anon_mb']:,.1f} -> {last['rss_anon_mb']:,.1f} MB "
+            f"({last['rss_anon_mb'] / first['rss_anon_mb']:.3f}x)")
 
 
 def _median_around(points: list[dict], at: int) -> float:

@@ -2,7 +2,10 @@
 commits: what grows can then be told apart (Python objects, Arrow buffers, the C allocator's
 own holdings) before anyone reads a heap profile.
 
-- ``rss_mb``: the resident set after a full collection (the operating system's view).
+- ``rss_mb``: the resident set after a full collection (the operating system's view), and
+  its parts: ``rss_anon_mb``, the process's own memory, and ``rss_file_mb``, the pages of
+  the files it maps (libraries' code: shared, reclaimable, and more or less of them resident
+  as the kernel reads ahead, so two machines differ by tens of MB in it alone).
 - ``python_mb``: the Python heap as ``tracemalloc`` counts it, when it traces (it slows a
   commit about 3x, so only on demand); ``python_blocks``: the blocks Python's allocator has
   handed out (``sys.getallocatedblocks``), free to read, always; ``python_arenas_mb``: the
@@ -70,7 +73,10 @@ def _python_arenas_mb() -> float | None:
 def sample() -> dict[str, float | None]:
     """This process's memory now, by where it is (see the module's docstring)."""
     gc.collect()
-    found: dict[str, float | None] = {"rss_mb": own_memory_mb()["rss"],
+    resident = own_memory_mb()
+    found: dict[str, float | None] = {"rss_mb": resident["rss"],
+                                      "rss_anon_mb": resident["anon"] or None,
+                                      "rss_file_mb": resident["file"] or None,
                                       "python_blocks": float(sys.getallocatedblocks()),
                                       "python_arenas_mb": _python_arenas_mb(),
                                       "python_mb": None, "arrow_mb": None,
