@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.class_archive import class_archive
 
     classpaths = [] if compat else [(), packages.jars]
-    built = [class_archive(jars) for jars in classpaths]
+    # each build runs a Spark session of its own, most of a minute of one core: both at once
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        built = list(pool.map(class_archive, classpaths))
     print(f"class-data archives of the test drivers: {sum(a is not None for a in built)} of "
           f"{len(built)}")
     return 0
