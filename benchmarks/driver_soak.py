@@ -37,8 +37,10 @@ from benchmarks.common import TENTH, _children, _status, quiet_session  # noqa: 
 RUNNER = "python_streaming_sink_runner"
 
 
-def _rss_mb(pid: int) -> float:
-    return int(_status(pid).get("VmRSS", "0 kB").split()[0]) / 1024
+def _rss_mb(pid: int, part: str = "VmRSS") -> float:
+    """A process's resident set, or its ``part``: ``RssAnon``, its own memory without the
+    libraries' code it maps (``benchmarks/process_memory.py``)."""
+    return int(_status(pid).get(part, "0 kB").split()[0]) / 1024
 
 
 def _command(pid: int) -> str:
@@ -56,6 +58,7 @@ def memory(spark) -> dict[str, float]:
     children = _children(jvm)
     runner = [pid for pid in children if RUNNER in _command(pid)]
     return {"runner_mb": sum(_rss_mb(p) for p in runner),
+            "runner_anon_mb": sum(_rss_mb(p, "RssAnon") for p in runner),
             "runner_processes": float(len(runner)),
             "other_workers_mb": sum(_rss_mb(p) for p in children if p not in runner),
             "jvm_mb": _rss_mb(jvm)}
@@ -129,7 +132,9 @@ def soak(spark, table: str, batches: int, rows: int, roll: int, every: int,
         print(f"{table}: sink runner from micro-batch {tenth['batch']:,} to "
               f"{last_point['batch']:,}: {tenth['runner_mb']:,.1f} -> "
               f"{last_point['runner_mb']:,.1f} MB "
-              f"({last_point['runner_mb'] / tenth['runner_mb']:.3f}x)", flush=True)
+              f"({last_point['runner_mb'] / tenth['runner_mb']:.3f}x); its own part "
+              f"{tenth['runner_anon_mb']:,.1f} -> {last_point['runner_anon_mb']:,.1f} MB",
+              flush=True)
     return points
 
 
