@@ -5,7 +5,7 @@ own holdings) before anyone reads a heap profile.
 - ``rss_mb``: the resident set after a full collection (the operating system's view), and
   its parts: ``rss_anon_mb``, the process's own memory, and ``rss_file_mb``, the pages of
   the files it maps (libraries' code: shared, reclaimable, and more or less of them resident
-  as the kernel reads ahead, so two machines differ by tens of MB in it alone).
+  from one machine or run to another: tens of MB apart for the same commits).
 - ``python_mb``: the Python heap as ``tracemalloc`` counts it, when it traces (it slows a
   commit about 3x, so only on demand); ``python_blocks``: the blocks Python's allocator has
   handed out (``sys.getallocatedblocks``), free to read, always; ``python_arenas_mb``: the
