@@ -557,8 +557,9 @@ def draw(results: dict[str, list[dict]], png: Path) -> None:
             if label.startswith(f"rotsink {NO_TABLE}") and ax in (axes[1], axes[3]):
                 continue  # no table
             ax.plot(xs, [value(p) for p in shown], style, label=label, color=f"C{n}")
-        if all(p.get("rss_anon_mb") for p in shown):  # (older --json files: no split)
-            axes[-1].plot(xs, [p["rss_anon_mb"] for p in shown], ":", color=f"C{n}")
+        own = [(p["commit"], p["rss_anon_mb"]) for p in shown if p.get("rss_anon_mb")]
+        if own:  # (older --json files have no split)
+            axes[-1].plot(*zip(*own, strict=True), ":", color=f"C{n}")
     for ax, (title, _) in zip(axes, panels, strict=True):
         ax.set_title(title)
         ax.set_xlabel("commit")
