@@ -176,15 +176,21 @@ def format_memory(mb: dict[str, float]) -> str:
     return "peak RSS " + ", ".join(f"{k} {v:,.0f} MB" for k, v in mb.items())
 
 
-def own_memory_mb() -> dict[str, float]:
-    """This process's resident set now (``rss``) and its high-water mark (``hwm``), in MB;
-    and the resident set's two parts: ``anon``, the process's own memory, and ``file``, the
-    pages of files it maps (its libraries' code, shared with every process that maps them
-    and dropped under memory pressure: deltalake's library alone is 134 MB)."""
-    status = _status(os.getpid())
+def memory_mb(pid: int) -> dict[str, float]:
+    """A process's resident set now (``rss``) and its high-water mark (``hwm``), in MB; and
+    the resident set's two parts: ``anon``, the process's own memory, and ``file``, the pages
+    of files it maps (its libraries' code, shared with every process that maps them and
+    dropped under memory pressure: deltalake's library alone is 134 MB). All 0 for a process
+    that has ended."""
+    status = _status(pid)
     return {key: int(status.get(field, "0 kB").split()[0]) / 1024
             for key, field in (("rss", "VmRSS"), ("hwm", "VmHWM"), ("anon", "RssAnon"),
                                ("file", "RssFile"))}
+
+
+def own_memory_mb() -> dict[str, float]:
+    """:func:`memory_mb` of this process."""
+    return memory_mb(os.getpid())
 
 
 def reset_own_peak() -> float:

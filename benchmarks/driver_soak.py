@@ -32,15 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # floors.py, as the others import it
 
-from benchmarks.common import TENTH, _children, _status, quiet_session  # noqa: E402
+from benchmarks.common import TENTH, _children, memory_mb, quiet_session  # noqa: E402
 
 RUNNER = "python_streaming_sink_runner"
-
-
-def _rss_mb(pid: int, part: str = "VmRSS") -> float:
-    """A process's resident set, or its ``part``: ``RssAnon``, its own memory without the
-    libraries' code it maps (``benchmarks/process_memory.py``)."""
-    return int(_status(pid).get(part, "0 kB").split()[0]) / 1024
 
 
 def _command(pid: int) -> str:
@@ -56,12 +50,13 @@ def memory(spark) -> dict[str, float]:
     session of its own, so these are its query's alone."""
     jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     children = _children(jvm)
-    runner = [pid for pid in children if RUNNER in _command(pid)]
-    return {"runner_mb": sum(_rss_mb(p) for p in runner),
-            "runner_anon_mb": sum(_rss_mb(p, "RssAnon") for p in runner),
+    runner = [memory_mb(pid) for pid in children if RUNNER in _command(pid)]
+    others = [memory_mb(pid) for pid in children if RUNNER not in _command(pid)]
+    return {"runner_mb": sum(m["rss"] for m in runner),
+            "runner_anon_mb": sum(m["anon"] for m in runner),  # without the libraries' code
             "runner_processes": float(len(runner)),
-            "other_workers_mb": sum(_rss_mb(p) for p in children if p not in runner),
-            "jvm_mb": _rss_mb(jvm)}
+            "other_workers_mb": sum(m["rss"] for m in others),
+            "jvm_mb": memory_mb(jvm)["rss"]}
 
 
 def table_metadata(output: Path) -> dict[str, float]:
