@@ -13,7 +13,6 @@ from commit_protocol.metrics import timed
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import FileInfo, Storage
-from commit_protocol.storage.concurrent import each
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.naming import CLAIMS_DIR, INPROGRESS_DIR
 
@@ -35,7 +34,7 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
     failpoints.hit("cleanup.after_orphan_delete")
     claims = [c.path for c in storage.list(CLAIMS_DIR) if c.mtime_ms < expired_before]
-    each(storage, storage.delete, claims)
+    storage.delete_all(claims)
     return deleted + claims
 
 
@@ -48,5 +47,5 @@ def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
 def delete_orphans(storage: Storage, state: SinkState, *, expired_before: int) -> list[str]:
     """Delete orphans last written before ``expired_before`` (a zombie may own younger ones)."""
     expired = [i.path for i in orphans(storage, state) if i.mtime_ms < expired_before]
-    each(storage, storage.delete, expired)
+    storage.delete_all(expired)
     return expired

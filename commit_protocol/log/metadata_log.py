@@ -23,7 +23,6 @@ from commit_protocol.log.writing import KEPT_BYTES, file_chunks
 from commit_protocol.metrics import timed
 from commit_protocol.records.state import SinkState, StateHead
 from commit_protocol.storage import Storage
-from commit_protocol.storage.concurrent import each
 from commit_protocol.vocabulary.errors import CorruptLogError
 from commit_protocol.vocabulary.naming import INTENT_DIR, LOG_DIR
 
@@ -242,7 +241,7 @@ class MetadataLog:
         deleted = [info.path for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
                    for info in infos
                    if batch_id < keep_from and info.mtime_ms < now_ms - delay_ms]
-        each(self.storage, self.storage.delete, deleted)
+        self.storage.delete_all(deleted)
         return deleted
 
     def delete_old_intents(self, *, latest: int) -> list[str]:
@@ -252,5 +251,5 @@ class MetadataLog:
         nothing, while the intent directory, which every planning lists, stays short."""
         deleted = [info.path for batch_id, infos in batch_files(self.storage, INTENT_DIR).items()
                    for info in infos if batch_id <= latest - self.interval]
-        each(self.storage, self.storage.delete, deleted)
+        self.storage.delete_all(deleted)
         return deleted

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
 from commit_protocol.storage.base import FileInfo
+from commit_protocol.storage.deletes import delete_files, deletion_requests
 from commit_protocol.storage.inputs import PrefixInput
 from commit_protocol.storage.objects import (
     CLIENTS,
@@ -264,7 +265,9 @@ class ObjectStorage:
         except FileExistsError:
             if not self._objects.made_from(self._abs(dst), pieces):
                 raise
-        self._delete_listed(src, [p.blob.path for p in listed])
+        segments = [p.blob.path for p in listed if p.blob.path != self._abs(src)]
+        for request in deletion_requests([(self._abs(src), segments)]):
+            self._objects.delete(request)
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
         """Create appendable ``dst`` (must not exist) holding the first ``length`` bytes of
@@ -305,21 +308,13 @@ class ObjectStorage:
         return (FileInfo(base + rel, size, mtime) for rel, (size, mtime) in files.items())
 
     def delete(self, path: str) -> None:
-        """Remove a plain object or a segmented file; a missing file is not an error.
+        """Remove a plain object or a segmented file; a missing file is not an error (1 LIST
+        and 1 DeleteObjects, +1 for a segmented file: :mod:`~commit_protocol.storage.deletes`)."""
+        delete_files(self._objects, [self._abs(path)])
 
-        1 LIST and 1 DeleteObjects, +1 for a segmented file: its first segment goes first,
-        so a delete cut short leaves no file (only remains that cleanup lists and removes).
-        """
-        self._delete_listed(path, [blob.path for _, blob in self._segments(path)])
-
-    def _delete_listed(self, path: str, objects: builtins.list[str]) -> None:
-        """Delete ``path``'s ``objects`` as listed (its segments in offset order, or its
-        plain object), the first segment alone first."""
-        segments = [o for o in objects if o != self._abs(path)]
-        if len(segments) > 1:
-            self._objects.delete(segments[:1])
-            segments = segments[1:]
-        self._objects.delete(segments + [self._abs(path)])
+    def delete_all(self, paths: Iterable[str]) -> None:
+        """Remove these files, listing each directory once (:func:`delete_files`)."""
+        delete_files(self._objects, [self._abs(path) for path in paths])
 
     def delete_tree(self, path: str) -> None:
         """Remove every object below ``path``."""

@@ -7,8 +7,10 @@ above it. Cases that only object stores can (or must) show are run on ``memory``
 
 from __future__ import annotations
 
+import builtins
 import errno
 import io
+import json
 import multiprocessing
 import os
 import threading
@@ -484,6 +486,134 @@ def test_delete_plain_and_segmented_files(storage):
     assert storage.list("d") == []
     if isinstance(storage, ObjectStorage):
         assert objects_below(storage, "d") == []
+
+
+def test_delete_all_removes_plain_and_segmented_files_of_several_directories(storage):
+    small_segments(storage)
+    for name in ("a/seg1", "a/seg2", "b/seg"):
+        append(storage, name, b"0123456789")
+    for name in ("a/plain", "b/plain", "a/kept"):
+        storage.write_exclusive(name, [b"xyz"])
+    storage.delete_all(["a/seg1", "a/seg2", "a/plain", "a/never-existed", "b/seg"])
+    assert sorted(i.path for i in storage.walk()) == ["a/kept", "b/plain"]
+    if isinstance(storage, ObjectStorage):
+        assert objects_below(storage, "a") == ["kept"]
+    storage.delete_all([])
+    assert sorted(i.path for i in storage.walk()) == ["a/kept", "b/plain"]
+
+
+class RecordingObjects:
+    """An object client that records the prefixes it lists and the objects of each delete."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.listed: builtins.list[str] = []
+        self.deleted: builtins.list[builtins.list[str]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def list(self, prefix: str):
+        self.listed.append(prefix)
+        return self.inner.list(prefix)
+
+    def delete(self, paths: builtins.list[str]) -> None:
+        self.deleted.append(builtins.list(paths))
+        self.inner.delete(paths)
+
+
+def test_delete_all_lists_each_directory_once_and_deletes_first_segments_first():
+    """Clean-up deletes a compaction interval's log files and intents at once: one LIST of
+    their directory and two DeleteObjects, not a LIST and a DeleteObjects a file. The first
+    segment of each segmented file goes in the first request, so a delete cut short between
+    the two leaves no file."""
+    storage = make_storage("memory", None, None)
+    try:
+        small_segments(storage)
+        names = [f"d/{n}" for n in range(10)]
+        for name in names:
+            append(storage, name, b"0123", b"4567", b"89")  # segments at 0, 4 and 8
+        storage.write_exclusive("e/plain", [b"xyz"])
+        recording = RecordingObjects(storage._objects)
+        storage._objects = recording
+        storage.delete_all([*names, "e/plain"])
+        root = storage.root
+        assert recording.listed == [f"{root}/d/", f"{root}/e/plain/"]  # 1 LIST a directory
+        firsts, rest = recording.deleted
+        assert sorted(firsts) == [f"{root}/{n}/{0:016d}" for n in names]
+        assert len(rest) == 10 * 3 + 1  # the later segments and each file's own name
+        assert objects_below(storage, "d") == [] and objects_below(storage, "e") == []
+    finally:
+        storage.delete_tree("")
+
+
+def test_delete_all_cut_short_leaves_no_file_and_the_next_removes_the_remains():
+    """A driver killed between delete_all's two requests: every segmented file lost its
+    first segment, so none is readable or appendable, and all are still listed, so the next
+    clean-up deletes what is left."""
+    storage = make_storage("memory", None, None)
+    try:
+        small_segments(storage)
+        names = [f"d/{n}" for n in range(3)]
+        for name in names:
+            append(storage, name, b"0123", b"4567", b"89")
+        inner = storage._objects
+
+        class KilledAfterTheFirstRequest(RecordingObjects):
+            def delete(self, paths: builtins.list[str]) -> None:
+                if self.deleted:
+                    raise SystemExit("killed")
+                super().delete(paths)
+
+        storage._objects = KilledAfterTheFirstRequest(inner)
+        with pytest.raises(SystemExit):
+            storage.delete_all(names)
+        storage._objects = inner
+        for name in names:
+            assert not storage.exists(name)
+            with pytest.raises(SegmentError, match="none at offset 0"):
+                storage.open_append(name)
+        assert sorted(i.path for i in storage.list("d")) == names
+        storage.delete_all([i.path for i in storage.list("d")])
+        assert objects_below(storage, "d") == []
+    finally:
+        storage.delete_tree("")
+
+
+def test_clean_up_lists_each_directory_once_whatever_it_deletes():
+    """A compaction commit's clean-up on an object store deletes the expired log files and
+    old intents with a LIST of each directory, however many there are."""
+    storage = make_storage("memory", None, None)
+    try:
+        cfg = SinkConfig(path=storage.root_uri, format="jsonl", file_suffix=".jsonl",
+                         rotation=RotationPolicy(max_batches=1, interval_ms=0, inactivity_ms=0),
+                         compact_interval=5, cleanup_delay_ms=0)
+        for batch in range(15):
+            plan = WritePlan.from_state(Committer(storage, cfg, "{}").latest_state(),
+                                        storage.root_uri)
+            rows = pa.RecordBatch.from_pydict({"id": pa.array([batch], pa.int64())})
+            report = TaskWriter(storage, cfg, plan, batch_id=batch, partition=0, attempt=0,
+                                query_id="q").write([rows])
+            if batch == 14:  # a compaction batch: the clean-up runs
+                recording = RecordingObjects(storage._objects)
+                storage._objects = recording
+            Committer(storage, cfg, "{}").commit(batch, [report])
+        deleted = [p.rsplit("/", 2)[-2:] for request in recording.deleted for p in request]
+        # older than the compaction before the newest (9); batch 9's clean-up took 0-3
+        assert sorted(n for d, n in deleted if d == "_spark_metadata") == \
+            ["4.compact", "5", "6", "7", "8"]
+        assert sorted(n for d, n in deleted if d == "intent") == ["5", "6", "7", "8", "9.compact"]
+        listed = [p[len(storage.root) + 1:] for p in recording.listed]
+        # the log: the compaction's listing, the clean-up's, and one for its deletes; the
+        # intents: the clean-up's and one for its deletes (a file each, before: 5 and 5 more)
+        assert (listed.count("_spark_metadata/"), listed.count("_rotsink/intent/")) == (3, 2)
+        directories = ("_spark_metadata/", "_rotsink/intent/")
+        assert not [p for p in listed if p.startswith(directories) and p not in directories]
+        ids = sorted(json.loads(line)["id"] for f in storage.walk()
+                     if f.path.endswith(".jsonl") for line in storage.read(f.path).splitlines())
+        assert ids == list(range(15))
+    finally:
+        storage.delete_tree("")
 
 
 def test_delete_tree(storage):
