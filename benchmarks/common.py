@@ -125,11 +125,6 @@ def _children(root: int) -> list[int]:
     return found
 
 
-def _hwm_mb(pid: int) -> float:
-    value = _status(pid).get("VmHWM", "0 kB").split()[0]
-    return int(value) / 1024
-
-
 def reset_peak_memory(spark) -> None:
     """Start new resident-set high-water marks for the driver, the JVM and its Python
     workers (``5`` into ``/proc/<pid>/clear_refs``, Linux >= 4.0), so that the next
@@ -146,8 +141,8 @@ def peak_memory_mb(spark) -> dict[str, float]:
     """High-water marks in MB: ``driver`` (this Python), ``jvm``, ``workers`` (sum)."""
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     workers = _children(jvm)
-    return {"driver": _hwm_mb(os.getpid()), "jvm": _hwm_mb(jvm),
-            "workers": sum(_hwm_mb(p) for p in workers)}
+    return {"driver": memory_mb(os.getpid())["hwm"], "jvm": memory_mb(jvm)["hwm"],
+            "workers": sum(memory_mb(p)["hwm"] for p in workers)}
 
 
 def _cpu_s(pid: int) -> float:

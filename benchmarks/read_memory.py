@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from common import _children, _hwm_mb, _status, quiet_session, reset_peak_memory
+from common import _children, memory_mb, quiet_session, reset_peak_memory
 
 CASES = {"parquet": {"format": "parquet", "compression": "snappy", "file_suffix": ".parquet"},
          "jsonl": {"format": "jsonl", "compression": "none", "file_suffix": ".jsonl"},
@@ -105,11 +105,7 @@ def _spark_schema_json(schema: pa.Schema) -> str:
 def worker_rss(spark) -> dict[int, float]:
     """Resident memory now of each Python worker process (daemons included), in MB."""
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
-    rss = {}
-    for pid in _children(jvm):
-        value = _status(pid).get("VmRSS", "0 kB").split()[0]
-        rss[pid] = int(value) / 1024
-    return rss
+    return {pid: memory_mb(pid)["rss"] for pid in _children(jvm)}
 
 
 def measure(spark, out: Path, warm: Path) -> dict:
@@ -125,10 +121,10 @@ def measure(spark, out: Path, warm: Path) -> dict:
     wall = time.perf_counter() - started
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     warm_size = max(idle.values(), default=0.0)
-    growth = max((_hwm_mb(pid) - idle.get(pid, warm_size) for pid in _children(jvm)),
+    growth = max((memory_mb(pid)["hwm"] - idle.get(pid, warm_size) for pid in _children(jvm)),
                  default=0.0)
     return {"tasks": tasks, "wall": wall, "growth": growth,
-            "peak": max((_hwm_mb(pid) for pid in _children(jvm)), default=0.0)}
+            "peak": max((memory_mb(pid)["hwm"] for pid in _children(jvm)), default=0.0)}
 
 
 def main() -> None:
