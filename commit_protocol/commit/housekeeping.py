@@ -33,9 +33,9 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     deleted += delete_orphans(storage, state, expired_before=expired_before)
     deleted += storage.abort_stale_uploads(expired_before)  # a dead publish's upload
     failpoints.hit("cleanup.after_orphan_delete")
-    claims = [c.path for c in storage.list(CLAIMS_DIR) if c.mtime_ms < expired_before]
+    claims = [c for c in storage.list(CLAIMS_DIR) if c.mtime_ms < expired_before]
     storage.delete_all(claims)
-    return deleted + claims
+    return deleted + [c.path for c in claims]
 
 
 def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
@@ -46,6 +46,6 @@ def orphans(storage: Storage, state: SinkState) -> list[FileInfo]:
 
 def delete_orphans(storage: Storage, state: SinkState, *, expired_before: int) -> list[str]:
     """Delete orphans last written before ``expired_before`` (a zombie may own younger ones)."""
-    expired = [i.path for i in orphans(storage, state) if i.mtime_ms < expired_before]
+    expired = [i for i in orphans(storage, state) if i.mtime_ms < expired_before]
     storage.delete_all(expired)
-    return expired
+    return [i.path for i in expired]

@@ -238,18 +238,18 @@ class MetadataLog:
         if newest is None or newest < self.interval:
             return []
         keep_from = newest - self.interval
-        deleted = [info.path for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
+        expired = [info for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
                    for info in infos
                    if batch_id < keep_from and info.mtime_ms < now_ms - delay_ms]
-        self.storage.delete_all(deleted)
-        return deleted
+        self.storage.delete_all(expired)
+        return [info.path for info in expired]
 
     def delete_old_intents(self, *, latest: int) -> list[str]:
         """Delete the intents of batches committed ``compact_interval`` or more batches
         before ``latest``: the newer ones stay, so that a commit repeated from stale reports
         (a driver that hung past its batch) fails to stage its intent again and changes
         nothing, while the intent directory, which every planning lists, stays short."""
-        deleted = [info.path for batch_id, infos in batch_files(self.storage, INTENT_DIR).items()
-                   for info in infos if batch_id <= latest - self.interval]
-        self.storage.delete_all(deleted)
-        return deleted
+        old = [info for batch_id, infos in batch_files(self.storage, INTENT_DIR).items()
+               for info in infos if batch_id <= latest - self.interval]
+        self.storage.delete_all(old)
+        return [info.path for info in old]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 if TYPE_CHECKING:
@@ -29,6 +29,10 @@ class FileInfo:
     path: str
     size: int
     mtime_ms: int
+    # On an object store, the objects of its segments as the listing found them, by offset
+    # (none for a plain object), so that deleting it lists nothing again; None where unknown
+    # (a local file, a FileInfo made by hand).
+    segments: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
 
 class Storage(Protocol):
@@ -58,5 +62,5 @@ class Storage(Protocol):
     def sync(self, paths: Iterable[str]) -> None: ...
     def sync_directories(self, directories: Iterable[str]) -> None: ...
     def delete(self, path: str) -> None: ...
-    def delete_all(self, paths: Iterable[str]) -> None: ...
+    def delete_all(self, files: Iterable[FileInfo]) -> None: ...
     def abort_stale_uploads(self, older_than_ms: int) -> builtins.list[str]: ...

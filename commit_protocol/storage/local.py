@@ -265,10 +265,10 @@ class LocalStorage:
         """Remove a file; a missing file is not an error."""
         _unlink_quietly(self._abs(path))
 
-    def delete_all(self, paths: Iterable[str]) -> None:
+    def delete_all(self, files: Iterable[FileInfo]) -> None:
         """Remove these files (:meth:`delete` each: an unlink costs no listing)."""
-        for path in paths:
-            self.delete(path)
+        for f in files:
+            self.delete(f.path)
 
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(self._abs(path), ignore_errors=True)

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
 from commit_protocol.storage.base import FileInfo
-from commit_protocol.storage.deletes import delete_files, deletion_requests
 from commit_protocol.storage.inputs import PrefixInput
 from commit_protocol.storage.objects import (
     CLIENTS,
@@ -36,9 +35,11 @@ from commit_protocol.storage.segments import (
     Blob,
     Piece,
     SegmentWriter,
+    deletion_requests,
     group_files,
     segment_path,
     segment_pieces,
+    segments_by_file,
     segments_of,
     slice_pieces,
 )
@@ -295,7 +296,9 @@ class ObjectStorage:
 
     def names(self, directory: str) -> builtins.list[str]:
         """Paths of the files directly in ``directory`` (the same LISTs as :meth:`list`)."""
-        return [info.path for info in self._files(directory, recursive=False)]
+        prefix, base = self._abs(directory) + "/", f"{directory.rstrip('/')}/" if directory else ""
+        return [base + rel for rel in group_files(prefix, self._objects.list(prefix),
+                                                  recursive=False)]
 
     def walk(self, directory: str = "") -> Iterator[FileInfo]:
         """Every file below ``directory``, recursively."""
@@ -304,17 +307,29 @@ class ObjectStorage:
     def _files(self, directory: str, *, recursive: bool) -> Iterator[FileInfo]:
         prefix = self._abs(directory) + "/"
         base = f"{directory.rstrip('/')}/" if directory else ""
-        files = group_files(prefix, self._objects.list(prefix), recursive=recursive)
-        return (FileInfo(base + rel, size, mtime) for rel, (size, mtime) in files.items())
+        blobs = self._objects.list(prefix)
+        segments = {path: tuple(blob.path for _, blob in found)
+                    for path, found in segments_by_file(blobs).items()}
+        return (FileInfo(base + rel, size, mtime, segments=segments.get(prefix + rel, ()))
+                for rel, (size, mtime) in group_files(prefix, blobs,
+                                                      recursive=recursive).items())
 
     def delete(self, path: str) -> None:
-        """Remove a plain object or a segmented file; a missing file is not an error (1 LIST
-        and 1 DeleteObjects, +1 for a segmented file: :mod:`~commit_protocol.storage.deletes`)."""
-        delete_files(self._objects, [self._abs(path)])
+        """Remove a plain object or a segmented file; a missing file is not an error. 1 LIST
+        and 1 DeleteObjects, +1 for a file of several segments, whose first segment goes
+        first (:func:`~commit_protocol.storage.segments.deletion_requests`)."""
+        self.delete_all([FileInfo(path, 0, 0)])
 
-    def delete_all(self, paths: Iterable[str]) -> None:
-        """Remove these files, listing each directory once (:func:`delete_files`)."""
-        delete_files(self._objects, [self._abs(path) for path in paths])
+    def delete_all(self, files: Iterable[FileInfo]) -> None:
+        """Remove these files as :meth:`delete` does, in one or two DeleteObjects per 1,000
+        objects: clean-up deletes what it has just listed, and a listed file names its
+        objects, so no LIST goes out (a file not listed here is listed first, 1 LIST each)."""
+        chosen = {f.path: f for f in files}  # once each
+        for request in deletion_requests(
+                (self._abs(f.path), builtins.list(f.segments) if f.segments is not None
+                 else [blob.path for _, blob in self._segments(f.path)])
+                for f in chosen.values()):
+            self._objects.delete(request)
 
     def delete_tree(self, path: str) -> None:
         """Remove every object below ``path``."""

@@ -80,6 +80,42 @@ def segments_of(abs_path: str, blobs: Iterable[Blob]) -> list[tuple[int, Blob]]:
                   if parent == abs_path and (off := segment_offset(name)) is not None)
 
 
+def segments_by_file(blobs: Iterable[Blob]) -> dict[str, list[tuple[int, Blob]]]:
+    """The segments among ``blobs`` by the file they belong to, each file's by offset: one
+    listing of a directory, for many of its files.
+
+    >>> blobs = [Blob("d/f/0000000000000004", 2, 0), Blob("d/f/0000000000000000", 4, 0),
+    ...          Blob("d/plain", 3, 0)]
+    >>> {f: [off for off, _ in found] for f, found in segments_by_file(blobs).items()}
+    {'d/f': [0, 4]}
+    """
+    found: dict[str, list[tuple[int, Blob]]] = {}
+    for blob in blobs:
+        parent, _, name = blob.path.rpartition("/")
+        if (offset := segment_offset(name)) is not None:
+            found.setdefault(parent, []).append((offset, blob))
+    return {path: sorted(segments) for path, segments in found.items()}
+
+
+def deletion_requests(files: Iterable[tuple[str, list[str]]]) -> list[list[str]]:
+    """The delete requests that remove ``files`` (each its path and its segments' objects
+    in offset order, none for a plain object), in order: first the first segment of every
+    file with more than one, then everything else, so a delete cut short between the two
+    leaves no file, only remains (listed, so clean-up removes them, and refusing appends).
+
+    >>> deletion_requests([("d/f", ["d/f/0", "d/f/4"]), ("d/g", ["d/g/0"]), ("d/p", [])])
+    [['d/f/0'], ['d/f/4', 'd/f', 'd/g/0', 'd/g', 'd/p']]
+    """
+    firsts: list[str] = []
+    rest: list[str] = []
+    for path, segments in files:
+        if len(segments) > 1:
+            firsts.append(segments[0])
+            segments = segments[1:]
+        rest += [*segments, path]
+    return [request for request in (firsts, rest) if request]
+
+
 def segment_pieces(path: str, segments: list[tuple[int, Blob]]) -> list[Piece]:
     """The bytes of segmented file ``path`` as pieces, checked to be contiguous.
 

@@ -28,7 +28,7 @@ from commit_protocol.commit.publishing import publish_file
 from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.records.config import RotationPolicy, SinkConfig
 from commit_protocol.records.plan import WritePlan
-from commit_protocol.storage import LocalStorage, open_storage
+from commit_protocol.storage import FileInfo, LocalStorage, open_storage
 from commit_protocol.storage.object_store import (
     ObjectStorage,
     open_object_storage,
@@ -491,13 +491,16 @@ def test_delete_plain_and_segmented_files(storage):
 def test_delete_all_removes_plain_and_segmented_files_of_several_directories(storage):
     small_segments(storage)
     for name in ("a/seg1", "a/seg2", "b/seg"):
-        append(storage, name, b"0123456789")
-    for name in ("a/plain", "b/plain", "a/kept"):
+        append(storage, name, b"0123", b"4567", b"89")
+    for name in ("a/plain", "b/plain", "a/kept", "top"):
         storage.write_exclusive(name, [b"xyz"])
-    storage.delete_all(["a/seg1", "a/seg2", "a/plain", "a/never-existed", "b/seg"])
+    listed = [i for i in storage.walk() if i.path not in ("a/kept", "b/plain")]
+    unlisted = [FileInfo("a/never-existed", 0, 0), FileInfo("b/seg", 0, 0)]  # made by hand
+    storage.delete_all([*listed, listed[0], *unlisted])  # one twice
     assert sorted(i.path for i in storage.walk()) == ["a/kept", "b/plain"]
     if isinstance(storage, ObjectStorage):
-        assert objects_below(storage, "a") == ["kept"]
+        assert objects_below(storage, "a") == ["kept"] and objects_below(storage, "b") == \
+            ["plain"]
     storage.delete_all([])
     assert sorted(i.path for i in storage.walk()) == ["a/kept", "b/plain"]
 
@@ -522,98 +525,119 @@ class RecordingObjects:
         self.inner.delete(paths)
 
 
-def test_delete_all_lists_each_directory_once_and_deletes_first_segments_first():
-    """Clean-up deletes a compaction interval's log files and intents at once: one LIST of
-    their directory and two DeleteObjects, not a LIST and a DeleteObjects a file. The first
-    segment of each segmented file goes in the first request, so a delete cut short between
-    the two leaves no file."""
+@pytest.fixture
+def memory_storage():
     storage = make_storage("memory", None, None)
-    try:
-        small_segments(storage)
-        names = [f"d/{n}" for n in range(10)]
-        for name in names:
-            append(storage, name, b"0123", b"4567", b"89")  # segments at 0, 4 and 8
-        storage.write_exclusive("e/plain", [b"xyz"])
-        recording = RecordingObjects(storage._objects)
-        storage._objects = recording
-        storage.delete_all([*names, "e/plain"])
-        root = storage.root
-        assert recording.listed == [f"{root}/d/", f"{root}/e/plain/"]  # 1 LIST a directory
-        firsts, rest = recording.deleted
-        assert sorted(firsts) == [f"{root}/{n}/{0:016d}" for n in names]
-        assert len(rest) == 10 * 3 + 1  # the later segments and each file's own name
-        assert objects_below(storage, "d") == [] and objects_below(storage, "e") == []
-    finally:
-        storage.delete_tree("")
+    yield storage
+    storage.delete_tree("")
 
 
-def test_delete_all_cut_short_leaves_no_file_and_the_next_removes_the_remains():
+def test_delete_all_of_listed_files_lists_nothing_and_deletes_first_segments_first(
+        memory_storage):
+    """Clean-up deletes what it has just listed: a listed file names its objects, so the
+    delete sends no LIST, and two DeleteObjects for them all, not a LIST and a DeleteObjects
+    a file. The first segment of each segmented file goes in the first request, so a delete
+    cut short between the two leaves no file."""
+    storage = memory_storage
+    small_segments(storage)
+    names = [f"d/{n}" for n in range(10)]
+    for name in names:
+        append(storage, name, b"0123", b"4567", b"89")  # segments at 0, 4 and 8
+    storage.write_exclusive("d/plain", [b"xyz"])
+    listed = storage.list("d")
+    recording = RecordingObjects(storage._objects)
+    storage._objects = recording
+    storage.delete_all(listed)
+    assert recording.listed == []
+    root = storage.root
+    firsts, rest = recording.deleted
+    assert sorted(firsts) == [f"{root}/{n}/{0:016d}" for n in names]
+    assert sorted(rest) == sorted([f"{root}/{n}/{offset:016d}" for n in names
+                                   for offset in (4, 8)] + [f"{root}/{p}" for p in names]
+                                  + [f"{root}/d/plain"])
+    assert objects_below(storage, "d") == []
+
+
+def test_publish_deletes_the_first_segment_of_its_source_first(memory_storage):
+    storage = memory_storage
+    small_segments(storage)
+    append(storage, "src", b"0123", b"4567", b"89")
+    recording = RecordingObjects(storage._objects)
+    storage._objects = recording
+    storage.publish("src", "dst")
+    root = storage.root
+    assert recording.deleted == [[f"{root}/src/{0:016d}"],
+                                 [f"{root}/src/{4:016d}", f"{root}/src/{8:016d}", f"{root}/src"]]
+    assert storage.read("dst") == b"0123456789"
+
+
+def test_delete_all_cut_short_leaves_no_file_and_the_next_removes_the_remains(memory_storage):
     """A driver killed between delete_all's two requests: every segmented file lost its
     first segment, so none is readable or appendable, and all are still listed, so the next
     clean-up deletes what is left."""
-    storage = make_storage("memory", None, None)
-    try:
-        small_segments(storage)
-        names = [f"d/{n}" for n in range(3)]
-        for name in names:
-            append(storage, name, b"0123", b"4567", b"89")
-        inner = storage._objects
+    storage = memory_storage
+    small_segments(storage)
+    names = [f"d/{n}" for n in range(3)]
+    for name in names:
+        append(storage, name, b"0123", b"4567", b"89")
+    inner = storage._objects
 
-        class KilledAfterTheFirstRequest(RecordingObjects):
-            def delete(self, paths: builtins.list[str]) -> None:
-                if self.deleted:
-                    raise SystemExit("killed")
-                super().delete(paths)
+    class KilledAfterTheFirstRequest(RecordingObjects):
+        def delete(self, paths: builtins.list[str]) -> None:
+            if self.deleted:
+                raise SystemExit("killed")
+            super().delete(paths)
 
-        storage._objects = KilledAfterTheFirstRequest(inner)
-        with pytest.raises(SystemExit):
-            storage.delete_all(names)
-        storage._objects = inner
-        for name in names:
-            assert not storage.exists(name)
-            with pytest.raises(SegmentError, match="none at offset 0"):
-                storage.open_append(name)
-        assert sorted(i.path for i in storage.list("d")) == names
-        storage.delete_all([i.path for i in storage.list("d")])
-        assert objects_below(storage, "d") == []
-    finally:
-        storage.delete_tree("")
+    storage._objects = KilledAfterTheFirstRequest(inner)
+    with pytest.raises(SystemExit):
+        storage.delete_all(storage.list("d"))
+    storage._objects = inner
+    for name in names:
+        assert not storage.exists(name)
+        with pytest.raises(SegmentError, match="none at offset 0"):
+            storage.open_append(name)
+    assert sorted(i.path for i in storage.list("d")) == names
+    storage.delete_all(storage.list("d"))
+    assert objects_below(storage, "d") == []
 
 
-def test_clean_up_lists_each_directory_once_whatever_it_deletes():
-    """A compaction commit's clean-up on an object store deletes the expired log files and
-    old intents with a LIST of each directory, however many there are."""
-    storage = make_storage("memory", None, None)
-    try:
-        cfg = SinkConfig(path=storage.root_uri, format="jsonl", file_suffix=".jsonl",
-                         rotation=RotationPolicy(max_batches=1, interval_ms=0, inactivity_ms=0),
-                         compact_interval=5, cleanup_delay_ms=0)
-        for batch in range(15):
-            plan = WritePlan.from_state(Committer(storage, cfg, "{}").latest_state(),
-                                        storage.root_uri)
-            rows = pa.RecordBatch.from_pydict({"id": pa.array([batch], pa.int64())})
-            report = TaskWriter(storage, cfg, plan, batch_id=batch, partition=0, attempt=0,
-                                query_id="q").write([rows])
-            if batch == 14:  # a compaction batch: the clean-up runs
-                recording = RecordingObjects(storage._objects)
-                storage._objects = recording
-            Committer(storage, cfg, "{}").commit(batch, [report])
-        deleted = [p.rsplit("/", 2)[-2:] for request in recording.deleted for p in request]
-        # older than the compaction before the newest (9); batch 9's clean-up took 0-3
-        assert sorted(n for d, n in deleted if d == "_spark_metadata") == \
-            ["4.compact", "5", "6", "7", "8"]
-        assert sorted(n for d, n in deleted if d == "intent") == ["5", "6", "7", "8", "9.compact"]
-        listed = [p[len(storage.root) + 1:] for p in recording.listed]
-        # the log: the compaction's listing, the clean-up's, and one for its deletes; the
-        # intents: the clean-up's and one for its deletes (a file each, before: 5 and 5 more)
-        assert (listed.count("_spark_metadata/"), listed.count("_rotsink/intent/")) == (3, 2)
-        directories = ("_spark_metadata/", "_rotsink/intent/")
-        assert not [p for p in listed if p.startswith(directories) and p not in directories]
-        ids = sorted(json.loads(line)["id"] for f in storage.walk()
-                     if f.path.endswith(".jsonl") for line in storage.read(f.path).splitlines())
-        assert ids == list(range(15))
-    finally:
-        storage.delete_tree("")
+def test_clean_up_deletes_without_a_listing_of_its_own(memory_storage):
+    """A compaction commit's clean-up on an object store deletes the expired log files, old
+    intents, orphans and claims it listed without listing any of them again, however many."""
+    storage = memory_storage
+    small_segments(storage, 4)
+    cfg = SinkConfig(path=storage.root_uri, format="jsonl", file_suffix=".jsonl",
+                     rotation=RotationPolicy(max_batches=1, interval_ms=0, inactivity_ms=0),
+                     compact_interval=5, cleanup_delay_ms=0)
+    for batch in range(15):
+        plan = WritePlan.from_state(Committer(storage, cfg, "{}").latest_state(),
+                                    storage.root_uri)
+        rows = pa.RecordBatch.from_pydict({"id": pa.array([batch], pa.int64())})
+        report = TaskWriter(storage, cfg, plan, batch_id=batch, partition=0, attempt=0,
+                            query_id="q").write([rows])
+        if batch == 14:  # a compaction batch: the clean-up runs
+            for n in range(3):  # a dead task's temp files, and claims nothing holds
+                append(storage, f"{INPROGRESS_DIR}/.orphan-{n}.inprogress", b"0123", b"45")
+                storage.write_exclusive(f"_rotsink/claims/{n}", [b""])
+            recording = RecordingObjects(storage._objects)
+            storage._objects = recording
+        now_ms = int(time.time() * 1000) + (60_000 if batch == 14 else 0)  # all expired
+        Committer(storage, cfg, "{}").commit(batch, [report], now_ms=now_ms)
+    deleted = [p[len(storage.root) + 1:] for request in recording.deleted for p in request]
+    # older than the compaction before the newest (9); batch 9's clean-up took 0-3
+    assert sorted(p for p in deleted if p.startswith("_spark_metadata/")) == \
+        [f"_spark_metadata/{n}" for n in ("4.compact", "5", "6", "7", "8")]
+    assert sorted(p for p in deleted if p.startswith("_rotsink/intent/")) == \
+        [f"_rotsink/intent/{n}" for n in ("5", "6", "7", "8", "9.compact")]
+    assert {f"_rotsink/claims/{n}" for n in range(3)} <= set(deleted)
+    assert not [i for i in storage.walk() if "orphan" in i.path or "claims" in i.path]
+    listed = [p[len(storage.root) + 1:] for p in recording.listed]
+    assert not [p for p in listed if "orphan" in p]  # no LIST of an orphan's segments
+    whole = ("_spark_metadata/", "_rotsink/intent/", "_rotsink/claims/")
+    assert not [p for p in listed if p.startswith(whole) and p not in whole]  # nor of a file
+    ids = sorted(json.loads(line)["id"] for f in storage.walk()
+                 if f.path.endswith(".jsonl") for line in storage.read(f.path).splitlines())
+    assert ids == list(range(15))  # the rows written, all finalized
 
 
 def test_delete_tree(storage):
