@@ -2,7 +2,8 @@
 Azurite too, ``tests/unit/test_storage_contract.py``): composes that the service copies itself
 (Put Block From URL) from a file's segments and from a segment's committed part, exclusive
 onto a name that exists, a retry that recognises its own blob, a client on a SAS instead of
-the account key, and the directories a hierarchical namespace lists as blobs.
+the account key, and the directories a hierarchical namespace lists as blobs (read, and
+deleted after what they hold).
 
 Azurite serves a flat account; the directories of a hierarchical namespace (ADLS Gen2) are
 made here as the service shows them to the Blob API: zero-length blobs whose metadata says
@@ -145,3 +146,36 @@ def test_the_directories_of_a_hierarchical_namespace_are_no_files(storage):
     # a directory goes only once empty: its segments first
     assert deleted[-1] == f"{storage.root}/_rotsink/inprogress/.a"
     assert not storage.exists("_rotsink/inprogress/.a")
+
+
+def test_delete_all_on_a_hierarchical_namespace_empties_each_directory_before_it(storage):
+    """Clean-up deletes several segmented files from its listing at once: each file's
+    directory goes after its segments, and every first segment before any other object."""
+    objects = storage._objects
+    assert isinstance(objects, AzureObjects)
+    names = ["_rotsink/inprogress/.a", "_rotsink/inprogress/.b"]
+    for name in names:
+        appended(storage, name, 2 * SEGMENT)
+
+    async def directory(path: str) -> None:
+        await objects._blob_client(f"{storage.root}/{path}").upload_blob(
+            b"", metadata={"hdi_isfolder": "true"})
+
+    for path in ("_rotsink", "_rotsink/inprogress", *names):
+        objects._run(directory, path)
+    deleted: list[str] = []
+    delete = objects._delete
+
+    async def recorded(path: str) -> None:
+        deleted.append(path)
+        await delete(path)
+
+    objects._delete = recorded  # type: ignore[method-assign]
+    storage.delete_all(storage.list("_rotsink/inprogress"))
+    firsts = {f"{storage.root}/{name}/{0:016d}" for name in names}
+    assert set(deleted[:2]) == firsts
+    for name in names:
+        segments = [p for p in deleted if p.startswith(f"{storage.root}/{name}/")]
+        assert len(segments) == 2 and deleted.index(f"{storage.root}/{name}") > max(
+            deleted.index(p) for p in segments)
+    assert storage.list("_rotsink/inprogress") == []
