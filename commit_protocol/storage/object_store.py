@@ -266,9 +266,8 @@ class ObjectStorage:
         except FileExistsError:
             if not self._objects.made_from(self._abs(dst), pieces):
                 raise
-        segments = [p.blob.path for p in listed if p.blob.path != self._abs(src)]
-        for request in deletion_requests([(self._abs(src), segments)]):
-            self._objects.delete(request)
+        self.delete_all([FileInfo(src, 0, 0, segments=tuple(
+            p.blob.path for p in listed if p.blob.path != self._abs(src)))])
 
     def copy_prefix(self, src: str, dst: str, length: int) -> None:
         """Create appendable ``dst`` (must not exist) holding the first ``length`` bytes of

@@ -75,9 +75,7 @@ def segment_offset(name: str) -> int | None:
 
 def segments_of(abs_path: str, blobs: Iterable[Blob]) -> list[tuple[int, Blob]]:
     """The segments of the file stored at ``abs_path`` among ``blobs``, by offset."""
-    found = ((b.path.rpartition("/"), b) for b in blobs)
-    return sorted((off, b) for (parent, _, name), b in found
-                  if parent == abs_path and (off := segment_offset(name)) is not None)
+    return segments_by_file(blobs).get(abs_path, [])
 
 
 def segments_by_file(blobs: Iterable[Blob]) -> dict[str, list[tuple[int, Blob]]]:

@@ -54,6 +54,32 @@ def committed_blocks(storage: ObjectStorage, path: str) -> int:
     return int(objects._run(count))
 
 
+def hierarchical_directories(storage: ObjectStorage, *paths: str) -> None:
+    """Make ``paths`` directories as ADLS Gen2 shows them to the Blob API."""
+    objects = storage._objects
+    assert isinstance(objects, AzureObjects)
+
+    async def directory(path: str) -> None:
+        await objects._blob_client(f"{storage.root}/{path}").upload_blob(
+            b"", metadata={"hdi_isfolder": "true"})
+
+    for path in paths:
+        objects._run(directory, path)
+
+
+def recorded_deletes(objects: AzureObjects) -> list[str]:
+    """The blobs ``objects`` deletes from now on, in the order it deletes them."""
+    deleted: list[str] = []
+    delete = objects._delete
+
+    async def recorded(path: str) -> None:
+        deleted.append(path)
+        await delete(path)
+
+    objects._delete = recorded  # type: ignore[method-assign]
+    return deleted
+
+
 @pytest.fixture
 def storage(azure_endpoint, azure_container) -> ObjectStorage:
     return storage_at(options(azure_endpoint), azure_container)
@@ -123,25 +149,13 @@ def test_the_directories_of_a_hierarchical_namespace_are_no_files(storage):
     assert isinstance(objects, AzureObjects)
     data = appended(storage, "_rotsink/inprogress/.a", 3 * SEGMENT)
 
-    async def directory(path: str) -> None:
-        await objects._blob_client(f"{storage.root}/{path}").upload_blob(
-            b"", metadata={"hdi_isfolder": "true"})
-
-    for path in ("_rotsink", "_rotsink/inprogress", "_rotsink/inprogress/.a"):
-        objects._run(directory, path)
+    hierarchical_directories(storage, "_rotsink", "_rotsink/inprogress", "_rotsink/inprogress/.a")
     assert [f.path for f in storage.walk("")] == ["_rotsink/inprogress/.a"]
     assert storage.read("_rotsink/inprogress/.a") == data
     with pytest.raises(FileNotFoundError):
         objects.head(f"{storage.root}/_rotsink/inprogress/.a")
 
-    deleted: list[str] = []
-    delete = objects._delete
-
-    async def recorded(path: str) -> None:
-        deleted.append(path)
-        await delete(path)
-
-    objects._delete = recorded  # type: ignore[method-assign]
+    deleted = recorded_deletes(objects)
     storage.delete("_rotsink/inprogress/.a")
     # a directory goes only once empty: its segments first
     assert deleted[-1] == f"{storage.root}/_rotsink/inprogress/.a"
@@ -157,20 +171,8 @@ def test_delete_all_on_a_hierarchical_namespace_empties_each_directory_before_it
     for name in names:
         appended(storage, name, 2 * SEGMENT)
 
-    async def directory(path: str) -> None:
-        await objects._blob_client(f"{storage.root}/{path}").upload_blob(
-            b"", metadata={"hdi_isfolder": "true"})
-
-    for path in ("_rotsink", "_rotsink/inprogress", *names):
-        objects._run(directory, path)
-    deleted: list[str] = []
-    delete = objects._delete
-
-    async def recorded(path: str) -> None:
-        deleted.append(path)
-        await delete(path)
-
-    objects._delete = recorded  # type: ignore[method-assign]
+    hierarchical_directories(storage, "_rotsink", "_rotsink/inprogress", *names)
+    deleted = recorded_deletes(objects)
     storage.delete_all(storage.list("_rotsink/inprogress"))
     firsts = {f"{storage.root}/{name}/{0:016d}" for name in names}
     assert set(deleted[:2]) == firsts
