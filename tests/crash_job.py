@@ -17,6 +17,11 @@ commits (:mod:`tests.support.table_spark`), a JSON line per read: ``{"version", 
 ``{"error"}``; after the query's end, one ``{"final": true, "ids", "parquet"}`` line holds the
 table's rows and ``spark.read.parquet(out)``'s, read one after the other.
 
+With the key ``_restarts`` (N) in ``OPTIONS_JSON``, a query that fails (a failpoint that
+raises: an error, not a kill) is started again from its checkpoint in the same application,
+up to N times, as a user's retry loop or an orchestrator restarts a failed query; each failure
+prints ``RESTART <error>``.
+
 Prints ``READY`` once the query runs and ``DONE`` when it has consumed all input.
 """
 
@@ -36,6 +41,7 @@ KAFKA = "kafka://"
 INPUT_SCHEMA = "_input_schema"
 SPARK_TABLE_READS = "_spark_table_reads"
 CLASS_ARCHIVE = "_class_archive"  # "off": the driver's JVM starts without a class-data archive
+RESTARTS = "_restarts"  # how many failed queries to start again (see the module docstring)
 KAFKA_RECORDS_PER_BATCH = 100
 
 
@@ -69,12 +75,23 @@ def main(source: str, out: str, checkpoint: str, options_json: str, tasks: str =
     for key, value in options.items():
         if not key.startswith("_"):
             writer = writer.option(key, value)
-    query = writer.start(out)
-    print("READY", flush=True)
     reads_file = options.get(SPARK_TABLE_READS)
-    if reads_file:
-        read_beside(spark, query, options, out, reads_file)
-    query.awaitTermination()
+    for restart in range(int(options.get(RESTARTS, 0)) + 1):
+        query = writer.start(out)
+        if restart == 0:
+            print("READY", flush=True)
+        try:
+            if reads_file:
+                read_beside(spark, query, options, out, reads_file)
+            query.awaitTermination()
+            break
+        except Exception as e:
+            from pyspark.errors import StreamingQueryException
+
+            if not isinstance(e, StreamingQueryException) or \
+                    restart == int(options.get(RESTARTS, 0)):
+                raise
+            print("RESTART " + " ".join(str(e).split())[:2000], flush=True)
     print("DONE", flush=True)
     spark.stop()
     return 0

@@ -11,9 +11,16 @@ its own and ends in one of these ways:
 * ``failpoint``: a failpoint armed for that life: ``killall`` (the driver dies at that step
   of the protocol), ``kill`` (one Python worker dies; Spark retries the task), ``raise:x2``
   (a task's first attempt and its retry fail);
+* ``raise``: several failpoints armed to raise once each (an error, not a kill: a store's
+  503, a catalog's timeout); Spark aborts the epoch, and the life's application starts the
+  failed query again from its checkpoint each time (``RESTART``), which must go on to consume
+  all input;
 * ``clean``: no fault; the query consumes all input.
 
-After every life ``verify_output(..., repair=True)`` must find nothing wrong (a commit cut
+A life whose driver ran to its end (``done``: clean and raise lives, random ones that ended
+before their kill) must have left nothing to repair: ``verify_output`` without repair finds
+nothing wrong and no commit pending. After every life ``verify_output(..., repair=True)``
+must find nothing wrong (a commit cut
 short between its renames and its log file is rolled forward and counted). During every life
 and its repair a reader reads the output in a loop (:mod:`tests.support.crash_reader`): its
 reads may fail while a driver dies, but never return a wrong row. A final clean life
@@ -50,7 +57,7 @@ from commit_protocol.vocabulary.failpoints import (
     TASK_POINTS,
     parse,
 )
-from tests.crash_job import CLASS_ARCHIVE, INPUT_SCHEMA, SPARK_TABLE_READS
+from tests.crash_job import CLASS_ARCHIVE, INPUT_SCHEMA, RESTARTS, SPARK_TABLE_READS
 from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.support.feed_follower import Follower
@@ -73,9 +80,9 @@ SINK_OPTIONS = {
 
 @dataclass(frozen=True)
 class Life:
-    kind: str           # "random", "failpoint" or "clean"
+    kind: str           # "random", "failpoint", "raise" or "clean"
     spec: str = ""      # the failpoints armed for this life
-    point: str = ""     # the failpoint that must fire
+    point: str = ""     # the failpoint that must fire (a raise life: those of its spec)
 
     @property
     def label(self) -> str:
@@ -113,6 +120,30 @@ def failpoint_lives(points: Sequence[str] = ALL_POINTS) -> list[Life]:
     return lives
 
 
+# Points that raise in a life of their own kind: a point reached only after another failure
+# gets that one armed beside it, as in failpoint_lives; a raise life restarts its query after
+# each error, up to once per point armed and two more.
+RAISES_PER_LIFE = 6
+RAISE_COMPANIONS = {
+    # every attempt of a task fails (local[2,4]: 4 attempts; 8 hits cover both tasks)
+    "driver.during_abort": "task.before_report=raise:x8",
+    "task.after_fence_copy": "task.after_resume=raise:once",
+}
+
+
+def raise_lives(points: Sequence[str]) -> list[Life]:
+    """Lives in which each of ``points`` raises once (see the module docstring),
+    :data:`RAISES_PER_LIFE` points a life."""
+    lives = []
+    for start in range(0, len(points), RAISES_PER_LIFE):
+        group = points[start:start + RAISES_PER_LIFE]
+        spec = [f"{p}=raise:once" for p in group]
+        spec += [RAISE_COMPANIONS[p] for p in group if p in RAISE_COMPANIONS
+                 and RAISE_COMPANIONS[p].split("=")[0] not in group]
+        lives.append(Life("raise", ",".join(spec), ",".join(group)))
+    return lives
+
+
 @dataclass
 class Tally:
     lives: int = 0
@@ -131,6 +162,8 @@ class Tally:
     spark_final_checks: int = 0  # lives whose app read the table beside spark.read.parquet
     fired: Counter = field(default_factory=Counter)      # any action, by point
     killed_at: Counter = field(default_factory=Counter)  # killall that fired, by point
+    raised_at: Counter = field(default_factory=Counter)  # raise lives' points that fired
+    restarts: int = 0           # failed queries a raise life started again
     problems: list[str] = field(default_factory=list)
 
 
@@ -228,11 +261,13 @@ class CrashLoop:
         return open_storage(self.out_url, fs_options(self.options))
 
     def run(self, *, random_kills: int, points: Sequence[str] = ALL_POINTS) -> None:
-        """A life per failpoint in ``points`` (re-queued until its point fires, three tries)
-        and ``random_kills`` random kills, shuffled; then clean lives until the query has
+        """A life per failpoint in ``points`` (re-queued until its point fires, three tries),
+        raise lives of the same points (the unfired ones re-queued, three tries) and
+        ``random_kills`` random kills, shuffled; then clean lives until the query has
         consumed everything."""
         self.points = tuple(points)
-        pending = failpoint_lives(points) + [Life("random")] * random_kills
+        pending = (failpoint_lives(points) + raise_lives(points)
+                   + [Life("random")] * random_kills)
         self.switch_at = self.tally.lives + len(pending) // 2
         self.rng.shuffle(pending)
         tries: Counter = Counter()
@@ -240,9 +275,20 @@ class CrashLoop:
             life = pending.pop(0)
             if life.point in DRIVER_CONVERT_POINTS and self.lone_task_for_driver_rolls:
                 self._stage_rows_in_task_partition_1()
-            if life.point in SCHEMA_POINTS:
+            if set(life.point.split(",")) & set(SCHEMA_POINTS):
                 self._commit_a_batch_of_the_first_schema()
-            if self.live(life) not in ("not fired", "done"):
+            ending = self.live(life)
+            if life.kind == "raise":
+                unfired = [p for p in life.point.split(",") if p not in self.tally.raised_at]
+                tries[life] += 1
+                if unfired and tries[life] < 3:
+                    again = raise_lives(unfired)[0]
+                    tries[again] = tries[life]
+                    pending.insert(self.rng.randrange(len(pending) + 1), again)
+                elif unfired:
+                    self.tally.problems += [f"{p} never raised" for p in unfired]
+                continue
+            if ending not in ("not fired", "done"):
                 continue  # a random life that ended before its kill is tried again too
             tries[life] += 1
             if tries[life] < 3 * (1 + random_kills if life.kind == "random" else 1):
@@ -298,7 +344,7 @@ class CrashLoop:
 
             self.tally.rewritten += rewrite_as_another_writer(self.out_url, self.options)
         if self.schema_change and not self.evolved and (
-                life.point in SCHEMA_POINTS
+                set(life.point.split(",")) & set(SCHEMA_POINTS)
                 or (not set(SCHEMA_POINTS) & set(self.points) and index >= self.switch_at)):
             self.evolved = True  # this life and the later ones write the added column
             self.switch_at_life = index
@@ -310,13 +356,15 @@ class CrashLoop:
             ending = self._run_child(life, armed, self.logs / f"life-{index:04d}.log")
             if life.kind == "failpoint":
                 ending = self._count_failpoint(life, armed, ending)
+            elif life.kind == "raise":
+                self._count_raises(index, life, armed, ending)
             if self.spark_table_reads:
                 self._check_spark_reads(index, life, self._spark_reads_file(armed))
             if ending == "done" and self.options.get("table.format"):
                 # a driver that ran to its end brought the table up to date itself, from
                 # whatever a killed one before it left: checked before any repair
                 self._check_table(index, life, when="after the driver's own run")
-            self._verify(index, life)
+            self._verify(index, life, ending)
         finally:
             self.reader.stop()
             if self.follower is not None:
@@ -337,6 +385,8 @@ class CrashLoop:
         options = {**self.options, INPUT_SCHEMA: "v2"} if self.evolved else self.options
         if self.spark_table_reads:
             options = {**options, SPARK_TABLE_READS: str(self._spark_reads_file(armed))}
+        if life.kind == "raise":  # its query started again after each error
+            options = {**options, RESTARTS: str(len(parse(life.spec)) + 2)}
         if not self.class_archives:
             options = {**options, CLASS_ARCHIVE: "off"}
         command = [sys.executable, "-m", "tests.crash_job", self.source_arg, self.out_url,
@@ -375,6 +425,8 @@ class CrashLoop:
                     self.tally.finished_early += 1
                 child.wait()
                 return "done"
+            elif line and line.startswith("RESTART"):  # a raise life's query failed
+                self.tally.restarts += 1
             elif line is None:  # stdout closed: the child died or failed
                 code = child.wait()
                 return "killed" if code == -signal.SIGKILL else f"exit {code}"
@@ -410,6 +462,19 @@ class CrashLoop:
         fired = any(armed.parent.glob(f"{armed.name}.{life.point}.fired*"))
         return ending if fired else "not fired"
 
+    def _count_raises(self, index: int, life: Life, armed: Path, ending: str) -> None:
+        """Tally the points of a raise life that fired; its query must have gone on to the
+        end after them (started again by its application after each error)."""
+        for name in parse(life.spec):
+            times = len(list(armed.parent.glob(f"{armed.name}.{name}.fired*")))
+            if times:
+                self.tally.fired[name] += 1
+                if name in life.point.split(","):
+                    self.tally.raised_at[name] += 1
+        if ending != "done":
+            self.tally.problems.append(f"life {index} ({life.label}): the query did not go on "
+                                       f"after its errors: {ending}")
+
     @staticmethod
     def _spark_reads_file(armed: Path) -> Path:
         return armed.with_suffix(".spark-reads.jsonl")
@@ -442,17 +507,25 @@ class CrashLoop:
                                            f"input, {vanished} of an earlier read gone")
             self._spark_table_ids = ids
 
-    def _verify(self, index: int, life: Life) -> None:
+    def _verify(self, index: int, life: Life, ending: str) -> None:
         """What ``rotsink verify --repair`` does after every run (authenticating, when the
-        output is encrypted)."""
+        output is encrypted); after a run to its end, first without repair: its driver (and
+        a raise life's restarts) must have repaired everything itself."""
         from commit_protocol.checks.verification import verify_output
         from commit_protocol.crypto.keys import KeyRefs
-
-        keys = KeyRefs.from_options(self.options)
-        # the driver was killed: no commit is in flight (timeout 0), though its commit worker
-        # may outlive it for a moment and race the repair, which both must survive
         from datasource.options.sink import fs_options
 
+        keys = KeyRefs.from_options(self.options)
+        if ending == "done":
+            found = verify_output(self.storage(), ring=keys.ring() if keys else None,
+                                  commit_timeout_s=0, fs_options=fs_options(self.options))
+            self.tally.problems += [f"life {index} ({life.label}), before any repair: {p}"
+                                    for p in found.problems]
+            if found.pending:
+                self.tally.problems.append(f"life {index} ({life.label}): a commit left "
+                                           f"pending by a driver that ran to its end")
+        # the driver was killed: no commit is in flight (timeout 0), though its commit worker
+        # may outlive it for a moment and race the repair, which both must survive
         result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
                                commit_timeout_s=0, fs_options=fs_options(self.options))
         if self.options.get("table.format"):
@@ -756,6 +829,8 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"failed task attempts; {t.finished_early} random lives ended before their kill",
         f"driver killed at {len(points) - len(unfired)}/{len(points)} failpoints"
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
+        f"errors raised at {len(set(points) & set(t.raised_at))}/{len(points)} failpoints; "
+        f"the failed query started again {t.restarts} times and went on",
         f"commits rolled forward by verify --repair: {t.repaired}",
         *([f"another writer rewrote the table before each life: {t.rewritten} files "
            "replaced, rows kept"] if loop.rewrites else []),

@@ -15,10 +15,15 @@ Commit of batch N, in order (each step safe to repeat after a crash):
    or another writer's);
 5. rename finished temp files to their final names (never replacing), then create the
    ``_SUCCESS`` markers of partitions it completes (``partition.commitDelay``);
-6. publish the log file with an exclusive create: the commit point.
+6. publish the log file with an exclusive create: the commit point;
+7. after it, the table commit and the clean-up (:mod:`commit_protocol.commit.after_commit`):
+   an error there is retried, then fails the query or waits for the next clean-up, and never
+   undoes the batch.
 
 A crash after 4 is finished by step 1 of the next planning (roll forward), so the renames of
-step 5 are never visible for longer than one restart. Reports without a basis (made by
+step 5 are never visible for longer than one restart. An error at any step makes Spark call
+:meth:`Committer.abort`, which deletes only the fresh files no committed log file or staged
+intent names: a batch decided (4) or committed (6) is never undone. Reports without a basis (made by
 hand) make the commit do steps 1 and 2 itself. On object stores the independent requests of
 a step go out together (:mod:`commit_protocol.storage.concurrent`).
 """
@@ -31,6 +36,8 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
+from commit_protocol.commit import after_commit
+from commit_protocol.commit.aborting import drop_fresh_files
 from commit_protocol.commit.claims import fence_unclaimed
 from commit_protocol.commit.commit_report import log_commit
 from commit_protocol.commit.driver_rolls import convert_rolled, seal_rolled
@@ -154,11 +161,11 @@ class Committer:
             latest = self.recover()
             if latest is not None and batch_id <= latest:
                 check_replay_owner(self.log, self.storage.root_uri, batch_id, latest, messages)
-                return CommitResult(batch_id, committed=False)
+                return self._replayed(batch_id, latest, now_ms)
         else:  # the planning of this batch recovered and read the log: continue from there
             latest = basis.latest_batch_id
             if latest is not None and batch_id <= latest:
-                return CommitResult(batch_id, committed=False)  # tasks skipped it: a replay
+                return self._replayed(batch_id, latest, now_ms)  # tasks skipped it
         state = self._state_for(batch_id, latest, messages, basis)
         self._adopt_interval(state.compact_interval)
         change = schema_change(state, self.schema_json, self.config)
@@ -211,14 +218,29 @@ class Committer:
         failpoints.hit("driver.after_stage")
         if not self._finish(new_state, data):
             return CommitResult(batch_id, committed=False)
+        # The batch is committed: nothing from here on may undo it (after_commit)
+        footers = {f.name: f.footer for f in merged.finalized if f.footer is not None}
         if self.table is not None:  # the table follows the log (commit_protocol.tables)
-            self.table.follow(new_state, now_ms=now_ms, footers={
-                f.name: f.footer for f in merged.finalized if f.footer is not None})
-        deleted = clean_up(self.storage, self.log, new_state, self.config, now_ms=now_ms)
+            table = self.table
+            after_commit.tried(f"table commit ({self.config.table_format})", batch_id,
+                               lambda: table.follow(new_state, now_ms=now_ms, footers=footers))
+        deleted = after_commit.housekeeping(batch_id, lambda: clean_up(
+            self.storage, self.log, new_state, self.config, now_ms=now_ms))
         log_commit(batch_id, merged, new_state, deleted, time.monotonic() - started)
         return CommitResult(batch_id, True, merged.finalized, len(merged.in_progress),
                             is_compaction_batch(batch_id, self.config.compact_interval),
                             new_state)
+
+    def _replayed(self, batch_id: int, latest: int, now_ms: int) -> CommitResult:
+        """A batch committed already (Spark replays the batch whose commit it did not see
+        end): nothing to commit, but the table may be behind the log, when the step after the
+        commit point failed (after_commit), in this very process, which started the table
+        already."""
+        if self.table is not None:
+            table = self.table
+            after_commit.tried(f"table commit ({self.config.table_format})", latest,
+                               lambda: table.catch_up(latest, now_ms=now_ms))
+        return CommitResult(batch_id, committed=False)
 
     def _adopt_interval(self, interval: int) -> None:
         """Name log files with the path's compaction interval, whatever the query's option
@@ -312,15 +334,13 @@ class Committer:
 
     # -- abort ---------------------------------------------------------------------------
     def abort(self, batch_id: int, messages: list[TaskReport | None]) -> None:
-        """Drop the fresh files of a failed batch. Nothing of it was ever visible; appends
-        to in-progress files past their committed offset are fenced off by the next task."""
+        """Drop the fresh files of a failed batch that no committed log file or staged intent
+        names (:mod:`commit_protocol.commit.aborting`)."""
         failpoints.hit("driver.during_abort")
-        for message in messages:
-            for f in message.files if message is not None else ():
-                if f.final_temp is not None:
-                    self.storage.delete(f.final_temp)
-                if f.start == 0 and f.fenced_from is None:
-                    self.storage.delete(f.temp)
+        basis = planned_basis(messages)
+        if basis is not None and basis.compact_interval is not None:
+            self._adopt_interval(basis.compact_interval)  # to name batch_id's log file
+        drop_fresh_files(self.storage, self.log, batch_id, messages)
 
 
 def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:

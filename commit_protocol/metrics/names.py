@@ -49,6 +49,10 @@ METRICS: dict[str, str] = {
     "lastCommit-timestampMs": "when the last commit finished",
     "tableVersion": "the table's version (Delta) or sequence number (Iceberg) after it",
     "tableCommitRetries-total": "table commits retried after another writer's landed (started)",
+    "afterCommitRetries-total": "steps after the commit point (the table commit, the clean-up) "
+                                "tried again after an error (started)",
+    "cleanupsDeferred-total": "clean-ups that still failed after their retries, left to the "
+                              "next compaction batch (started)",
     "tableFollowed-total": "commits that followed other writers' table changes (started)",
     "tableFilesFollowed-total": "files those changes removed or added (started)",
     "failures-total": "failed commits and aborts, every kind (started)",

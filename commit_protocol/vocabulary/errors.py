@@ -102,3 +102,9 @@ class TableError(RotsinkError):
 class StoreAccessError(RotsinkError):
     """The output's store refuses it before anything is written: its bucket or container does
     not exist, or its credentials are missing or refused; the message names the URL."""
+
+
+class AfterCommitError(CommitError):
+    """A step after the commit point (the table commit, the clean-up) failed after its
+    retries: the batch is committed and stays so; the message names the batch, the step, the
+    cause and what to do (restart the query, whose replay catches the step up)."""

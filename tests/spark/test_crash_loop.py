@@ -1,7 +1,8 @@
 """The crash loop (``tests/crashloop.py``) at CI size: at least 4 random SIGKILLs of the whole
-driver plus one kill at every failpoint, then every input row exactly once, across a schema
-change (a column added with ``schema.evolution``) in the middle of the lives; loops in Parquet
-and in ORC that kill at every step of encoding staged rows (in tasks and on the driver); and
+driver plus one kill and one error (the query restarted after it) at every failpoint, then
+every input row exactly once, across a schema change (a column added with
+``schema.evolution``) in the middle of the lives; loops in Parquet and in ORC that kill (and
+fail) at every step of encoding staged rows (in tasks and on the driver); and
 a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption, and on the
 emulators of Cloud Storage and Azure (there with a Delta and an Iceberg table).
 
@@ -51,6 +52,7 @@ def run_loop(spark, loop: CrashLoop, shown, *, random_kills: int, points) -> Out
     assert loop.tally.problems == [], report
     assert loop.tally.random_kills >= random_kills, report
     assert set(points) <= set(loop.tally.killed_at), report
+    assert set(points) <= set(loop.tally.raised_at), report  # an error there, not a kill
     assert (outcome.lost, outcome.duplicated) == (0, 0), report
     assert outcome.rotsink_rows == outcome.rows_in, report
     assert loop.reads.reads >= loop.tally.lives, report  # the reader ran beside the lives
