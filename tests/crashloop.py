@@ -88,6 +88,15 @@ class Life:
     def label(self) -> str:
         return self.spec or self.kind
 
+    @property
+    def points(self) -> set[str]:
+        """The failpoints that must fire (a raise life has several)."""
+        return set(self.point.split(",")) - {""}
+
+    def reaches(self, points: Sequence[str]) -> bool:
+        """Whether one of ``points`` must fire in this life."""
+        return bool(self.points & set(points))
+
 
 # Executor faults Spark survives by retrying the task, armed beside a driver-side kill so
 # that the same life first loses a Python worker or a task attempt, then the whole driver.
@@ -123,7 +132,7 @@ def failpoint_lives(points: Sequence[str] = ALL_POINTS) -> list[Life]:
 # Points that raise in a life of their own kind: a point reached only after another failure
 # gets that one armed beside it, as in failpoint_lives; a raise life restarts its query after
 # each error, up to once per point armed and two more.
-RAISES_PER_LIFE = 6
+RAISES_PER_LIFE = 12
 RAISE_COMPANIONS = {
     # every attempt of a task fails (local[2,4]: 4 attempts; 8 hits cover both tasks)
     "driver.during_abort": "task.before_report=raise:x8",
@@ -133,7 +142,10 @@ RAISE_COMPANIONS = {
 
 def raise_lives(points: Sequence[str]) -> list[Life]:
     """Lives in which each of ``points`` raises once (see the module docstring),
-    :data:`RAISES_PER_LIFE` points a life."""
+    :data:`RAISES_PER_LIFE` points a life. Not the schema change's points: a loop changes its
+    schema once, in the life that kills the driver there (their errors, and the replay after
+    them: ``tests/unit/test_step_errors.py``)."""
+    points = [p for p in points if p not in SCHEMA_POINTS]
     lives = []
     for start in range(0, len(points), RAISES_PER_LIFE):
         group = points[start:start + RAISES_PER_LIFE]
@@ -183,6 +195,7 @@ class CrashLoop:
     files_written: int = 0
     window_s: float = 12.0      # random kills land in [0, window] after READY
     points: tuple[str, ...] = ALL_POINTS  # the failpoints of the last run
+    raises: bool = True  # raise lives of the same points beside the kills (raise_lives)
     reads: ReaderTally = field(default_factory=ReaderTally)
     group_by_file: bool = False  # each input file in one directory: untouched slots too
     # 2 tasks per batch, except in lives that must kill the driver while it encodes: those
@@ -266,20 +279,20 @@ class CrashLoop:
         ``random_kills`` random kills, shuffled; then clean lives until the query has
         consumed everything."""
         self.points = tuple(points)
-        pending = (failpoint_lives(points) + raise_lives(points)
+        pending = (failpoint_lives(points) + (raise_lives(points) if self.raises else [])
                    + [Life("random")] * random_kills)
         self.switch_at = self.tally.lives + len(pending) // 2
         self.rng.shuffle(pending)
         tries: Counter = Counter()
         while pending:
             life = pending.pop(0)
-            if life.point in DRIVER_CONVERT_POINTS and self.lone_task_for_driver_rolls:
+            if life.reaches(DRIVER_CONVERT_POINTS) and self.lone_task_for_driver_rolls:
                 self._stage_rows_in_task_partition_1()
-            if set(life.point.split(",")) & set(SCHEMA_POINTS):
+            if life.reaches(SCHEMA_POINTS):
                 self._commit_a_batch_of_the_first_schema()
             ending = self.live(life)
             if life.kind == "raise":
-                unfired = [p for p in life.point.split(",") if p not in self.tally.raised_at]
+                unfired = [p for p in sorted(life.points) if p not in self.tally.raised_at]
                 tries[life] += 1
                 if unfired and tries[life] < 3:
                     again = raise_lives(unfired)[0]
@@ -344,7 +357,7 @@ class CrashLoop:
 
             self.tally.rewritten += rewrite_as_another_writer(self.out_url, self.options)
         if self.schema_change and not self.evolved and (
-                set(life.point.split(",")) & set(SCHEMA_POINTS)
+                life.reaches(SCHEMA_POINTS)
                 or (not set(SCHEMA_POINTS) & set(self.points) and index >= self.switch_at)):
             self.evolved = True  # this life and the later ones write the added column
             self.switch_at_life = index
@@ -381,7 +394,7 @@ class CrashLoop:
         env[FILE_ENV_VAR] = str(armed)
         tasks = 0
         if self.lone_task_for_driver_rolls:
-            tasks = 1 if life.point in DRIVER_CONVERT_POINTS else 2
+            tasks = 1 if life.reaches(DRIVER_CONVERT_POINTS) else 2
         options = {**self.options, INPUT_SCHEMA: "v2"} if self.evolved else self.options
         if self.spark_table_reads:
             options = {**options, SPARK_TABLE_READS: str(self._spark_reads_file(armed))}
@@ -469,7 +482,7 @@ class CrashLoop:
             times = len(list(armed.parent.glob(f"{armed.name}.{name}.fired*")))
             if times:
                 self.tally.fired[name] += 1
-                if name in life.point.split(","):
+                if name in life.points:
                     self.tally.raised_at[name] += 1
         if ending != "done":
             self.tally.problems.append(f"life {index} ({life.label}): the query did not go on "
@@ -829,7 +842,8 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"failed task attempts; {t.finished_early} random lives ended before their kill",
         f"driver killed at {len(points) - len(unfired)}/{len(points)} failpoints"
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
-        f"errors raised at {len(set(points) & set(t.raised_at))}/{len(points)} failpoints; "
+        f"errors raised at {len(set(points) & set(t.raised_at))}/"
+        f"{len(set(points) - set(SCHEMA_POINTS))} failpoints; "
         f"the failed query started again {t.restarts} times and went on",
         f"commits rolled forward by verify --repair: {t.repaired}",
         *([f"another writer rewrote the table before each life: {t.rewritten} files "
@@ -863,6 +877,6 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["CONVERT_POINTS", "CrashLoop", "Outcome", "TABLE_POINTS", "TASK_POINTS", "bulk_loop",
-           "table_points",
+__all__ = ["CONVERT_POINTS", "SCHEMA_POINTS", "CrashLoop", "Outcome", "TABLE_POINTS",
+           "TASK_POINTS", "bulk_loop", "table_points",
            "check_output", "failpoint_lives", "summary", "table_loop"]

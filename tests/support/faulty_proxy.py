@@ -3,7 +3,9 @@ Azurite) that fails, delays and records requests.
 
 Tests point ``fs.endpoint_url`` (or s3a's endpoint) at the proxy and arm a rule such as
 "answer the next 5 PUTs whose path contains ``_spark_metadata`` with 503": the request never
-reaches the server, as when a store or the network fails mid-commit. Benchmarks give it a
+reaches the server, as when a store or the network fails mid-commit. Or they let it fail a
+random share of every kind of request (:meth:`FailingProxy.chaos`), as a store does on a bad
+day, each fault one of :data:`FAULTS`. Benchmarks give it a
 ``latency_s`` that every request waits before it is forwarded (a region's S3 answers in
 10-30 ms; loopback in well under 1), and read what was sent from ``requests``: each
 request's S3 operation, path and when it started and ended. Only 127.0.0.1 is ever contacted.
@@ -12,9 +14,12 @@ request's S3 operation, path and when it started and ended. Only 127.0.0.1 is ev
 from __future__ import annotations
 
 import http.client
+import random
 import socket
+import struct
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +33,46 @@ class FailRule:
     path_contains: str
     remaining: int
     status: int = 503
+    fault: str = ""  # "reset" or "reset-after" (see FAULTS) instead of the status
+    body_contains: bytes = b""  # and in the body (Cloud Storage names an upload's object there)
+
+
+# What a store or the network does to a request on a bad day: answer 500 or 503 (S3's "slow
+# down", Azure's "server busy") or 429 (Cloud Storage's; Azure and S3 throttle with 503)
+# without doing it; reset the connection before the request reaches the store, or after the
+# store did it (the answer lost: a retry of an exclusive create then finds its own object);
+# answer late (after ``slow_s``); or an outage: 503 to every request for a while, longer than
+# the clients retry, so that the error reaches rotsink (Spark then aborts the batch).
+FAULTS = ("500", "503", "429", "reset", "reset-after", "slow", "outage")
+STORE_FAULTS = {"s3": tuple(f for f in FAULTS if f != "429"), "gcs": FAULTS,
+                "azure": tuple(f for f in FAULTS if f != "429")}
+
+
+@dataclass
+class Chaos:
+    """A random ``share`` of requests get one of ``faults`` (seeded: a run is repeatable as far
+    as the order of requests is)."""
+
+    share: float
+    faults: tuple[str, ...] = FAULTS
+    seed: int = 7
+    slow_s: float = 1.5
+    outage_requests: int = 12  # more than any client's attempts at one request
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.outage_left = 0
+
+    def fault(self) -> str | None:
+        if self.outage_left:
+            self.outage_left -= 1
+            return "outage"
+        if self.rng.random() >= self.share:
+            return None
+        fault = self.rng.choice(self.faults)
+        if fault == "outage":
+            self.outage_left = self.outage_requests - 1
+        return fault
 
 
 @dataclass(frozen=True)
@@ -139,6 +184,11 @@ def _read_chunked(stream) -> bytes:
         stream.readline()  # the CRLF after the chunk
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        pass  # a connection the proxy reset on purpose
+
+
 class FailingProxy:
     """Forwards every request to ``target`` after ``latency_s``, unless an armed rule
     matches it."""
@@ -155,27 +205,49 @@ class FailingProxy:
         self.seen: list[str] = []  # every request, "METHOD path", for counting
         self.requests: list[Sent] = []  # every forwarded request, in the order answered
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self.random_faults: Chaos | None = None
+        self.injected: Counter = Counter()  # (operation, fault) -> how many
+        self.server = _QuietServer(("127.0.0.1", port), self._handler())
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def fail(self, method: str, path_contains: str, times: int, status: int = 503) -> None:
+    def fail(self, method: str, path_contains: str, times: int, status: int = 503, *,
+             fault: str = "", body_contains: bytes = b"") -> None:
+        """Answer the next ``times`` requests ``method`` of a path containing
+        ``path_contains`` (and a body containing ``body_contains``) with ``status``, or with
+        ``fault``: a reset before the store sees the request, or after it did it
+        (``reset-after``)."""
         with self.lock:
-            self.rules.append(FailRule(method, path_contains, times, status))
+            self.rules.append(FailRule(method, path_contains, times, status, fault,
+                                       body_contains))
+
+    def chaos(self, chaos: Chaos | None) -> None:
+        """Fail a random share of every request from now on (None: stop)."""
+        with self.lock:
+            self.random_faults = chaos
 
     def clear(self) -> None:
         with self.lock:
             self.rules.clear()
+            self.random_faults = None
+
+    def _random_fault(self, method: str, path: str, headers) -> str | None:
+        with self.lock:
+            fault = None if self.random_faults is None else self.random_faults.fault()
+            if fault is not None:
+                self.injected[(self.classify(method, path, headers), fault)] += 1
+        return fault
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
 
-    def _matching_rule(self, method: str, path: str) -> FailRule | None:
+    def _matching_rule(self, method: str, path: str, body: bytes | None) -> FailRule | None:
         with self.lock:
             self.seen.append(f"{method} {path}")
             for rule in self.rules:
-                if rule.remaining and rule.method == method and rule.path_contains in path:
+                if rule.remaining and rule.method == method and rule.path_contains in path \
+                        and rule.body_contains in (body or b""):
                     rule.remaining -= 1
                     self.failed.append(f"{method} {path}")
                     return rule
@@ -205,14 +277,17 @@ class FailingProxy:
                 else:
                     length = int(self.headers.get("Content-Length") or 0)
                     body = self.rfile.read(length) if length else None
-                rule = proxy._matching_rule(self.command, self.path)
-                if rule is not None:
-                    payload = b"<Error><Code>ServiceUnavailable</Code></Error>"
-                    self.send_response(rule.status)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                rule = proxy._matching_rule(self.command, self.path, body)
+                fault = rule.fault or str(rule.status) if rule is not None else \
+                    proxy._random_fault(self.command, self.path, self.headers.keys())
+                if fault is not None and (fault.isdigit() or fault == "outage"):
+                    self._fail(503 if fault == "outage" else int(fault))
                     return
+                if fault == "reset":
+                    self._reset()
+                    return
+                if fault == "slow" and proxy.random_faults is not None:
+                    time.sleep(proxy.random_faults.slow_s)
                 if proxy.latency_s:
                     time.sleep(proxy.latency_s)
                 upstream = http.client.HTTPConnection(*proxy.target, timeout=60)
@@ -228,6 +303,9 @@ class FailingProxy:
                             self.path, started, time.time())
                 with proxy.lock:
                     proxy.requests.append(sent)
+                if fault == "reset-after":  # the store did it; its answer is lost
+                    self._reset()
+                    return
                 self.send_response(response.status)
                 # A HEAD has no body but reports the object's length: keep upstream's.
                 dropped = ("transfer-encoding", "connection") + (
@@ -240,6 +318,26 @@ class FailingProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+
+            def _fail(self, status: int) -> None:
+                payload = b"<Error><Code>ServiceUnavailable</Code></Error>"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _reset(self) -> None:
+                """Close the client's connection with a TCP reset, answering nothing."""
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
+
+            def finish(self) -> None:
+                try:
+                    super().finish()
+                except OSError:
+                    pass  # a connection reset on purpose
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

@@ -28,8 +28,8 @@ class GCSFront(FailingProxy):
         self.compose_lock = threading.Lock()
         self.refused: list[str] = []  # composes answered 412 here
 
-    def _matching_rule(self, method: str, path: str) -> FailRule | None:
-        rule = super()._matching_rule(method, path)
+    def _matching_rule(self, method: str, path: str, body: bytes | None) -> FailRule | None:
+        rule = super()._matching_rule(method, path, body)
         if rule is not None or method != "POST":
             return rule
         parts = urlsplit(path)

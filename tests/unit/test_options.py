@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from commit_protocol.vocabulary.durations import parse_duration_ms
-from commit_protocol.vocabulary.errors import RotsinkError
+from commit_protocol.vocabulary.errors import OptionError, RotsinkError
 from datasource.options.sink import parse_sink_options
 
 
@@ -95,6 +95,28 @@ def test_bad_options_name_option_and_value(options, message, monkeypatch):
     with pytest.raises(RotsinkError, match=message) as caught:
         parse_sink_options({**base, **options})
     assert isinstance(caught.value, ValueError)  # OptionError and EncryptionKeyError both are
+
+
+@pytest.mark.parametrize("path, table_format, message", [
+    ("wasbs://lake@acct.blob.core.windows.net/out", "iceberg",
+     r"option path='wasbs://lake@acct.blob.core.windows.net/out' with table.format=iceberg: "
+     r"pyiceberg opens no wasbs:// URL \(it opens abfs, abfss, .*\); write the output to one "
+     r"of those \(the same container: abfss://container@account.dfs.core.windows.net/...\)"),
+    ("wasb://lake@acct.blob.core.windows.net/out", "iceberg", "pyiceberg opens no wasb://"),
+    ("gs://bucket/out", "delta", r"option path='gs://bucket/out': option table.format=delta at "
+                                 r"gs://bucket/out: rotsink does not write tables on gs://"),
+], ids=["iceberg-wasbs", "iceberg-wasb", "delta-gs"])
+def test_a_table_whose_library_cannot_open_the_output_is_refused_at_start(path, table_format,
+                                                                          message):
+    """Found after the first log commit, the table step failed on every batch (issue 67:
+    pyiceberg on wasb://); refused with the options, before anything is written."""
+    with pytest.raises(OptionError, match=message):
+        parse_sink_options({"path": path, "format": "parquet", "table.format": table_format,
+                            "table.catalog.type": "sql", "table.catalog.uri": "sqlite://"}
+                           if table_format == "iceberg" else
+                           {"path": path, "format": "parquet", "table.format": table_format})
+    assert parse_sink_options({"path": "wasbs://lake@acct.blob.core.windows.net/out",
+                               "format": "parquet", "table.format": "delta"}).table_format
 
 
 def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch):

@@ -1,10 +1,11 @@
 """An error is not a kill: every step of the protocol raising, then Spark's abort, then the
 replay of the batch, lose and duplicate nothing, and never leave the query unable to go on.
 
-Driven as Spark drives a query, without Spark (:class:`SparkLikeQuery`): each micro-batch is
-planned (the process's first planning starts the table), written by one task and committed;
-an error at any step aborts the epoch with the reports Spark holds, and the restarted query
-replays the batch, in the same process (the harder case: it remembers the table as started).
+Driven as Spark drives a query, without Spark (:class:`~tests.support.spark_like.SparkLikeQuery`):
+each micro-batch is planned (the process's first planning starts the table), written by one
+task and committed; an error at any step aborts the epoch with the reports Spark holds, and
+the restarted query replays the batch, in the same process (the harder case: it remembers the
+table as started).
 Each failpoint raises once. Then a last batch rolls every file, and the rows come from
 outside rotsink: the input written, against the finalized files read from ``_spark_metadata``
 by the tests' own reader and pyarrow (as Spark's readers read them), and the table read by its
@@ -32,14 +33,13 @@ from commit_protocol.checks.verification import verify_output
 from commit_protocol.commit import after_commit
 from commit_protocol.commit.committer import Committer
 from commit_protocol.records.config import RotationPolicy, SinkConfig
-from commit_protocol.records.messages import TaskReport
 from commit_protocol.records.plan import WritePlan
-from commit_protocol.records.schema_evolution import retires_in_progress
 from commit_protocol.storage import open_storage
 from commit_protocol.tables import follow
 from commit_protocol.task.task_writer import TaskWriter
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import AfterCommitError, RotsinkError
+from tests.support.spark_like import QUERY, SparkLikeQuery
 from tests.support.spark_log import finalized_paths, latest_batch
 from tests.support.tables import rewrite_as_another_writer, table_ids
 
@@ -50,7 +50,6 @@ GROWN = {**SCHEMA, "fields": [*SCHEMA["fields"], {"name": "tag", "type": "string
 GROUPS = ("a", "b", "c")
 ROWS, BATCHES = 12, 8
 GROWS_AT, SHARED_AT = 4, 5  # the batch that adds a column; before it, another writer's rewrite
-QUERY = "q"
 
 
 def setup_config(setup: str, out: Path) -> SinkConfig:
@@ -97,63 +96,25 @@ def armed_with(point: str) -> str:
     return f"{point}=raise:once"
 
 
-@dataclasses.dataclass
-class SparkLikeQuery:
-    """One query's micro-batches as Spark drives them (see the module docstring)."""
+def schema_json(cfg: SinkConfig, batch_id: int) -> str:
+    grows = cfg.schema_evolution == "addColumns" and batch_id >= GROWS_AT
+    return json.dumps(GROWN if grows else SCHEMA)
 
-    cfg: SinkConfig
-    started: bool = False  # the first planning of the process started the table
-    failures: list[str] = dataclasses.field(default_factory=list)
 
-    def schema_json(self, batch_id: int) -> str:
-        grows = self.cfg.schema_evolution == "addColumns" and batch_id >= GROWS_AT
-        return json.dumps(GROWN if grows else SCHEMA)
+def rows(cfg: SinkConfig, batch_id: int) -> pa.RecordBatch | None:
+    """Batch ``batch_id``'s rows, of one group; none for the last batch (its rolls only)."""
+    if batch_id >= BATCHES:
+        return None
+    ids = list(range(batch_id * ROWS, (batch_id + 1) * ROWS))
+    columns = {"id": pa.array(ids, pa.int64()), "grp": [GROUPS[batch_id % 3]] * ROWS}
+    if schema_json(cfg, batch_id) != json.dumps(SCHEMA):
+        columns["tag"] = [f"t{i}" for i in ids]
+    return pa.record_batch(columns)
 
-    def rows(self, batch_id: int) -> pa.RecordBatch:
-        ids = list(range(batch_id * ROWS, (batch_id + 1) * ROWS))
-        columns = {"id": pa.array(ids, pa.int64()), "grp": [GROUPS[batch_id % 3]] * ROWS}
-        if self.schema_json(batch_id) != json.dumps(SCHEMA):
-            columns["tag"] = [f"t{i}" for i in ids]
-        return pa.record_batch(columns)
 
-    def run(self, batch_id: int, *, now_ms: int) -> None:
-        """Batch ``batch_id`` until it commits: each failure aborted, then replayed."""
-        for _ in range(6):
-            self.reports: list[TaskReport | None] = [None]  # what Spark holds for the abort
-            try:
-                self._attempt(batch_id, now_ms)
-                return
-            except RotsinkError as e:  # a failpoint, or a step after the commit point
-                self.failures.append(f"{type(e).__name__}: {e}")
-                try:
-                    Committer(self.storage, self.cfg, self.schema_json(batch_id)).abort(
-                        batch_id, self.reports)
-                except failpoints.FailpointError:
-                    pass  # Spark logs a failed abort; the query fails as it would anyway
-        raise AssertionError(f"batch {batch_id} never committed: {self.failures}")
-
-    @property
-    def storage(self):
-        return open_storage(self.cfg.path, self.cfg.fs_options)
-
-    def _attempt(self, batch_id: int, now_ms: int) -> None:
-        schema_json = self.schema_json(batch_id)
-        committer = Committer(self.storage, self.cfg, schema_json)
-        state = committer.latest_state()
-        if not self.started:
-            committer.start_table(state, now_ms=now_ms)
-            self.started = True
-        retire = state is not None and retires_in_progress(state, schema_json, self.cfg)
-        plan = WritePlan.from_state(state, self.storage.root_uri, retire_in_progress=retire)
-        planned = dataclasses.replace(self.cfg, field_ids=committer.field_ids())
-        reports: list[TaskReport] = []
-        if batch_id < BATCHES:
-            reports.append(TaskWriter(self.storage, planned, plan, batch_id=batch_id,
-                                      partition=batch_id % 2, attempt=0, query_id=QUERY
-                                      ).write([self.rows(batch_id)]))
-            self.reports = list(reports)
-        Committer(self.storage, self.cfg, schema_json).commit(batch_id, list(reports),
-                                                              now_ms=now_ms)
+def query_of(cfg: SinkConfig) -> SparkLikeQuery:
+    return SparkLikeQuery(cfg, rows=lambda b: rows(cfg, b),
+                          schema_json=lambda b: schema_json(cfg, b))
 
 
 def finalized_ids(cfg: SinkConfig) -> Counter:
@@ -179,7 +140,7 @@ def test_a_step_raising_loses_nothing_and_the_replay_goes_on(tmp_path, monkeypat
     armed.write_text(armed_with(point))
     monkeypatch.setenv(failpoints.FILE_ENV_VAR, str(armed))
     cfg = setup_config(setup, tmp_path / "out")
-    query = SparkLikeQuery(cfg)
+    query = query_of(cfg)
     options = {"format": "parquet", "partitionBy": "grp", "table.format": setup}
     later = int(time.time() * 1000) + 60_000  # the commits' clock: Iceberg's snapshots expire
     for batch_id in range(BATCHES + 1):  # the last one rolls every file (its age)
@@ -200,7 +161,7 @@ def test_the_replay_of_the_last_batch_catches_its_table_up(tmp_path, monkeypatch
     """The table step of the last batch fails; the replay (the same process, which started
     the table already, and no batch after it) brings the table up to the log."""
     cfg = setup_config(setup, tmp_path / "out")
-    query = SparkLikeQuery(cfg)
+    query = query_of(cfg)
     later = int(time.time() * 1000) + 60_000
     for batch_id in range(3):
         query.run(batch_id, now_ms=later + 10 * batch_id)

@@ -10,11 +10,22 @@ from commit_protocol.storage import Storage
 from commit_protocol.tables import TableFormat, TableRead
 from commit_protocol.tables.delta.storage import STORAGE_PREFIX, delta_location
 from commit_protocol.tables.delta.table import DeltaFollowedTable
+from commit_protocol.vocabulary.errors import OptionError, TableError
 
 
 @dataclass(frozen=True)
 class DeltaFormat(TableFormat):
     """``table.format=delta``: the table at the output's root, by delta-rs."""
+
+    def check_options(self, config: SinkConfig) -> None:
+        """Also refuse at start a store delta-rs is not set up for here (see
+        :func:`delta_location`), before the first log commit finds it."""
+        super().check_options(config)
+        try:
+            delta_location(config.path if "://" in config.path else f"file://{config.path}",
+                           config)
+        except TableError as e:
+            raise OptionError(f"option path={config.path!r}: {e}") from e
 
     def open(self, storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
         uri, options = delta_location(storage.root_uri, config)

@@ -32,6 +32,8 @@ class IcebergFormat(TableFormat):
             raise OptionError(f"option table.identifier={identifier!r}: expected "
                               "namespace.table, for table.format=iceberg")
         retention_option(config.table_options)  # a bad one fails at start, naming it
+        check_file_io(config.path)
+
 
     def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
         return IcebergFollowedTable(storage.root_uri, config)
@@ -61,6 +63,25 @@ class IcebergFormat(TableFormat):
         return TableRead(f"Iceberg table {followed.identifier} (pyiceberg, embedded catalog "
                          f"{out}/_iceberg/catalog.db): {len(table.snapshots())} snapshots, "
                          f"{len(table.inspect.files())} files, {len(ids)} rows", ids)
+
+
+def check_file_io(path: str) -> None:
+    """Refuse at start an output whose URL pyiceberg's file IO cannot open (its fsspec
+    file IO's schemes, which rotsink's Iceberg tables use on every store but S3): found only
+    after the first log commit, the table step would fail on every batch. pyiceberg is asked,
+    so a release that opens more schemes is taken as it is."""
+    try:
+        from pyiceberg.io.fsspec import SCHEME_TO_FS
+    except ImportError:
+        return  # the library is missing: check_installed says so
+    scheme = path.partition("://")[0].lower() if "://" in path else "file"
+    if scheme in SCHEME_TO_FS:
+        return
+    azure = " (the same container: abfss://container@account.dfs.core.windows.net/...)" \
+        if scheme in ("wasb", "wasbs", "az") else ""
+    raise OptionError(f"option path={path!r} with table.format=iceberg: pyiceberg opens no "
+                      f"{scheme}:// URL (it opens {', '.join(sorted(filter(None, SCHEME_TO_FS)))}"
+                      f"); write the output to one of those{azure}")
 
 
 FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",

@@ -1,0 +1,125 @@
+"""Catalogs and table libraries that fail after the commit point: a REST catalog answering 503,
+or losing its answer to a commit it made (SeaweedFS's Iceberg REST catalog behind the failing
+proxy), and a SQL catalog's SQLite file locked by another process. The table step is tried
+again (``commit_protocol/commit/after_commit.py``); one that keeps failing fails the commit
+naming the batch and the step, the batch stays committed, and the next commit catches the
+table up. The log and the table agree in the end, each file listed once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from commit_protocol.commit import after_commit
+from commit_protocol.vocabulary.errors import AfterCommitError
+from tests.support.faulty_proxy import FailingProxy
+from tests.unit.test_delta_commits import commit_batch
+from tests.unit.test_iceberg_commits import (
+    assert_table_follows_the_log,
+    batches_of,
+    fresh_process_memory,  # noqa: F401  (a fixture: each test a new driver)
+    iceberg_config,
+    table_of,
+)
+
+
+@pytest.fixture
+def no_waits(monkeypatch):
+    """The retries' waits shortened (their lengths are after_commit's, tested there)."""
+    monkeypatch.setattr(after_commit, "RETRY_DELAYS_S", (0.05, 0.1, 0.2, 0.4))
+
+
+@pytest.fixture
+def rest_output(request, tmp_path, monkeypatch):
+    """An output on SeaweedFS whose Iceberg table is in its REST catalog, reached through a
+    failing proxy; the proxy."""
+    from tests.support.s3server import DUMMY_CREDENTIALS, TABLE_BUCKET, create_bucket
+
+    endpoint, catalog = request.getfixturevalue("seaweedfs_catalog")
+    proxy = FailingProxy(catalog)
+    bucket = create_bucket(endpoint, f"faults-{tmp_path.name[-20:].lower().replace('_', '-')}")
+    keys = (DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"], DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    monkeypatch.setenv("ICEBERG_TEST_SECRET", keys[1])
+    name = f"t_{bucket.replace('-', '_')}"
+    options = {"catalog.type": "rest", "catalog.uri": proxy.endpoint,
+               "catalog.warehouse": f"s3://{TABLE_BUCKET}",
+               "catalog.rest.sigv4-enabled": "true", "catalog.rest.signing-name": "s3tables",
+               "catalog.rest.signing-region": "us-east-1",
+               "catalog.client.access-key-id": keys[0],
+               "catalog.client.secret-access-key": "env:ICEBERG_TEST_SECRET",
+               "catalog.s3.endpoint": endpoint, "catalog.s3.access-key-id": keys[0],
+               "catalog.s3.secret-access-key": "env:ICEBERG_TEST_SECRET",
+               "catalog.s3.region": "us-east-1", "catalog.s3.path-style-access": "true",
+               "identifier": f"rotsink.{name}"}
+    cfg = iceberg_config(f"s3://{bucket}/out", fs_options={"endpoint_url": endpoint},
+                         table_options=options)
+    yield cfg, proxy, f"/tables/{name}"
+    proxy.stop()
+
+
+@pytest.mark.parametrize("fault, times", [("503", 2), ("reset-after", 1)],
+                         ids=["503-twice", "answer-lost"])
+def test_a_table_commit_the_catalog_fails_for_a_while_is_tried_again(rest_output, no_waits,
+                                                                     fault, times):
+    """503 twice: the third attempt commits. The answer lost after the catalog committed: the
+    retry finds the batch in the table (its mark) and adds nothing twice."""
+    cfg, proxy, table_path = rest_output
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    proxy.fail("POST", table_path, times, status=503 if fault == "503" else 0,
+               fault="" if fault == "503" else fault)
+    commit_batch(cfg, 2)
+    commit_batch(cfg, 3)  # rolls files: a table commit of its own
+    assert len(proxy.failed) == times, proxy.seen[-10:]
+    assert batches_of(table_of(cfg)) == ["0", "1", "3"]
+    assert_table_follows_the_log(cfg)
+
+
+def test_a_catalog_that_keeps_failing_fails_the_commit_and_the_next_catches_up(rest_output,
+                                                                             no_waits):
+    cfg, proxy, table_path = rest_output
+    commit_batch(cfg, 0)
+    proxy.fail("POST", table_path, 99)
+    with pytest.raises(AfterCommitError, match=r"batch 1 is committed .* its table commit "
+                                               r"\(iceberg\) failed: .*restart the query"):
+        commit_batch(cfg, 1)
+    proxy.clear()
+    commit_batch(cfg, 2)  # the batch after it (a replay of batch 1 would do the same)
+    assert batches_of(table_of(cfg)) == ["0", "1"]  # batch 2 rolls nothing
+    assert_table_follows_the_log(cfg)
+
+
+def test_a_sqlite_catalog_locked_by_another_writer_is_waited_for(tmp_path, no_waits,
+                                                                 monkeypatch):
+    """Another connection (as another process would) takes the catalog's SQLite file as the
+    table step starts and holds it for longer than SQLite's own wait: the table step fails
+    and is tried again until the lock is gone."""
+    from commit_protocol.tables.follow import TableFollower
+
+    cfg = iceberg_config(str(tmp_path / "out"), table_options={
+        "catalog.type": "sql", "catalog.uri": f"sqlite:///{tmp_path}/catalog.db?timeout=0.2",
+        "catalog.warehouse": f"file://{tmp_path}/warehouse"})
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    holder = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None,
+                             check_same_thread=False)
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    follow = TableFollower.follow
+
+    def locked_first(self, *args, **kwargs):
+        if not release.is_alive() and not release.finished.is_set():
+            holder.execute("BEGIN EXCLUSIVE")
+            release.start()
+        return follow(self, *args, **kwargs)
+
+    monkeypatch.setattr(TableFollower, "follow", locked_first)
+    started = time.monotonic()
+    commit_batch(cfg, 3)  # rolls files: its table commit meets the lock
+    release.join()
+    assert time.monotonic() - started >= 0.5  # it waited for the lock, then committed
+    assert batches_of(table_of(cfg)) == ["0", "1", "3"]
+    assert_table_follows_the_log(cfg)

@@ -1,0 +1,53 @@
+"""Stores that fail requests, as real ones do every day: S3, Cloud Storage and Azure (their
+emulators behind a proxy, ``tests/support/faulty_proxy.py``) answering a share of every kind
+of request with 500, 503 or 429, a reset connection (before the store saw the request, or
+after it did it) or a slow answer. A run of micro-batches, plain and into a table on each
+store, keeps going, and every row is in the output exactly once
+(``tests/support/fault_run.py``); a create whose answer was lost is recognised by its retry.
+
+Size: ``ROTSINK_FAULT_BATCHES`` micro-batches a run (12 in CI; hundreds on demand, as
+``python -m benchmarks.store_faults`` runs them), ``ROTSINK_FAULT_SHARE`` of the requests
+failed (0.05; a fifth of it on Azure, where each retried fault waits for the storage SDK's
+backoff of 15 s and more).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.fault_run import STORES, run_with_faults, runs_with_a_lost_answer
+
+BATCHES = int(os.environ.get("ROTSINK_FAULT_BATCHES", "12"))
+SHARE = float(os.environ.get("ROTSINK_FAULT_SHARE", "0.05"))
+SEED = int(os.environ.get("ROTSINK_CRASH_SEED", "7"))
+ENDPOINTS = {"s3": "seaweedfs_endpoint", "gcs": "gcs_endpoint", "azure": "azure_endpoint"}
+
+
+@pytest.mark.parametrize("table", [False, True], ids=["plain", "table"])
+@pytest.mark.parametrize("store", STORES)
+def test_a_run_through_a_failing_store_loses_and_duplicates_nothing(request, tmp_path, shown,
+                                                                     store, table):
+    endpoint = request.getfixturevalue(ENDPOINTS[store])
+    share = SHARE / 5 if store == "azure" else SHARE
+    outcome = run_with_faults(store, endpoint, tmp_path, table=table, batches=BATCHES,
+                              share=share, seed=SEED)
+    shown(outcome.line())
+    assert sum(outcome.injected.values()) > 0, "the proxy failed requests"
+    assert outcome.exact, outcome.line()
+
+
+@pytest.mark.parametrize("step", ["commit point", "publish", "segment", "claim"])
+@pytest.mark.parametrize("store", STORES)
+def test_a_create_whose_answer_was_lost_is_recognised_by_its_retry(request, tmp_path, store,
+                                                                   step):
+    """The store made the object (the log file: the commit point; a finished file; an
+    in-progress segment; a task's claim), then the connection was reset before its answer:
+    the client's retry finds the object there, and rotsink knows it for its own, so no error
+    reaches the query and nothing is made twice."""
+    endpoint = request.getfixturevalue(ENDPOINTS[store])
+    outcome, lost_answers = runs_with_a_lost_answer(store, endpoint, tmp_path, step)
+    assert lost_answers == 1, f"the {step} request was reset after the store did it"
+    assert not outcome.reached, outcome.examples
+    assert outcome.exact, outcome.line()
