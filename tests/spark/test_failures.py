@@ -45,6 +45,31 @@ def test_driver_killed_before_log_write_recovers_on_restart(spark, tmp_path, fai
     assert sorted(r.id for r in spark.read.json(str(out)).collect()) == list(range(total))
 
 
+@pytest.mark.compat
+def test_an_error_after_the_commit_point_loses_nothing_and_the_restart_goes_on(
+        spark, tmp_path, failpoints):
+    """The issue 67 case: a rolling, partitioned Parquet query whose first commit raises
+    after its log file is written; Spark aborts the epoch, and the abort used to delete the
+    in-progress files the log had just committed (every restart then failed on a missing
+    file). Now the restart goes on and every row is there once."""
+    from commit_protocol.checks.verification import verify_output
+    from commit_protocol.storage import open_storage
+
+    total = write_numbered_source(tmp_path / "in", files=3, rows_per_file=20)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    options = {"format": "parquet", "partitionBy": "grp", "rotation.maxBatches": "3"}
+    failpoints.arm("driver.after_log_write=raise:once")
+    with pytest.raises(StreamingQueryException, match="failpoint"):
+        run_to_completion(spark, tmp_path / "in", out, ck, **options)
+    failpoints.disarm()
+    found = verify_output(open_storage(str(out)), commit_timeout_s=0).problems
+    assert not [p for p in found if "missing" in p], found  # what the abort used to delete
+    run_to_completion(spark, tmp_path / "in", out, ck, **options)
+    assert rotsink_ids(spark, out) == list(range(total))
+    assert sorted(r.id for r in spark.read.parquet(str(out)).collect()) == \
+        rotsink_ids(spark, out, includeInProgress="false")
+
+
 def _stream(spark, tmp_path):
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
     return spark.readStream.schema(SCHEMA).json(str(tmp_path / "in"))

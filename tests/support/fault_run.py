@@ -147,23 +147,32 @@ LOST_ANSWERS["gcs"] = {  # an upload names its object in the body
     "claim": ("POST", "/upload/", b'"name": "out/_rotsink/claims/')}
 
 
-def runs_with_a_lost_answer(store: str, endpoint: str, workdir: Path,
-                            step: str) -> tuple[FaultOutcome, int]:
+# How many times each store's client sends a request before its error reaches rotsink
+# (botocore's legacy mode in s3fs: 5; gcsfs: 6; Azure's storage SDK: 1 + 3 retries)
+ATTEMPTS = {"s3": 5, "gcs": 6, "azure": 4}
+
+
+def runs_with_a_lost_answer(store: str, endpoint: str, workdir: Path, step: str, *,
+                            outage: bool = False) -> tuple[FaultOutcome, int]:
     """Four batches (the third rolls files) whose first request of ``step``
     (:data:`LOST_ANSWERS`) is done by the store and its answer lost (the connection reset
-    after it); the outcome, and how many answers were lost."""
+    after it); or, with ``outage``, answered 503 as often as the client tries (the error
+    reaches rotsink once). The outcome, and how many requests the proxy failed."""
     method, part, body = LOST_ANSWERS[store][step]
+    times, fault = (ATTEMPTS[store], "") if outage else (1, "reset-after")
     outcome = run_with_faults(store, endpoint, workdir, table=False, batches=4, share=0,
-                              arm=lambda proxy: proxy.fail(method, part, 1, fault="reset-after",
+                              arm=lambda proxy: proxy.fail(method, part, times, fault=fault,
                                                            body_contains=body))
     return outcome, outcome.armed_faults
 
 
 def run_with_faults(store: str, endpoint: str, workdir: Path, *, table: bool, batches: int,
-                    share: float, seed: int = 7,
+                    share: float, seed: int = 7, faults: tuple[str, ...] | None = None,
+                    slow_s: float = 1.5,
                     arm: Callable[[FailingProxy], None] | None = None) -> FaultOutcome:
     """``batches`` micro-batches to ``store`` (its emulator at ``endpoint``) through a proxy
-    failing ``share`` of the requests, or as ``arm`` arms it; see the module docstring."""
+    failing ``share`` of the requests with ``faults`` (by default every fault the store
+    has, :data:`STORE_FAULTS`), or as ``arm`` arms it; see the module docstring."""
     from tests.support.spark_like import SparkLikeQuery
 
     url, direct = output_on(store, endpoint)
@@ -178,7 +187,8 @@ def run_with_faults(store: str, endpoint: str, workdir: Path, *, table: bool, ba
                            attempts=20)
     outcome = FaultOutcome(store, table_format, batches, 0.0)
     started = time.monotonic()
-    proxy.chaos(Chaos(share, STORE_FAULTS[store], seed=seed) if share else None)
+    proxy.chaos(Chaos(share, faults or STORE_FAULTS[store], seed=seed, slow_s=slow_s)
+                if share else None)
     base = int(time.time() * 1000)
     try:
         for batch_id in range(batches + 1):

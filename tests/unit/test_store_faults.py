@@ -6,9 +6,11 @@ store, keeps going, and every row is in the output exactly once
 (``tests/support/fault_run.py``); a create whose answer was lost is recognised by its retry.
 
 Size: ``ROTSINK_FAULT_BATCHES`` micro-batches a run (12 in CI; hundreds on demand, as
-``python -m benchmarks.store_faults`` runs them), ``ROTSINK_FAULT_SHARE`` of the requests
-failed (0.05; a fifth of it on Azure, where each retried fault waits for the storage SDK's
-backoff of 15 s and more).
+``python benchmarks/store_faults.py`` runs them), ``ROTSINK_FAULT_SHARE`` of the requests
+failed (0.05; a tenth of it on Azure, where each retried fault waits for the storage SDK's
+backoff of 15 s and more). The random faults leave out outages (each waits for a client's
+whole retry budget): an outage at each step is tested one by one, and the benchmark has them
+among its random faults.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import pytest
 
 from tests.support.fault_run import STORES, run_with_faults, runs_with_a_lost_answer
+from tests.support.faulty_proxy import STORE_FAULTS
 
 BATCHES = int(os.environ.get("ROTSINK_FAULT_BATCHES", "12"))
 SHARE = float(os.environ.get("ROTSINK_FAULT_SHARE", "0.05"))
@@ -30,9 +33,10 @@ ENDPOINTS = {"s3": "seaweedfs_endpoint", "gcs": "gcs_endpoint", "azure": "azure_
 def test_a_run_through_a_failing_store_loses_and_duplicates_nothing(request, tmp_path, shown,
                                                                      store, table):
     endpoint = request.getfixturevalue(ENDPOINTS[store])
-    share = SHARE / 5 if store == "azure" else SHARE
+    share = SHARE / 10 if store == "azure" else SHARE
+    faults = tuple(f for f in STORE_FAULTS[store] if f != "outage")
     outcome = run_with_faults(store, endpoint, tmp_path, table=table, batches=BATCHES,
-                              share=share, seed=SEED)
+                              share=share, seed=SEED, faults=faults, slow_s=0.5)
     shown(outcome.line())
     assert sum(outcome.injected.values()) > 0, "the proxy failed requests"
     assert outcome.exact, outcome.line()
@@ -50,4 +54,17 @@ def test_a_create_whose_answer_was_lost_is_recognised_by_its_retry(request, tmp_
     outcome, lost_answers = runs_with_a_lost_answer(store, endpoint, tmp_path, step)
     assert lost_answers == 1, f"the {step} request was reset after the store did it"
     assert not outcome.reached, outcome.examples
+    assert outcome.exact, outcome.line()
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_an_outage_longer_than_the_client_retries_fails_the_batch_and_the_replay_goes_on(
+        request, tmp_path, store):
+    """The commit point's create answered 503 as many times in a row as the store's client
+    tries (botocore 5, gcsfs 6, Azure's SDK 4): the error reaches rotsink, Spark aborts the
+    batch (keeping what the log names), and the replay commits it."""
+    endpoint = request.getfixturevalue(ENDPOINTS[store])
+    outcome, failed = runs_with_a_lost_answer(store, endpoint, tmp_path, "commit point",
+                                              outage=True)
+    assert sum(outcome.reached.values()) == 1, outcome.line()  # the client gave up once
     assert outcome.exact, outcome.line()
