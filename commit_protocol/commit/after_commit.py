@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from commit_protocol.metrics import count
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.vocabulary.errors import AfterCommitError, RotsinkError
 
 logger = logging.getLogger("rotsink.commit")
@@ -41,6 +42,15 @@ T = TypeVar("T")
 # that reaches rotsink has lasted that long already; 7.5 s more covers a store's slow-down
 # or a catalog's restart without holding a stream up for long.
 RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
+
+
+def table_step(config: SinkConfig) -> str:
+    """The table step's name in what an operator reads.
+
+    >>> table_step(SinkConfig(path="/out", table_format="delta"))
+    'table commit (delta)'
+    """
+    return f"table commit ({config.table_format})"
 
 
 def transient(error: BaseException) -> bool:

@@ -23,8 +23,8 @@ Commit of batch N, in order (each step safe to repeat after a crash):
 A crash after 4 is finished by step 1 of the next planning (roll forward), so the renames of
 step 5 are never visible for longer than one restart. An error at any step makes Spark call
 :meth:`Committer.abort`, which deletes only the fresh files no committed log file or staged
-intent names: a batch decided (4) or committed (6) is never undone. Reports without a basis (made by
-hand) make the commit do steps 1 and 2 itself. On object stores the independent requests of
+intent names: a batch decided (4) or committed (6) is never undone. Reports without a basis
+(made by hand) make the commit do steps 1 and 2 itself. On object stores the independent requests of
 a step go out together (:mod:`commit_protocol.storage.concurrent`).
 """
 
@@ -222,7 +222,7 @@ class Committer:
         footers = {f.name: f.footer for f in merged.finalized if f.footer is not None}
         if self.table is not None:  # the table follows the log (commit_protocol.tables)
             table = self.table
-            after_commit.tried(f"table commit ({self.config.table_format})", batch_id,
+            after_commit.tried(after_commit.table_step(self.config), batch_id,
                                lambda: table.follow(new_state, now_ms=now_ms, footers=footers))
         deleted = after_commit.housekeeping(batch_id, lambda: clean_up(
             self.storage, self.log, new_state, self.config, now_ms=now_ms))
@@ -238,7 +238,7 @@ class Committer:
         already."""
         if self.table is not None:
             table = self.table
-            after_commit.tried(f"table commit ({self.config.table_format})", latest,
+            after_commit.tried(after_commit.table_step(self.config), latest,
                                lambda: table.catch_up(latest, now_ms=now_ms))
         return CommitResult(batch_id, committed=False)
 
