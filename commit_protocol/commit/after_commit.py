@@ -55,12 +55,21 @@ def table_step(config: SinkConfig) -> str:
 
 def transient(error: BaseException) -> bool:
     """Whether an error of a step may pass if the step is tried again: anything but an error
-    rotsink raised on purpose (which names a refusal, and would name it again).
+    rotsink raised on purpose (which names a refusal, and would name it again), unless that
+    error only names a library's or a store's (``raise TableError(...) from e``: delta-rs
+    failing a listing after its own retries).
 
     >>> transient(OSError("503 SlowDown")), transient(RotsinkError("refused"))
     (True, False)
+    >>> try:
+    ...     raise RotsinkError("the Delta commit failed") from OSError("503")
+    ... except RotsinkError as e:
+    ...     transient(e)
+    True
     """
-    return isinstance(error, Exception) and not isinstance(error, RotsinkError)
+    if isinstance(error, RotsinkError):
+        return error.__cause__ is not None and transient(error.__cause__)
+    return isinstance(error, Exception)
 
 
 def tried(step: str, batch_id: int, run: Callable[[], T], *, then: str = "",
