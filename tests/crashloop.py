@@ -842,9 +842,10 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
         f"failed task attempts; {t.finished_early} random lives ended before their kill",
         f"driver killed at {len(points) - len(unfired)}/{len(points)} failpoints"
         + (f" (never at: {', '.join(unfired)})" if unfired else ""),
-        f"errors raised at {len(set(points) & set(t.raised_at))}/"
-        f"{len(set(points) - set(SCHEMA_POINTS))} failpoints; "
-        f"the failed query started again {t.restarts} times and went on",
+        *([f"errors raised at {len(set(points) & set(t.raised_at))}/"
+           f"{len(set(points) - set(SCHEMA_POINTS))} failpoints; "
+           f"the failed query started again {t.restarts} times and went on"]
+          if loop.raises else []),
         f"commits rolled forward by verify --repair: {t.repaired}",
         *([f"another writer rewrote the table before each life: {t.rewritten} files "
            "replaced, rows kept"] if loop.rewrites else []),
