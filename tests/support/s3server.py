@@ -169,6 +169,25 @@ class _WeedExited(RuntimeError):
 TABLE_BUCKET = "warehouse"  # the Iceberg table bucket weed mini makes for its REST catalog
 
 
+def rest_catalog_options(catalog: str, endpoint: str, table: str,
+                         secret_env: str = "ICEBERG_TEST_SECRET") -> dict[str, str]:
+    """The sink's ``table.*`` options (without the prefix) for SeaweedFS's Iceberg REST
+    catalog at ``catalog`` (SigV4, the dummy key; its secret by reference, from the
+    environment variable ``secret_env``, which the caller sets), the table ``rotsink.<table>``
+    in :data:`TABLE_BUCKET`, its files on the S3 gateway at ``endpoint``."""
+    key = DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]
+    return {"catalog.type": "rest", "catalog.uri": catalog,
+            "catalog.warehouse": f"s3://{TABLE_BUCKET}",
+            "catalog.rest.sigv4-enabled": "true", "catalog.rest.signing-name": "s3tables",
+            "catalog.rest.signing-region": "us-east-1",
+            "catalog.client.access-key-id": key,
+            "catalog.client.secret-access-key": f"env:{secret_env}",
+            "catalog.s3.endpoint": endpoint, "catalog.s3.access-key-id": key,
+            "catalog.s3.secret-access-key": f"env:{secret_env}",
+            "catalog.s3.region": "us-east-1", "catalog.s3.path-style-access": "true",
+            "identifier": f"rotsink.{table}"}
+
+
 def start_seaweedfs_server(*, timeout_s: float = 60.0) -> tuple[str, Callable[[], None]]:
     """Start ``weed mini`` (master, volume, filer and S3 gateway in one process) on free
     loopback ports with its data and logs in a new temp directory; return its S3 URL once the

@@ -37,24 +37,14 @@ def no_waits(monkeypatch):
 def rest_output(request, tmp_path, monkeypatch):
     """An output on SeaweedFS whose Iceberg table is in its REST catalog, reached through a
     failing proxy; the proxy."""
-    from tests.support.s3server import DUMMY_CREDENTIALS, TABLE_BUCKET, create_bucket
+    from tests.support.s3server import DUMMY_CREDENTIALS, create_bucket, rest_catalog_options
 
     endpoint, catalog = request.getfixturevalue("seaweedfs_catalog")
     proxy = FailingProxy(catalog)
     bucket = create_bucket(endpoint, f"faults-{tmp_path.name[-20:].lower().replace('_', '-')}")
-    keys = (DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"], DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
-    monkeypatch.setenv("ICEBERG_TEST_SECRET", keys[1])
+    monkeypatch.setenv("ICEBERG_TEST_SECRET", DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
     name = f"t_{bucket.replace('-', '_')}"
-    options = {"catalog.type": "rest", "catalog.uri": proxy.endpoint,
-               "catalog.warehouse": f"s3://{TABLE_BUCKET}",
-               "catalog.rest.sigv4-enabled": "true", "catalog.rest.signing-name": "s3tables",
-               "catalog.rest.signing-region": "us-east-1",
-               "catalog.client.access-key-id": keys[0],
-               "catalog.client.secret-access-key": "env:ICEBERG_TEST_SECRET",
-               "catalog.s3.endpoint": endpoint, "catalog.s3.access-key-id": keys[0],
-               "catalog.s3.secret-access-key": "env:ICEBERG_TEST_SECRET",
-               "catalog.s3.region": "us-east-1", "catalog.s3.path-style-access": "true",
-               "identifier": f"rotsink.{name}"}
+    options = rest_catalog_options(proxy.endpoint, endpoint, name)
     cfg = iceberg_config(f"s3://{bucket}/out", fs_options={"endpoint_url": endpoint},
                          table_options=options)
     yield cfg, proxy, f"/tables/{name}"

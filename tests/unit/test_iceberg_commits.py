@@ -101,7 +101,7 @@ def cfg(request, tmp_path) -> SinkConfig:
                               table_options={"catalog.type": "sql",
                                              "catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
                                              "catalog.warehouse": f"{root}/warehouse"})
-    from tests.support.s3server import DUMMY_CREDENTIALS, TABLE_BUCKET, create_bucket
+    from tests.support.s3server import DUMMY_CREDENTIALS, create_bucket, rest_catalog_options
 
     endpoint, catalog = request.getfixturevalue("seaweedfs_catalog")
     bucket = create_bucket(endpoint, f"iceberg-{tmp_path.name[-20:].lower().replace('_', '-')}")
@@ -111,18 +111,9 @@ def cfg(request, tmp_path) -> SinkConfig:
                    "catalog.warehouse": f"s3://{bucket}/warehouse"}
         return iceberg_config(f"s3://{bucket}/out", fs_options={"endpoint_url": endpoint},
                               table_options=options)
-    keys = (DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"], DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
-    request.getfixturevalue("monkeypatch").setenv("ICEBERG_TEST_SECRET", keys[1])
-    options = {"catalog.type": "rest", "catalog.uri": catalog,
-               "catalog.warehouse": f"s3://{TABLE_BUCKET}",
-               "catalog.rest.sigv4-enabled": "true", "catalog.rest.signing-name": "s3tables",
-               "catalog.rest.signing-region": "us-east-1",
-               "catalog.client.access-key-id": keys[0],
-               "catalog.client.secret-access-key": "env:ICEBERG_TEST_SECRET",
-               "catalog.s3.endpoint": endpoint, "catalog.s3.access-key-id": keys[0],
-               "catalog.s3.secret-access-key": "env:ICEBERG_TEST_SECRET",
-               "catalog.s3.region": "us-east-1", "catalog.s3.path-style-access": "true",
-               "identifier": f"rotsink.t_{bucket.replace('-', '_')}"}
+    request.getfixturevalue("monkeypatch").setenv("ICEBERG_TEST_SECRET",
+                                                  DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    options = rest_catalog_options(catalog, endpoint, f"t_{bucket.replace('-', '_')}")
     if request.param == "rest-local":
         return iceberg_config(str(tmp_path / "out"), table_options=options)
     return iceberg_config(f"s3://{bucket}/out", fs_options={"endpoint_url": endpoint},
