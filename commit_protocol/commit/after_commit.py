@@ -9,8 +9,9 @@ batch, and each step only decides how long to keep trying and what to tell the o
 
 * every step is tried again after a transient error, with backoff (:data:`RETRY_DELAYS_S`,
   about 7.5 s beyond the clients' own retries). Errors rotsink raises on purpose
-  (``RotsinkError``: a refusal, a failpoint) are not retried: a retry would say the same.
-  They fail the commit as they are, beside an ERROR line saying that the batch is committed;
+  (``RotsinkError``: a refusal, a failpoint) are not retried, a retry would say the same,
+  unless they only wrap a store's or a library's error (:func:`transient`). They fail the
+  commit as they are, beside an ERROR line saying that the batch is committed;
 * the **table commit** that still fails fails the query with :class:`AfterCommitError`,
   naming the batch, the step, the cause and what to do. A table behind its log is what a
   reader of the table would miss, so the query stops rather than run on without it. Spark had
@@ -38,7 +39,7 @@ logger = logging.getLogger("rotsink.commit")
 T = TypeVar("T")
 
 # Waits between the attempts of a step (then it has failed): the clients retry each request
-# themselves for a few seconds (botocore's standard mode, gcsfs, azure-core), so an error
+# themselves for seconds to a minute (botocore in s3fs, gcsfs, Azure's storage SDK), so an error
 # that reaches rotsink has lasted that long already; 7.5 s more covers a store's slow-down
 # or a catalog's restart without holding a stream up for long.
 RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
