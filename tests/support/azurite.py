@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.emulator import serve
+from tests.support.install_once import install_once
 
 PACKAGE = "azurite"
 VERSION = "3.37.0"  # the emulator the tests were written against
@@ -37,16 +38,21 @@ def binary(*, install: bool = True) -> Path:
     if named:
         return Path(named)
     installed = PREFIX / "node_modules" / ".bin" / "azurite-blob"
-    if installed.exists() or not install:
-        return installed
+    if install:
+        install_once(PREFIX / f"installed-{PACKAGE}-{VERSION}", _npm_install)
+    return installed
+
+
+def _npm_install() -> None:
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError("the Azure tests need Azurite, installed with npm (not found): "
                            "install Node.js, then run python -m tests.support.azurite")
+    shutil.rmtree(PREFIX / "node_modules", ignore_errors=True)  # what a broken install left
     PREFIX.mkdir(parents=True, exist_ok=True)
     subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix",
                     str(PREFIX), f"{PACKAGE}@{VERSION}"], check=True)
-    return installed
+    (PREFIX / f"installed-{PACKAGE}-{VERSION}").touch()
 
 
 def connection_string(endpoint: str) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.emulator import serve
+from tests.support.install_once import install_once
 
 # gcsfs's default client asks the gRPC control API, which the emulator does not serve, for each
 # bucket's layout, retrying without end (pyiceberg's file IO goes through it): off for every
@@ -42,17 +43,26 @@ def binary(*, build: bool = True) -> Path:
     if named:
         return Path(named)
     built = TOOLS / "fake-gcs-server"
-    if built.exists() or not build:
-        return built
+    if build:
+        install_once(built, _go_install)
+    return built
+
+
+def _go_install() -> None:
     go = shutil.which("go")
     if go is None:
         raise RuntimeError("the GCS tests need fake-gcs-server, built with Go (not found): "
                            "install Go (apt-get install golang, or go.dev), then run "
                            "python -m tests.support.gcsserver")
-    TOOLS.mkdir(parents=True, exist_ok=True)
+    # built into a folder of its own, then renamed into place: go copies the binary into
+    # GOBIN across filesystems, and an interrupted copy must not look like a build
+    partial = TOOLS / ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
     subprocess.run([go, "install", f"{MODULE}@{VERSION}"], check=True,
-                   env={**os.environ, "GOBIN": str(TOOLS)})
-    return built
+                   env={**os.environ, "GOBIN": str(partial)})
+    os.replace(partial / "fake-gcs-server", TOOLS / "fake-gcs-server")
+    partial.rmdir()
 
 
 def start_fake_gcs() -> tuple[str, Callable[[], None]]:

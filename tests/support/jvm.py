@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.install_once import install_once
+
 ROOT = Path(__file__).resolve().parents[2]
 POMS = ROOT / "tests" / "jvm"
 CACHE = ROOT / ".jvm-cache"
@@ -147,8 +149,14 @@ def _fetch(pom: str, *, folder: str = "", candidates: tuple[str, ...] = ("",),
     """Resolve the dependencies of ``tests/jvm/<pom>/pom.xml`` and link them into
     ``.jvm-cache/<folder>/`` (default: the pom's name) unless already there."""
     target = CACHE / (folder or pom)
-    if (target / "VERSIONS").exists():
-        return target
+    install_once(target / "VERSIONS", lambda: _resolve(pom, target, candidates, hadoop,
+                                                       properties),
+                 lock=CACHE / f".{target.name}.lock")  # _resolve empties the folder first
+    return target
+
+
+def _resolve(pom: str, target: Path, candidates: tuple[str, ...], hadoop: str,
+             properties: dict[str, str] | None) -> None:
     mvn = _require_tools()
     errors = []
     for spark in candidates:
@@ -167,7 +175,7 @@ def _fetch(pom: str, *, folder: str = "", candidates: tuple[str, ...] = ("",),
             versions = (f"spark-sql-kafka {spark}, spark-avro {spark}, hadoop-aws {hadoop}"
                         if spark else " ".join((properties or {}).values()) or pom)
             (target / "VERSIONS").write_text(versions + "\n")
-            return target
+            return
         errors.append(f"{' '.join(command)}\n{_maven_error(done.stdout + done.stderr)}")
     raise JvmSetupError(f"Maven could not fetch the JVM artifacts of {pom}:\n"
                         + "\n".join(errors))

@@ -108,21 +108,33 @@ def read_table(spark, table_format: str, table: str, *, catalog: str = ICEBERG_C
 def _read_iceberg(spark, name: str, attempts: int = 5) -> tuple[int, int | None, list[int]]:
     """The newest snapshot, then its rows: two statements, between which a commit and the
     expiry after it may remove that snapshot where the table keeps snapshots for a second
-    (the crash loop's ``table.snapshotRetention``); Spark then refuses the version as any
-    reader of an expired one is refused, and the newer one is read instead."""
+    (the crash loop's ``table.snapshotRetention``). Spark then refuses the version (when the
+    expiry came before it planned the read) or misses the snapshot's manifest list (when it
+    came after), as any reader of an expired snapshot fails; a read that failed so, of a
+    snapshot the table no longer has, is made again of the newer one. Any other failure, or
+    one of a snapshot still there, is raised."""
     for attempt in range(attempts):
-        newest = spark.sql(f"SELECT snapshot_id, summary['rotsink.batch'] AS batch FROM "
-                           f"{name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
-        assert newest is not None, "an Iceberg table without a snapshot"
-        version, batch = newest["snapshot_id"], newest["batch"]
+        version, batch = _newest_snapshot(spark, name)
         try:
             rows = spark.sql(f"SELECT id FROM {name} VERSION AS OF {version}").collect()
-        except Exception as e:
-            if "Cannot find snapshot with ID" not in str(e) or attempt == attempts - 1:
+        except Exception:
+            if attempt == attempts - 1 or _has_snapshot(spark, name, version):
                 raise
             continue
         return version, None if batch is None else int(batch), sorted(r.id for r in rows)
     raise AssertionError("unreachable")
+
+
+def _newest_snapshot(spark, name: str) -> tuple[int, str | None]:
+    newest = spark.sql(f"SELECT snapshot_id, summary['rotsink.batch'] AS batch FROM "
+                       f"{name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
+    assert newest is not None, "an Iceberg table without a snapshot"
+    return newest["snapshot_id"], newest["batch"]
+
+
+def _has_snapshot(spark, name: str, version: int) -> bool:
+    return spark.sql(f"SELECT 1 FROM {name}.snapshots WHERE snapshot_id = {version}"
+                     ).first() is not None
 
 
 def delta_batch(table: Path, version: int) -> int | None:
