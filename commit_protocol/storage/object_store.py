@@ -43,6 +43,7 @@ from commit_protocol.storage.segments import (
     segments_of,
     slice_pieces,
 )
+from commit_protocol.storage.urls import check_store_url
 from commit_protocol.vocabulary.errors import SegmentError, UnsafeStorageError
 
 SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
@@ -68,6 +69,7 @@ def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
             f"wasb[s]:// (Azure Blob Storage conditional headers) and memory://, not on "
             f"{protocol}://, where a publish or a log write could silently replace another "
             "writer's file")
+    check_store_url(url)
     import fsspec.core
 
     scheme = FSSPEC_SCHEMES.get(protocol)

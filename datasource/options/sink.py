@@ -12,6 +12,7 @@ from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import FORMATS, file_codec, format_named
 from commit_protocol.formats.codecs import ROW_CODEC_SUFFIX, RowCodec, bulk_codec
 from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.storage.urls import check_store_url
 from commit_protocol.tables import TableFormat
 from commit_protocol.vocabulary.durations import parse_duration_ms
 from commit_protocol.vocabulary.errors import OptionError
@@ -73,6 +74,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     if not path:
         raise OptionError("option path is required: .option('path', '/data/out') or .start(path)")
     path = driver_path(path)
+    check_store_url(path)
     fmt = format_named(get(FORMAT, "jsonl").lower()).name
     level_text = given(COMPRESSION_LEVEL)
     level = None if level_text is None else parse_int(COMPRESSION_LEVEL, level_text, minimum=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from commit_protocol.vocabulary.durations import parse_duration_ms
@@ -117,6 +119,43 @@ def test_a_table_whose_library_cannot_open_the_output_is_refused_at_start(path, 
                            {"path": path, "format": "parquet", "table.format": table_format})
     assert parse_sink_options({"path": "wasbs://lake@acct.blob.core.windows.net/out",
                                "format": "parquet", "table.format": "delta"}).table_format
+
+
+@pytest.mark.parametrize("path, message", [
+    ("abfss://lake@/out", r"names no storage account after 'lake@' \(expected "
+                          r"abfs\[s\]://CONTAINER@ACCOUNT\.dfs\.core\.windows\.net/PATH\)"),
+    ("wasb://acct.blob.core.windows.net/out", r"names no container and account: hadoop-azure, "
+                                              r"and so Spark's readers, need both"),
+    ("abfss://lake/out", "names no container and account"),
+    ("wasbs://@acct.blob.core.windows.net/out", "names no container"),
+    ("abfss://Lake_1@acct.dfs.core.windows.net/out", "names the container 'Lake_1', which is no "
+                                                     "valid container name"),
+    ("abfss://lake@my-acct.dfs.core.windows.net/out", "names the storage account 'my-acct', which "
+                                                      "is no valid account name"),
+    ("az:///out", r"names no container \(expected az://CONTAINER/PATH"),
+    ("s3:///out", r"names no bucket \(expected s3://BUCKET/PATH\)"),
+    ("gs:///out", "names no bucket"),
+], ids=["abfss-no-account", "wasb-no-container", "abfss-container-only", "wasbs-empty-container",
+        "container-name", "account-name", "az-no-container", "s3-no-bucket", "gs-no-bucket"])
+def test_a_store_url_spark_cannot_open_is_refused_naming_it(path, message):
+    """adlfs took ``abfss://lake@/out`` (no account) and wrote 222 blobs under a root no
+    Spark reader opens; a ``wasb://`` URL without its container failed at the first write
+    with Azure's raw "invalid characters". Refused with the options, as opening the store
+    (a reader, ``verify``) refuses them too."""
+    from commit_protocol.storage import open_storage
+
+    with pytest.raises(OptionError, match=f"path: '{re.escape(path)}' " + message):
+        parse_sink_options({"path": path, "format": "jsonl"})
+    with pytest.raises(OptionError, match=message):
+        open_storage(path)
+
+
+@pytest.mark.parametrize("path", [
+    "abfss://lake@acct.dfs.core.windows.net/out", "abfs://lake@ACCT.DFS.core.windows.net/out",
+    "wasbs://$root@acct.blob.core.windows.net/out", "az://lake/out", "s3a://b/out",
+    "gs://b/out", "memory://b/out", "/local/out"])
+def test_the_store_urls_spark_opens_are_taken(path):
+    assert parse_sink_options({"path": path, "format": "jsonl"}).path == path
 
 
 def test_encrypted_compressed_row_files_are_named_for_what_they_hold(monkeypatch):
