@@ -49,6 +49,10 @@ from datasource.options.values import parse_bool, parse_int
 # file list (always exact, slower to plan) is used.
 _ATTEMPTS = 3
 _GLOB_CHARACTERS = frozenset("{}[]*?\\")
+# Options for Spark's reader of the finalized files only: the Hadoop settings of Parquet's and
+# ORC's readers, which Spark takes from a read's options (gcs-connector 3.1 needs
+# parquet.hadoop.vectored.io.enabled=false on Hadoop 3.5); rotsink's reader has no use for them
+SPARK_READER_PREFIXES = ("parquet.", "orc.")
 _NO_FILE = object()  # a snapshot with no finalized file: no Spark part
 
 
@@ -60,9 +64,12 @@ def read(spark: Any, path: str, **options: Any) -> Any:
     ``options`` are those of ``spark.read.format("rotsink")`` (``includeInProgress``,
     ``asOfBatch``, ``numPartitions``, ``maxPartitionBytes``, ``encryption.key(s)``, ``fs.*``);
     Spark's reader of finalized files on an object store uses the session's own Hadoop
-    settings (``s3a://``).
+    settings (``s3a://``), and takes the options named ``parquet.*`` and ``orc.*`` (its Hadoop
+    settings for this read) as well.
     """
     options = {key: str(value) for key, value in options.items()}
+    hadoop = {k: v for k, v in options.items() if k.lower().startswith(SPARK_READER_PREFIXES)}
+    options = {k: v for k, v in options.items() if k not in hadoop}
     lowered = {key.lower(): value for key, value in options.items()}
     reject_unknown({"path": path, **options}, reading=True)
     for name in (*FEED_OPTIONS, INCLUDE_FINALIZED):
@@ -82,7 +89,7 @@ def read(spark: Any, path: str, **options: Any) -> Any:
         return spark.read.format("rotsink").options(**options).load(path)
     found = None
     if pinned is None and not _is_connect(spark):
-        found = _root_snapshot(spark, storage, state, schema)
+        found = _root_snapshot(spark, storage, state, schema, hadoop)
     if found is not None:
         finalized, batch = found
     else:
@@ -91,9 +98,9 @@ def read(spark: Any, path: str, **options: Any) -> Any:
     if not same_columns(at_batch.schema_json, state.schema_json):
         # columns added (schema.evolution) while this read was planned: plan again, so that
         # Spark's part and rotsink's read the same columns
-        return read(spark, path, **options)
+        return read(spark, path, **options, **hadoop)
     if found is None:
-        listed = _listed_snapshot(spark, log, batch, at_batch, schema)
+        listed = _listed_snapshot(spark, log, batch, at_batch, schema, hadoop)
         if listed is None:  # paths Spark would take for globs: rotsink's reader, pinned
             return spark.read.format("rotsink").options(**options,
                                                         asOfBatch=str(batch)).load(path)
@@ -139,22 +146,22 @@ def _has_map_without_string_keys(data_type: Any) -> bool:
     return False
 
 
-def _root_snapshot(spark: Any, storage: Storage, state: SinkState,
-                   schema: Any) -> tuple[Any, int] | None:
+def _root_snapshot(spark: Any, storage: Storage, state: SinkState, schema: Any,
+                   hadoop: dict[str, str]) -> tuple[Any, int] | None:
     """Spark's reader over the output's root and the batch its listing of ``_spark_metadata``
     saw: the latest batch, when no commit landed while the DataFrame was created (a classic
     session lists the log then, once for the DataFrame's life)."""
     root = log_root(storage.root_uri)
     for _ in range(_ATTEMPTS):
         before = _latest(storage)
-        finalized = _spark_reader(spark, state, schema).load(root)
+        finalized = _spark_reader(spark, state, schema, hadoop).load(root)
         if _latest(storage) == before:
             return finalized, before
     return None
 
 
 def _listed_snapshot(spark: Any, log: MetadataLog, batch: int, state: SinkState,
-                     schema: Any) -> Any:
+                     schema: Any, hadoop: dict[str, str]) -> Any:
     """Spark's reader over an explicit list of the files finalized as of ``batch``;
     :data:`_NO_FILE` when there is none, None when a path holds a character Spark would
     take for a glob (then rotsink's reader reads the snapshot)."""
@@ -165,7 +172,7 @@ def _listed_snapshot(spark: Any, log: MetadataLog, batch: int, state: SinkState,
     paths = [f"{root}/{f.path}" for f in files]
     if not paths:
         return _NO_FILE
-    return _spark_reader(spark, state, schema).option("basePath", root).load(paths)
+    return _spark_reader(spark, state, schema, hadoop).option("basePath", root).load(paths)
 
 
 def _with_in_progress(spark: Any, path: str, options: dict[str, str], finalized: Any,
@@ -236,8 +243,9 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _spark_reader(spark: Any, state: SinkState, schema: Any) -> Any:
-    """``spark.read`` for the path's format with the schema Spark should read it as."""
+def _spark_reader(spark: Any, state: SinkState, schema: Any, hadoop: dict[str, str]) -> Any:
+    """``spark.read`` for the path's format with the schema Spark should read it as, and
+    ``hadoop``'s settings of its reader."""
     from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     if state.format == "text":
@@ -248,7 +256,7 @@ def _spark_reader(spark: Any, state: SinkState, schema: Any) -> Any:
         schema = StructType([StructField(f.name, StringType(), f.nullable)
                              if isinstance(f.dataType, BinaryType) else f
                              for f in schema.fields])
-    reader = spark.read.schema(schema)
+    reader = spark.read.schema(schema).options(**hadoop)
     if state.format == "csv":
         return reader.format("csv").option("header", "true").option("multiLine", "true")
     return reader.format({"jsonl": "json"}.get(state.format, state.format))

@@ -71,6 +71,12 @@ def test_spark_reads_exactly_the_finalized_rows(spark, tmp_path, store, fmt):
     # a meaningful comparison: rows in files still open, which Spark must not see
     assert 0 < sum(finalized.values()) < sum(everything.values())
     assert everything == Counter((i, f"g{i % 3}") for i in range(ROWS))
+    # pyspark_rotsink.read: Spark's reader of the finalized files takes the same setting
+    import pyspark_rotsink
+
+    fast = pyspark_rotsink.read(spark, url, **options,
+                                **{"parquet.hadoop.vectored.io.enabled": "false"})
+    assert rows_of(fast) == everything
 
 
 def test_the_change_feed_follows_a_path_on_the_store(spark, tmp_path, store):

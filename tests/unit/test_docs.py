@@ -103,3 +103,38 @@ def test_every_metric_is_explained_in_watching_a_query():
     page = (ROOT / "docs" / "operations.md").read_text()
     section = page.split("\n## Watching a query\n")[1].split("\n## ")[0]
     assert set(re.findall(r"^\| `([^`]+)` \|", section, re.M)) == set(METRICS)
+
+
+def doc_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_the_docs_packages_are_coordinates_spark_takes_of_jars_the_tests_read_with():
+    """``spark.jars.packages`` takes ``group:artifact:version`` only: a classifier there
+    (``gcs-connector:3.1.3:shaded``, as docs/object-storage.md once said) stops Spark at
+    launch. Every jar a page adds is one that ``tests/jvm``'s poms fetch for the tests of
+    Spark's readers: by coordinates, the same artifact; by URL in ``spark.jars``, the same
+    jar."""
+    poms = " ".join(p.read_text() for p in (ROOT / "tests" / "jvm").glob("*/pom.xml"))
+    tested = set(re.findall(r"<artifactId>([^<$]+)</artifactId>\s*<version>([^<$]+)</version>"
+                            r"(?:\s*<classifier>([^<]+)</classifier>)?", poms))
+    from tests.support.jvm import TABLE_READERS
+
+    # by name: the poms take Hadoop's and Spark's versions from the PySpark installed
+    artifacts = set(re.findall(r"<artifactId>([^<]+)</artifactId>", poms))
+    artifacts |= {a for readers in TABLE_READERS.values() for _, a, _ in readers.values()}
+    found = 0
+    for page in doc_pages():
+        text = page.read_text()
+        for literals in re.findall(r'"spark\.jars\.packages",\s*((?:"[^"]*"\s*)+)', text):
+            for coordinate in "".join(re.findall(r'"([^"]*)"', literals)).split(","):
+                parts = coordinate.strip().split(":")
+                assert len(parts) == 3, f"{page.name}: {coordinate!r} is no group:artifact:version"
+                assert parts[1] in artifacts, (page.name, coordinate)
+                found += 1
+        for url in re.findall(r'"spark\.jars",\s*"([^"]+)"\s*"([^"]+)"', text):
+            jar = "".join(url).rsplit("/", 1)[1]
+            assert jar in {f"{a}-{v}" + (f"-{c}" if c else "") + ".jar" for a, v, c in tested}, \
+                (page.name, jar)
+            found += 1
+    assert found >= 2  # the Cloud Storage and Azure readers at least
