@@ -304,8 +304,28 @@ def test_catalog_secrets_are_given_by_reference(tmp_path, monkeypatch):
     assert (found["token"], found["credential"]) == ("s3cr3t", "from-a-file")
     with pytest.raises(OptionError, match="option table.catalog.token: expected a reference"):
         catalog_properties("file:///out", {"catalog.type": "rest", "catalog.token": "s3cr3t"})
-    with pytest.raises(OptionError, match="embedded catalog .* is for a local output"):
+    with pytest.raises(OptionError, match="embedded catalog .* is for a local output; name "
+                                          "the catalog .* a SQL catalog's database URL"):
         catalog_properties("s3://bucket/out", {})
+
+
+def test_a_catalog_that_cannot_be_opened_is_a_table_error_naming_it(tmp_path):
+    """A SQL catalog whose folder does not exist failed with sqlalchemy's raw
+    ``OperationalError``; the error names the catalog, its URI (a password masked) and the
+    cause, and nothing is written to the output before it."""
+    from commit_protocol.tables.iceberg.catalog import OPEN_CATALOGS
+
+    missing = tmp_path / "no-such-folder" / "catalog.db"
+    cfg = iceberg_config(str(tmp_path / "out"), table_options={
+        "catalog.type": "sql", "catalog.uri": f"sqlite:///{missing}"})
+    committer = Committer(open_storage(cfg.path), cfg, SCHEMA_JSON)
+    with pytest.raises(TableError, match=re.escape(
+            f"cannot open the Iceberg catalog 'rotsink' (table.catalog.type=sql, "
+            f"table.catalog.uri=sqlite:///{missing}): OperationalError")):
+        committer.start_table(committer.latest_state())
+    assert not (tmp_path / "out" / "_spark_metadata").exists()
+    with pytest.raises(TableError, match=r"postgresql://u:\*\*\*@127.0.0.1:1/lake\)"):
+        OPEN_CATALOGS.get("lake", {"type": "sql", "uri": "postgresql://u:pw@127.0.0.1:1/lake"})
 
 
 def test_snapshot_expiry_keeps_the_high_water_mark(tmp_path):

@@ -106,7 +106,7 @@ def test_bad_options_name_option_and_value(options, message, monkeypatch):
      r"of those \(the same container: abfss://container@account.dfs.core.windows.net/...\)"),
     ("wasb://lake@acct.blob.core.windows.net/out", "iceberg", "pyiceberg opens no wasb://"),
     ("gs://bucket/out", "delta", r"option path='gs://bucket/out': option table.format=delta at "
-                                 r"gs://bucket/out: rotsink does not write tables on gs://"),
+                                 r"gs://bucket/out: rotsink writes no Delta table on gs://"),
 ], ids=["iceberg-wasbs", "iceberg-wasb", "delta-gs"])
 def test_a_table_whose_library_cannot_open_the_output_is_refused_at_start(path, table_format,
                                                                           message):

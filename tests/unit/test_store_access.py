@@ -68,6 +68,21 @@ def test_a_delta_table_on_cloud_storage_is_refused_before_anything_is_written(
     config = SinkConfig(path=url, fs_options=fs, format="parquet",
                         table_format=table_format)
     storage = open_storage(url, fs)
-    with pytest.raises(RotsinkError, match=f"{url}: rotsink does not write tables on "):
+    with pytest.raises(RotsinkError, match=f"{url}: rotsink writes no Delta table on gs:// "
+                                           r"yet \(Iceberg tables, table.format=iceberg, "):
         table_format_named(table_format).open(storage, config)
     assert list(storage.walk("")) == []
+
+
+def test_opening_cloud_storage_without_a_project_warns_of_nothing(gcs_endpoint, gcs_bucket):
+    """gcsfs warns "GCS project not set - cannot list or create buckets" at every client
+    made without ``fs.project``: rotsink does neither, and ``verify`` printed it each time."""
+    import warnings
+
+    from tests.support.gcsserver import OPTIONS
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        storage = open_storage(f"gs://{gcs_bucket}/out", {"endpoint_url": gcs_endpoint, **OPTIONS})
+        assert list(storage.walk("")) == []
+    assert [str(w.message) for w in caught] == []

@@ -52,9 +52,11 @@ def delta_location(root_uri: str, config: SinkConfig) -> tuple[str, dict[str, st
     if scheme.lower() in _AZURE_SCHEMES:
         uri, found = _azure_location(rest, config.fs_options)
         return uri, {**found, **options}
-    raise TableError(f"option table.format=delta at {root_uri}: rotsink does not write "
-                     f"tables on {scheme}:// yet (docs/tables.md); use a local path, s3:// "
-                     "or Azure (abfss://)")
+    iceberg = " (Iceberg tables, table.format=iceberg, are written there)" \
+        if scheme.lower() in ("gs", "gcs") else ""
+    raise TableError(f"option table.format=delta at {root_uri}: rotsink writes no Delta "
+                     f"table on {scheme}:// yet{iceberg}; Delta tables on a local path, s3:// "
+                     "or Azure (abfss://); docs/tables.md")
 
 
 def _s3_options(fs: dict[str, str]) -> dict[str, str]:

@@ -11,13 +11,14 @@ files are named by URI, which writers spell differently (:func:`same_uri`).
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol.tables import SECRET_WORDS, option_values
-from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.vocabulary.errors import OptionError, TableError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -59,8 +60,10 @@ def catalog_properties(root_uri: str, options: dict[str, str],
     if "type" not in properties and "uri" not in properties:
         if not root_uri.startswith("file://"):
             raise OptionError(f"option table.format='iceberg' at {root_uri}: the embedded "
-                              "catalog (SQLite) is for a local output; set table.catalog.type "
-                              "and table.catalog.uri (a REST catalog) for an object store")
+                              "catalog (SQLite) is for a local output; name the catalog of a "
+                              "table on an object store: table.catalog.type and "
+                              "table.catalog.uri (a REST catalog, or a SQL catalog's database "
+                              "URL; docs/tables.md)")
         root = root_uri[len("file://"):]
         os.makedirs(f"{root}/_iceberg", exist_ok=True)
         properties = {"type": "sql", "uri": f"sqlite:///{root}/_iceberg/catalog.db",
@@ -121,7 +124,11 @@ class _OpenCatalogs:
             if found is not None and now - found[1] < self.reuse_s:
                 self._open.move_to_end(key)
                 return found[0]
-        catalog = load_catalog(name, **properties)
+        try:
+            catalog = load_catalog(name, **properties)
+        except Exception as e:  # a missing folder, a refused connection: pyiceberg's own words
+            raise TableError(f"cannot open the Iceberg catalog {name!r} "
+                             f"({_described(properties)}): {type(e).__name__}: {e}") from e
         key = (*key[:2], _sqlite_file(properties))  # (a SQL catalog makes its file)
         with self._lock:
             replaced = self._open.pop(key, None)
@@ -143,6 +150,17 @@ class _OpenCatalogs:
 
 
 OPEN_CATALOGS = _OpenCatalogs()
+
+
+def _described(properties: dict[str, str]) -> str:
+    """The catalog's type and URI for an error message, a password in the URI masked.
+
+    >>> _described({"type": "sql", "uri": "postgresql://u:secret@db/lake"})
+    'table.catalog.type=sql, table.catalog.uri=postgresql://u:***@db/lake'
+    """
+    uri = re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", properties.get("uri", ""))
+    return ", ".join(f"table.catalog.{key}={value}" for key, value in
+                     (("type", properties.get("type", "")), ("uri", uri)) if value)
 
 
 def _sqlite_file(properties: dict[str, str]) -> tuple[int, int] | None:
