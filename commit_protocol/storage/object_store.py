@@ -18,7 +18,6 @@ from __future__ import annotations
 import builtins
 import errno
 import io
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
@@ -75,11 +74,7 @@ def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
 
     scheme = FSSPEC_SCHEMES.get(protocol)
     fsspec_url = f"{scheme}://{url.split('://', 1)[1]}" if scheme else url
-    with warnings.catch_warnings():
-        # gcsfs warns at every client made without fs.project that it cannot list or create
-        # buckets, which rotsink never does (printed by every verify, every reader)
-        warnings.filterwarnings("ignore", message="GCS project not set")
-        fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
+    fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
     return ObjectStorage(fs, root, url)
 
 

@@ -77,8 +77,8 @@ def _file_io_properties(root_uri: str, fs: dict[str, str]) -> dict[str, str]:
     ``adls.*`` properties), or Cloud Storage through gcsfs with its credentials.
 
     >>> _file_io_properties("gs://b/out", {"token": "/keys/sa.json", "project": "p"})
-    {'py-io-impl': 'pyiceberg.io.fsspec.FsspecFileIO', 'gcs.oauth2.token': '/keys/sa.json', \
-'gcs.project-id': 'p'}
+    {'py-io-impl': 'pyiceberg.io.fsspec.FsspecFileIO', 'gcs.project-id': 'p', \
+'gcs.oauth2.token': '/keys/sa.json'}
     """
     scheme = root_uri.split("://")[0].lower()
     if scheme in ("s3", "s3a") and "endpoint_url" in fs:
@@ -88,9 +88,11 @@ def _file_io_properties(root_uri: str, fs: dict[str, str]) -> dict[str, str]:
         return {f"adls.{key.replace('_', '-')}": value for key, value in fs.items()
                 if key in _ADLS_KEYWORDS}
     if scheme in ("gs", "gcs"):
-        return {"py-io-impl": _GCS_FILE_IO, **{_GCS_KEYWORDS[key]: value
-                                               for key, value in fs.items()
-                                               if key in _GCS_KEYWORDS}}
+        # gcs.project-id "" where fs.project is unset, as gcsfs's own default: pyiceberg
+        # passes None, and gcsfs then warns "GCS project not set" at every file IO it makes
+        return {"py-io-impl": _GCS_FILE_IO, "gcs.project-id": "",
+                **{_GCS_KEYWORDS[key]: value for key, value in fs.items()
+                   if key in _GCS_KEYWORDS}}
     return {}
 
 
