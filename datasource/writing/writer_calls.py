@@ -169,6 +169,7 @@ def wrap_writer(cls: type) -> None:
 
         from datasource.spark.spark_metrics import start_watched
         from datasource.writing.arrow_transfer import start_unchecked
+        from datasource.writing.preflight import check_before_start
 
         session = getattr(self, "_spark", None) or getattr(self, "_session", None)
         if session is None:  # a PySpark whose writer keeps its session elsewhere
@@ -177,9 +178,10 @@ def wrap_writer(cls: type) -> None:
         for key in ("path", "queryName"):
             if given.get(key):
                 options[key] = given[key]
+        options = {k: str(to_str(v)) for k, v in options.items() if v is not None}
+        check_before_start(session, self, options)  # a refusal raised here, not later
         return start_watched(session, self, lambda: start_unchecked(
-            session, lambda: original_start(self, *args, **kwargs)),
-            {k: str(to_str(v)) for k, v in options.items() if v is not None})
+            session, lambda: original_start(self, *args, **kwargs)), options)
 
     for name, method in (("format", format), ("partitionBy", partitionBy), ("start", start),
                          ("option", option), ("options", options)):

@@ -24,7 +24,7 @@ from tests.support.cloud_readers import (
     point_gs_at,
     point_wasb_at_emulator,
 )
-from tests.support.streams import run_to_completion, write_numbered_source
+from tests.support.streams import refused_at_start, run_to_completion, write_numbered_source
 
 ROWS = 150  # three micro-batches of 50
 
@@ -95,13 +95,24 @@ def test_the_change_feed_follows_a_path_on_the_store(spark, tmp_path, store):
 
 def test_a_stream_to_a_bucket_that_does_not_exist_fails_at_start_saying_so(
         spark, tmp_path, gcs_endpoint):
-    from pyspark.errors import StreamingQueryException
-
     from tests.support.gcsserver import OPTIONS
 
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
     options = {f"fs.{k}": v for k, v in {"endpoint_url": gcs_endpoint, **OPTIONS}.items()}
-    with pytest.raises(StreamingQueryException, match="the bucket 'no-such-bucket' does not "
-                                                      "exist"):
+    with refused_at_start("the bucket 'no-such-bucket' does not exist"):
         run_to_completion(spark, tmp_path / "in", cast(Path, "gs://no-such-bucket/out"),
                           tmp_path / "ck", **options)
+
+
+def test_an_azure_url_without_its_account_is_refused_by_start(spark, tmp_path, azure_endpoint):
+    """``abfss://lake@/out`` ran 45 micro-batches against the account of the connection
+    string, its log naming a root no Spark reader opens: now ``start()`` refuses it, before
+    Spark starts anything (no checkpoint either)."""
+    from tests.support.azurite import options
+
+    write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
+    fs = {f"fs.{k}": v for k, v in options(azure_endpoint).items()}
+    with refused_at_start(r"path: 'abfss://lake@/out' names no storage account after 'lake@'"):
+        run_to_completion(spark, tmp_path / "in", cast(Path, "abfss://lake@/out"),
+                          tmp_path / "ck", **fs)
+    assert not (tmp_path / "ck").exists()

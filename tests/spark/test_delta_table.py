@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.spark_log import finalized_ids
-from tests.support.streams import SCHEMA, write_numbered_source
+from tests.support.streams import SCHEMA, refused_at_start, write_numbered_source
 from tests.support.table_spark import delta_batch
 
 FILES = 30  # micro-batches of the query the readers run beside
@@ -94,8 +94,8 @@ def test_a_path_holding_another_writer_s_table_is_refused_before_writing(spark, 
                                         "score": [0.5]}), partition_by=["grp"])
     before = sorted(p for p in out.rglob("*"))
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
-    with pytest.raises(Exception, match="holds a Delta table .* without a transaction"):
-        start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()
+    with refused_at_start("holds a Delta table .* without a transaction"):
+        start_query(spark, tmp_path / "in", out, tmp_path / "ck")
     assert sorted(p for p in out.rglob("*")) == before  # nothing written, not even the log
 
 
@@ -109,6 +109,6 @@ def test_what_a_table_cannot_follow_is_refused_at_start(spark, tmp_path, options
         .selectExpr("*", "current_timestamp() AS ts")
     writer = (df.writeStream.format("rotsink").options(**{**OPTIONS, **options})
               .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True))
-    with pytest.raises(Exception, match=expected):
-        writer.start(str(tmp_path / "out")).awaitTermination()
+    with refused_at_start(expected):
+        writer.start(str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.support.streams import SCHEMA, rotsink_ids, run_to_completion, write_numbered_source
+from tests.support.streams import (
+    SCHEMA,
+    refused_at_start,
+    rotsink_ids,
+    run_to_completion,
+    write_numbered_source,
+)
 
 
 @pytest.mark.parametrize("filters", [pytest.param("plain", marks=pytest.mark.compat),
@@ -93,8 +99,10 @@ def test_complete_mode_is_refused(spark, tmp_path):
     ({"partitionBy": "nope"}, "option partitionBy='nope': no column nope"),
 ], ids=["bad-duration", "text-needs-one-string-column", "unknown-partition-column"])
 def test_bad_options_fail_at_start_naming_the_option(spark, tmp_path, options, message):
+    """Raised by ``start()`` itself, before Spark starts the query (datasource/writing/
+    preflight.py)."""
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=2)
-    with pytest.raises(StreamingQueryException, match=message):
+    with refused_at_start(message):
         run_to_completion(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck", **options)
     assert not (tmp_path / "out" / "_spark_metadata").exists()
 
@@ -138,7 +146,7 @@ def test_schema_change_between_restarts_is_refused(spark, tmp_path):
     out, ck = tmp_path / "out", tmp_path / "ck"
     run_to_completion(spark, tmp_path / "in", out, ck)
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=5, start_file=1)
-    with pytest.raises(StreamingQueryException, match="holds rows of schema .* this query writes"):
+    with refused_at_start("holds rows of schema .* this query writes"):
         run_to_completion(spark, tmp_path / "in", out, ck, transform=lambda df: df.select("id"))
     assert rotsink_ids(spark, out) == list(range(5))
 

@@ -17,7 +17,7 @@ from commit_protocol.checks.verification import verify_output
 from commit_protocol.storage import LocalStorage
 from tests.spark.test_delta_table import FILES, MIN_READS
 from tests.support.spark_log import finalized_ids
-from tests.support.streams import SCHEMA, rotsink_ids, write_numbered_source
+from tests.support.streams import SCHEMA, refused_at_start, rotsink_ids, write_numbered_source
 
 OPTIONS = {"format": "parquet", "table.format": "iceberg", "table.identifier": "lake.events",
            "partitionBy": "grp", "rotation.maxBatches": "3", "rotation.maxRecords": "60",
@@ -107,10 +107,10 @@ def test_a_table_the_output_cannot_join_is_refused_before_writing(spark, tmp_pat
     catalog.create_namespace("lake")
     catalog.create_table("lake.events", schema=Schema(NestedField(1, "id", LongType())))
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
-    with pytest.raises(Exception, match=re.escape(
+    with refused_at_start(re.escape(
             "Iceberg table lake.events is partitioned by [], the output by identity on "
             "['grp']")):
-        start_query(spark, tmp_path / "in", out, tmp_path / "ck").awaitTermination()
+        start_query(spark, tmp_path / "in", out, tmp_path / "ck")
     assert sorted(p.name for p in out.iterdir()) == ["_iceberg"]  # no log, no file
 
 
@@ -121,7 +121,6 @@ def test_a_table_the_output_cannot_join_is_refused_before_writing(spark, tmp_pat
 def test_what_an_iceberg_table_cannot_follow_is_refused_at_start(spark, tmp_path, options,
                                                                  expected):
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
-    with pytest.raises(Exception, match=expected):
-        start_query(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck",
-                    **options).awaitTermination()
+    with refused_at_start(expected):
+        start_query(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ck", **options)
     assert not (tmp_path / "out").exists()

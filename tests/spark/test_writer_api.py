@@ -13,7 +13,13 @@ from pyspark.errors import StreamingQueryException
 
 from commit_protocol.vocabulary.errors import UnsupportedQueryError
 from datasource.commands import cli
-from tests.support.streams import SCHEMA, group_of, rotsink_ids, write_numbered_source
+from tests.support.streams import (
+    SCHEMA,
+    group_of,
+    refused_at_start,
+    rotsink_ids,
+    write_numbered_source,
+)
 
 ROWS = 30
 
@@ -67,13 +73,12 @@ def test_a_second_query_on_the_path_is_refused_naming_the_first_by_its_name(spar
 
 def test_partition_by_and_the_option_naming_other_columns_fail_at_start(spark, tmp_path):
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=5)
-    query = (source(spark, tmp_path / "in").writeStream.format("rotsink").partitionBy("grp")
-             .option("partitionBy", "name").option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start(str(tmp_path / "out")))
-    with pytest.raises(StreamingQueryException,
-                       match=r"option partitionBy='name' and \.partitionBy\('grp'\) name "
-                             "different columns"):
-        query.awaitTermination()
+    writer = (source(spark, tmp_path / "in").writeStream.format("rotsink").partitionBy("grp")
+              .option("partitionBy", "name").option("checkpointLocation", str(tmp_path / "ck"))
+              .trigger(availableNow=True))
+    with refused_at_start(r"option partitionBy='name' and \.partitionBy\('grp'\) name "
+                          "different columns"):
+        writer.start(str(tmp_path / "out"))
     assert not (tmp_path / "out" / "_spark_metadata").exists() or \
         not list((tmp_path / "out" / "_spark_metadata").iterdir())
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 SCHEMA = "id LONG, name STRING, grp STRING, score DOUBLE"
@@ -40,6 +42,20 @@ def numbered_row(i: int, *, rows_per_file: int = 0, tagged: bool = False) -> str
 def tag_of(row_id: int) -> str:
     """The value of a tagged row's added field."""
     return f"t{row_id}"
+
+
+@contextlib.contextmanager
+def refused_at_start(match: str) -> Iterator[None]:
+    """The block starts a rotsink query that cannot start: rotsink's own error (``match``),
+    raised by ``start()`` itself (not by the query after ``start()`` returned: that would be
+    a ``StreamingQueryException``), without Spark's wrapping of a planning worker's error."""
+    import pytest
+
+    from commit_protocol.vocabulary.errors import RotsinkError
+
+    with pytest.raises(RotsinkError, match=match) as caught:
+        yield
+    assert not {"PicklingError", "PYTHON_DATA_SOURCE_ERROR"} & set(str(caught.value).split())
 
 
 def run_to_completion(spark, source: Path, out: Path, checkpoint: Path, *,
