@@ -26,14 +26,21 @@ pytestmark = pytest.mark.compat
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_installing_rotsink_keeps_the_installed_pyspark(tmp_path):
+@pytest.mark.parametrize("installed", ["checkout", "wheel"])
+def test_installing_rotsink_keeps_the_installed_pyspark(tmp_path, installed):
     """rotsink's requirements admit every supported release: pip, asked to install rotsink
-    here, would install rotsink and change nothing of the installed PySpark (a cluster's
-    Python must keep the PySpark of its Spark)."""
+    here as the README and docs/cluster.md say (a checkout, or the wheel built from it:
+    rotsink is not on PyPI), with this PySpark pinned beside it, would install rotsink and
+    change nothing of the installed PySpark (a cluster's Python must keep its Spark's)."""
+    import pyspark
+
+    from tests.support.python_envs import build_wheel
+
+    target = str(build_wheel(tmp_path / "dist") if installed == "wheel" else ROOT)
     report = tmp_path / "report.json"
     subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
-                    "--disable-pip-version-check", "--report", str(report), str(ROOT)],
-                   check=True, stdin=subprocess.DEVNULL)
+                    "--disable-pip-version-check", "--report", str(report), target,
+                    f"pyspark=={pyspark.__version__}"], check=True, stdin=subprocess.DEVNULL)
     planned = {item["metadata"]["name"].lower()
                for item in json.loads(report.read_text())["install"]}
     assert "rotsink" in planned

@@ -138,3 +138,19 @@ def test_the_docs_packages_are_coordinates_spark_takes_of_jars_the_tests_read_wi
                 (page.name, jar)
             found += 1
     assert found >= 2  # the Cloud Storage and Azure readers at least
+
+
+def test_the_path_rows_name_every_store_rotsink_writes_to():
+    """The ``path`` option's row in the README and in docs/options.md name the same URL
+    schemes, and each scheme of a store rotsink has a client for
+    (``commit_protocol.storage.objects.CLIENTS``): docs/options.md once listed only local,
+    ``s3://`` and ``memory://``."""
+    from commit_protocol.storage.objects import CLIENTS
+
+    def schemes(page: Path) -> set[str]:
+        (row,) = re.findall(r"^\| `path` \|.*$", page.read_text(), re.M)
+        return set(re.findall(r"([a-z0-9]+)://", row)) - {"file"}
+
+    readme, options = schemes(ROOT / "README.md"), schemes(OPTIONS_PAGE)
+    assert readme == options
+    assert set(CLIENTS) - {"gcs"} <= options  # gcs:// is gs:// by another name
