@@ -44,7 +44,7 @@ from commit_protocol.storage.segments import (
     slice_pieces,
 )
 from commit_protocol.storage.urls import check_store_url
-from commit_protocol.vocabulary.errors import SegmentError, UnsafeStorageError
+from commit_protocol.vocabulary.errors import OptionError, SegmentError, UnsafeStorageError
 
 SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
 
@@ -74,7 +74,19 @@ def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
 
     scheme = FSSPEC_SCHEMES.get(protocol)
     fsspec_url = f"{scheme}://{url.split('://', 1)[1]}" if scheme else url
-    fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
+    try:
+        fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
+    except ValueError as e:
+        if "account_name" not in str(e):
+            raise
+        # adlfs: "unable to connect to account for Must provide either a connection_string
+        # or account_name with credentials!!"
+        raise OptionError(
+            f"path: {url!r}: no Azure storage account is named (options given: "
+            f"{', '.join(f'fs.{k}' for k in sorted(fs_options)) or 'none'}); name it in the "
+            "URL (CONTAINER@ACCOUNT.dfs.core.windows.net), or by fs.account_name, or give "
+            "fs.connection_string (fs.account_host is where the account is served, not its "
+            "name)") from e
     return ObjectStorage(fs, root, url)
 
 

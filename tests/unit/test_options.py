@@ -150,6 +150,17 @@ def test_a_store_url_spark_cannot_open_is_refused_naming_it(path, message):
         open_storage(path)
 
 
+def test_an_azure_url_whose_account_no_option_names_is_refused_saying_how_to_name_it():
+    """``fs.account_key`` with ``fs.account_host`` but no account: adlfs's raw
+    ``ValueError: unable to connect to account for Must provide either ...``."""
+    from commit_protocol.storage import open_storage
+
+    with pytest.raises(OptionError, match=r"path: 'az://lake/out': no Azure storage account is "
+                                          r"named \(options given: fs.account_host, "
+                                          r"fs.account_key\); .* by fs.account_name"):
+        open_storage("az://lake/out", {"account_key": "a2V5", "account_host": "127.0.0.1"})
+
+
 @pytest.mark.parametrize("path", [
     "abfss://lake@acct.dfs.core.windows.net/out", "abfs://lake@ACCT.DFS.core.windows.net/out",
     "wasbs://$root@acct.blob.core.windows.net/out", "az://lake/out", "s3a://b/out",
