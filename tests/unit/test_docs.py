@@ -154,3 +154,23 @@ def test_the_path_rows_name_every_store_rotsink_writes_to():
     readme, options = schemes(ROOT / "README.md"), schemes(OPTIONS_PAGE)
     assert readme == options
     assert set(CLIENTS) - {"gcs"} <= options  # gcs:// is gs:// by another name
+
+
+def test_the_emulator_settings_are_those_the_tests_reach_the_emulators_with():
+    """docs/object-storage.md's "Emulators and private endpoints" names every Hadoop setting
+    the tests give Spark's readers of their emulators (``tests/support``), and the options
+    rotsink's own clients get there."""
+    import inspect
+
+    from tests.support import azurite, cloud_readers, gcsserver, s3server
+
+    page = (ROOT / "docs" / "object-storage.md").read_text()
+    table = page.split("**Emulators and private endpoints.**", 1)[1].split("\n\n", 2)[1]
+    named = set(re.findall(r"`([a-z0-9_.]+)=", table)) | set(re.findall(r"`([a-z0-9_.]+)`", table))
+    s3a = re.findall(r'"([a-z.]+)": ', inspect.getsource(s3server.point_s3a_at))
+    tested = {f"fs.s3a.{key}" for key in s3a if "key" not in key and "credentials" not in key}
+    tested |= {k for k in re.findall(r'"(fs\.[a-z.]+)"', inspect.getsource(cloud_readers))
+               if k not in cloud_readers.GCS_CONNECTOR}  # the Hadoop 3.5 sizes: a page above
+    tested |= {f"fs.{key}" for key in {**gcsserver.OPTIONS, "endpoint_url": ""}}
+    tested |= {f"fs.{key}" for key in azurite.options("http://127.0.0.1:10000")}
+    assert tested <= named, tested - named
