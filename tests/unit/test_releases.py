@@ -104,7 +104,9 @@ def test_the_previous_release_and_this_one_continue_each_others_output(
     assert RELEASE in releases and None in releases  # each table commit says which wrote it
     assert main(["inspect", cfg.path]) == 0
     out = capsys.readouterr().out
-    assert f"written by: rotsink {RELEASE}\n" in out
+    # every release's batches, not only the newest's (an upgrade, a downgrade and back)
+    assert (f"written by: rotsink {RELEASE} since batch 5; batches 3-4 by an earlier release; "
+            f"0-2 by rotsink {RELEASE}\n") in out
     assert "partial" not in out
 
 
