@@ -276,8 +276,10 @@ class TableFollower:
         """One commit of every finalized file as of ``latest`` that the table lacks (but
         those the log followed the table in removing). A removal the log has not followed
         yet cannot be told from a file the table never had here, the log files that would
-        tell being gone: such a file comes back (a table far behind a cleaned-up log while
-        another writer removed files: not reproduced, noted in docs/tables.md)."""
+        tell being gone: such a file would come back. Only a table whose log files were
+        deleted by hand, or one added to an output whose early log files were cleaned up,
+        gets here: downtime cannot make a table lack log files (docs/tables.md, "Downtime
+        brings nothing back", and its test)."""
         state = self.log.read_head(latest).state
         listed = self._listing(latest, Followed.of(state.extra))
         missing = sorted(set(listed) - set(self.table.files()))

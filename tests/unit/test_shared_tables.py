@@ -351,6 +351,65 @@ def test_two_rotsink_queries_commit_each_batch_once_into_one_iceberg_table(tmp_p
         assert not verified(cfg).notes
 
 
+def table_files(cfg: SinkConfig) -> set[str]:
+    """The data files the table lists now, by name."""
+    if format_of(cfg) == "delta":
+        from deltalake import DeltaTable
+
+        return {Path(uri).name for uri in DeltaTable(cfg.path).file_uris()}
+    return {Path(path).name for path in
+            _iceberg(cfg).inspect.files().column("file_path").to_pylist()}
+
+
+def rewrite(cfg: SinkConfig) -> None:
+    """What a maintenance job does to the table: its files rewritten, their rows kept
+    (Delta's OPTIMIZE; an Iceberg partition overwritten with its own rows)."""
+    from tests.support.tables import rewrite_as_another_writer
+
+    options = {"format": "parquet", "table.format": format_of(cfg), "partitionBy": "grp"}
+    assert rewrite_as_another_writer(cfg.path, options) > 0
+
+
+TABLE_KILLS = ("table.before_follow", "table.after_follow", "table.before_commit",
+               "table.after_commit")
+
+
+@pytest.mark.parametrize("point", TABLE_KILLS)
+def test_a_driver_down_past_every_clean_up_brings_back_nothing_another_writer_removed(
+        cfg, monkeypatch, point):
+    """A driver killed at a table step, then down while another writer deletes rows and
+    rewrites the table, then restarted through compactions whose clean-up deletes every log
+    file it may (``log.cleanupDelay`` 0, so any downtime is "longer than the delay"): no file
+    the other writer removed comes back, no deleted row either. A table falls behind its log
+    only by the batch its driver was killed in, the clean-up runs only in a driver, and a
+    restarted driver catches the table up (from that batch's log file) before it commits or
+    cleans up anything."""
+    cfg = dataclasses.replace(cfg, cleanup_delay_ms=0)
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    if point in ("table.before_follow", "table.after_follow"):
+        delete_where(cfg, 0, 2)  # reached only when another writer changed the table
+    monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(cfg, 4)  # killed: no abort, nothing after the point
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    before = table_files(cfg)
+    delete_where(cfg, 4, 12)  # the driver is down meanwhile
+    rewrite(cfg)
+    removed = before - table_files(cfg)
+    assert removed
+    forget()  # a new driver, which replays the batch it was killed in, as Spark does
+    for batch_id in range(4, 12):  # compactions (and their clean-ups) at batches 5, 8 and 11
+        commit_batch(cfg, batch_id)
+    assert not (out_of(cfg) / "_spark_metadata" / "4").exists()  # cleaned up
+    assert not removed & table_files(cfg)
+    ids = table_ids(cfg)
+    assert max(ids.values()) == 1 and not set(range(4, 12)) & set(ids)
+    assert set(range(4 * 12, 5 * 12)) <= set(ids)  # the batch it was killed in, once
+    assert spark_ids(cfg) == rotsink_ids(cfg) == ids
+    verified(cfg)
+
+
 def test_verify_of_a_table_far_behind_a_cleaned_up_log(tmp_path, monkeypatch):
     """The table holds no batch of the query (its first table commit failed) and the log
     files of the early batches are cleaned up: verify names the missing files, and --repair
