@@ -35,19 +35,13 @@ class RotSinkDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Runs on the driver before each micro-batch (and again for its commit)."""
-        from datasource.options.sink import parse_sink_options
-        from datasource.writing.schema_check import check_schema, check_table_schema
-        from datasource.writing.writer import RotSinkStreamWriter
+        from datasource.writing.writer import stream_writer
 
         if overwrite:
             raise UnsupportedQueryError(
                 "rotsink is an append-only file sink: outputMode('complete') is not supported; "
                 "use outputMode('append')")
-        config = parse_sink_options(dict(self.options))
-        check_schema(config.format, config.partition_by, schema)
-        if config.table_format is not None:
-            check_table_schema(config.table_format, config.partition_by, schema)
-        return RotSinkStreamWriter(config, schema.json())
+        return stream_writer(dict(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Runs on the driver when a batch write (``df.write.format("rotsink")``) is planned,

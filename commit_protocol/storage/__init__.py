@@ -8,8 +8,9 @@
   :class:`~commit_protocol.storage.objects.Objects`: :mod:`~commit_protocol.storage.s3`,
   :mod:`~commit_protocol.storage.memory`.
 
-:func:`open_storage` picks the backend for a URL; the object-store modules are imported only
-for object-store URLs.
+:func:`open_storage` picks the backend for a URL (an object store's through
+:mod:`~commit_protocol.storage.urls`, which checks its shape first); the object-store modules
+are imported only for object-store URLs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,6 @@ def open_storage(url: str, fs_options: dict[str, str] | None = None) -> Storage:
         url = url[len("file://"):]
     if "://" not in url:
         return LocalStorage(url)
-    from commit_protocol.storage.object_store import open_object_storage
+    from commit_protocol.storage.urls import open_object_storage
 
     return open_object_storage(url, dict(fs_options or {}))

@@ -24,11 +24,8 @@ from typing import Any, BinaryIO, cast
 from commit_protocol.storage.base import FileInfo
 from commit_protocol.storage.inputs import PrefixInput
 from commit_protocol.storage.objects import (
-    CLIENTS,
-    FSSPEC_SCHEMES,
     Objects,
     client_for,
-    parse_fs_options,
 )
 from commit_protocol.storage.segments import (
     SEGMENT_BYTES,
@@ -43,51 +40,7 @@ from commit_protocol.storage.segments import (
     segments_of,
     slice_pieces,
 )
-from commit_protocol.storage.urls import check_store_url
-from commit_protocol.vocabulary.errors import OptionError, SegmentError, UnsafeStorageError
-
-SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
-
-
-
-def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
-    """Storage for an object store's URL (the schemes of
-    :data:`~commit_protocol.storage.objects.CLIENTS`: S3, Cloud Storage, Azure, ``memory://``);
-    runs on driver and executors.
-
-    ``fs_options`` are Spark's ``fs.*`` options without the prefix, passed to
-    ``fsspec.core.url_to_fs``: ``"true"``/``"false"`` become booleans, a few integer options
-    integers, and ``client_kwargs.region_name=...`` a nested dict. For s3fs,
-    ``endpoint_url`` is a keyword of ``S3FileSystem`` itself.
-    """
-    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
-    if protocol not in SUPPORTED_PROTOCOLS:
-        raise UnsafeStorageError(
-            f"cannot write to {url}: rotsink commits exactly once only where it can create an "
-            f"object exclusively (fail if it exists); it does so on s3://, s3a:// (S3 "
-            f"conditional writes), gs:// (Cloud Storage preconditions), abfs[s]://, az://, "
-            f"wasb[s]:// (Azure Blob Storage conditional headers) and memory://, not on "
-            f"{protocol}://, where a publish or a log write could silently replace another "
-            "writer's file")
-    check_store_url(url)
-    import fsspec.core
-
-    scheme = FSSPEC_SCHEMES.get(protocol)
-    fsspec_url = f"{scheme}://{url.split('://', 1)[1]}" if scheme else url
-    try:
-        fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
-    except ValueError as e:
-        if "account_name" not in str(e):
-            raise
-        # adlfs: "unable to connect to account for Must provide either a connection_string
-        # or account_name with credentials!!"
-        raise OptionError(
-            f"path: {url!r}: no Azure storage account is named (options given: "
-            f"{', '.join(f'fs.{k}' for k in sorted(fs_options)) or 'none'}); name it in the "
-            "URL (CONTAINER@ACCOUNT.dfs.core.windows.net), or by fs.account_name, or give "
-            "fs.connection_string (fs.account_host is where the account is served, not its "
-            "name)") from e
-    return ObjectStorage(fs, root, url)
+from commit_protocol.vocabulary.errors import SegmentError, UnsafeStorageError
 
 
 class ObjectStorage:

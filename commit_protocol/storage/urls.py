@@ -1,4 +1,5 @@
-"""The shape of an object store's URL, checked before anything is written.
+"""An object store's URL: the stores rotsink writes to, the URL's shape checked before
+anything is written, and the store opened (:func:`open_object_storage`).
 
 fsspec's clients take more than Spark's readers do: adlfs reads ``abfss://lake@/out`` (no
 account) as the container ``lake`` of whatever account the options name, so a query wrote
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import re
 
-from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.storage.object_store import ObjectStorage
+from commit_protocol.storage.objects import CLIENTS, FSSPEC_SCHEMES, parse_fs_options
+from commit_protocol.vocabulary.errors import OptionError, UnsafeStorageError
 
 # Azure's rules for names (learn.microsoft.com, "Naming and referencing containers"): a
 # container 3-63 lowercase letters, digits and single hyphens ($root: the account's root
@@ -76,3 +79,47 @@ storage account after 'lake@' (expected abfs[s]://CONTAINER@ACCOUNT.dfs.core.win
             raise OptionError(f"path: {url!r} names the storage account {account!r}, which "
                               "is no valid account name (3-24 lowercase letters and digits) "
                               f"(expected {form})")
+
+
+SUPPORTED_PROTOCOLS = tuple(CLIENTS)  # the schemes with a client (storage.objects)
+
+
+
+def open_object_storage(url: str, fs_options: dict[str, str]) -> ObjectStorage:
+    """Storage for an object store's URL (the schemes of
+    :data:`~commit_protocol.storage.objects.CLIENTS`: S3, Cloud Storage, Azure, ``memory://``);
+    runs on driver and executors.
+
+    ``fs_options`` are Spark's ``fs.*`` options without the prefix, passed to
+    ``fsspec.core.url_to_fs``: ``"true"``/``"false"`` become booleans, a few integer options
+    integers, and ``client_kwargs.region_name=...`` a nested dict. For s3fs,
+    ``endpoint_url`` is a keyword of ``S3FileSystem`` itself.
+    """
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol not in SUPPORTED_PROTOCOLS:
+        raise UnsafeStorageError(
+            f"cannot write to {url}: rotsink commits exactly once only where it can create an "
+            f"object exclusively (fail if it exists); it does so on s3://, s3a:// (S3 "
+            f"conditional writes), gs:// (Cloud Storage preconditions), abfs[s]://, az://, "
+            f"wasb[s]:// (Azure Blob Storage conditional headers) and memory://, not on "
+            f"{protocol}://, where a publish or a log write could silently replace another "
+            "writer's file")
+    check_store_url(url)
+    import fsspec.core
+
+    scheme = FSSPEC_SCHEMES.get(protocol)
+    fsspec_url = f"{scheme}://{url.split('://', 1)[1]}" if scheme else url
+    try:
+        fs, root = fsspec.core.url_to_fs(fsspec_url, **parse_fs_options(fs_options))
+    except ValueError as e:
+        if "account_name" not in str(e):
+            raise
+        # adlfs: "unable to connect to account for Must provide either a connection_string
+        # or account_name with credentials!!"
+        raise OptionError(
+            f"path: {url!r}: no Azure storage account is named (options given: "
+            f"{', '.join(f'fs.{k}' for k in sorted(fs_options)) or 'none'}); name it in the "
+            "URL (CONTAINER@ACCOUNT.dfs.core.windows.net), or by fs.account_name, or give "
+            "fs.connection_string (fs.account_host is where the account is served, not its "
+            "name)") from e
+    return ObjectStorage(fs, root, url)

@@ -34,12 +34,10 @@ def check_before_start(session: Any, writer: Any, options: Mapping[str, str]) ->
     from commit_protocol.log import open_committed
     from commit_protocol.storage import open_storage
     from commit_protocol.storage.access import check_access
-    from datasource.source import RotSinkDataSource
-    from datasource.writing.writer import RotSinkStreamWriter, check_compatible
+    from datasource.writing.writer import check_compatible, stream_writer
 
     # the options as the planning worker gets them (any case), the DataFrame's schema
-    sink = RotSinkDataSource(CaseInsensitiveDict(options)).streamWriter(df.schema, False)
-    assert isinstance(sink, RotSinkStreamWriter)
+    sink = stream_writer(dict(CaseInsensitiveDict(options)), df.schema)
     config, schema_json = sink.config, sink.schema_json
     storage = open_storage(config.path, config.fs_options)
     check_access(storage)

@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,7 @@ from datasource.spark.compat import StreamWriterBase
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql.types import StructType
 
 
 
@@ -157,6 +158,20 @@ _frozen = False
 # Outputs whose table this planning process checked and caught up (once per query start: the
 # commits keep it up to date from then on); one entry an output
 _TABLES_STARTED: set[tuple[str, str | None]] = set()
+
+
+def stream_writer(options: Mapping[str, str], schema: StructType) -> RotSinkStreamWriter:
+    """The sink's writer of a query with ``options`` writing ``schema``: the options parsed,
+    the schema checked against the format, the partition columns and the table (the sink's
+    ``streamWriter``, and the check ``start()`` makes first: ``preflight``)."""
+    from datasource.options.sink import parse_sink_options
+    from datasource.writing.schema_check import check_schema, check_table_schema
+
+    config = parse_sink_options(options)
+    check_schema(config.format, config.partition_by, schema)
+    if config.table_format is not None:
+        check_table_schema(config.table_format, config.partition_by, schema)
+    return RotSinkStreamWriter(config, schema.json())
 
 
 def freeze_task_modules(fmt: str) -> None:

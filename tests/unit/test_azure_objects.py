@@ -18,8 +18,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from commit_protocol.storage.azure import AzureObjects
-from commit_protocol.storage.object_store import ObjectStorage, open_object_storage
+from commit_protocol.storage.object_store import ObjectStorage
 from commit_protocol.storage.objects import SMALL_BYTES
+from commit_protocol.storage.urls import open_object_storage
 from tests.support.azurite import ACCOUNT, KEY, options
 
 SEGMENT = 256 * 1024

@@ -17,8 +17,9 @@ import uuid
 import pytest
 
 from commit_protocol.storage.gcs import MAX_COMPOSE, GCSObjects
-from commit_protocol.storage.object_store import ObjectStorage, open_object_storage
+from commit_protocol.storage.object_store import ObjectStorage
 from commit_protocol.storage.objects import SMALL_BYTES
+from commit_protocol.storage.urls import open_object_storage
 from tests.support.gcsfront import GCSFront
 from tests.support.gcsserver import OPTIONS
 

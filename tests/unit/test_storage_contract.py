@@ -29,12 +29,10 @@ from commit_protocol.reading import committed_files, open_committed, read_batche
 from commit_protocol.records.config import RotationPolicy, SinkConfig
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import FileInfo, LocalStorage, open_storage
-from commit_protocol.storage.object_store import (
-    ObjectStorage,
-    open_object_storage,
-    parse_fs_options,
-)
+from commit_protocol.storage.object_store import ObjectStorage
+from commit_protocol.storage.objects import parse_fs_options
 from commit_protocol.storage.s3 import S3Objects, already_exists
+from commit_protocol.storage.urls import open_object_storage
 from commit_protocol.task.task_writer import TaskWriter
 from commit_protocol.vocabulary.errors import SegmentError, TruncatedFileError, UnsafeStorageError
 from commit_protocol.vocabulary.naming import INPROGRESS_DIR
