@@ -38,6 +38,10 @@ CLIENTS = {
 FSSPEC_SCHEMES = {"wasb": "abfs", "wasbs": "abfs"}
 SMALL_BYTES = 1 << 20  # a compose of less is one GET per piece and one exclusive upload
 _INT_OPTIONS = frozenset({"max_concurrency", "default_block_size", "retries"})
+# seconds, as numbers (botocore refuses a string): s3fs's config_kwargs.read_timeout and
+# .connect_timeout, adlfs's and gcsfs's own (a timeout at any depth of the keyword)
+_SECONDS_OPTIONS = frozenset({"timeout", "read_timeout", "connect_timeout",
+                              "connection_timeout", "socket_timeout", "requests_timeout"})
 
 
 class Objects(Protocol):
@@ -137,6 +141,8 @@ def parse_fs_options(options: dict[str, str]) -> dict[str, Any]:
 
     >>> parse_fs_options({"anon": "False", "retries": "3", "client_kwargs.region_name": "eu"})
     {'anon': False, 'retries': 3, 'client_kwargs': {'region_name': 'eu'}}
+    >>> parse_fs_options({"config_kwargs.read_timeout": "2.5"})
+    {'config_kwargs': {'read_timeout': 2.5}}
     """
     out: dict[str, Any] = {}
     for key, raw in options.items():
@@ -145,6 +151,12 @@ def parse_fs_options(options: dict[str, str]) -> dict[str, Any]:
             if not value.strip().isdigit():
                 raise OptionError(f"fs.{key}: expected an integer, found {raw!r}")
             value = int(value)
+        if key.rpartition(".")[2] in _SECONDS_OPTIONS and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise OptionError(f"fs.{key}: expected seconds (a number), found {raw!r}") \
+                    from None
         head, dot, tail = key.partition(".")
         if dot:
             out.setdefault(head, {})[tail] = value

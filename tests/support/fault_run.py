@@ -54,6 +54,7 @@ class FaultOutcome:
     armed_faults: int = 0                # of the rules a test armed (FailingProxy.fail)
     reached: Counter = field(default_factory=Counter)   # errors that reached rotsink, by kind
     examples: dict[str, str] = field(default_factory=dict)  # kind -> its first message
+    refused_creates: int = 0  # requests the store refused as their object was there (412)
     lost: int = 0
     duplicated: int = 0
     table_matches: bool | None = None
@@ -169,10 +170,12 @@ def runs_with_a_lost_answer(store: str, endpoint: str, workdir: Path, step: str,
 def run_with_faults(store: str, endpoint: str, workdir: Path, *, table: bool, batches: int,
                     share: float, seed: int = 7, faults: tuple[str, ...] | None = None,
                     slow_s: float = 1.5,
-                    arm: Callable[[FailingProxy], None] | None = None) -> FaultOutcome:
+                    arm: Callable[[FailingProxy], None] | None = None,
+                    fs_extra: dict[str, str] | None = None) -> FaultOutcome:
     """``batches`` micro-batches to ``store`` (its emulator at ``endpoint``) through a proxy
     failing ``share`` of the requests with ``faults`` (by default every fault the store
-    has, :data:`STORE_FAULTS`), or as ``arm`` arms it; see the module docstring."""
+    has, :data:`STORE_FAULTS`), or as ``arm`` arms it, the client given ``fs_extra`` too
+    (``fs.*`` options without the prefix); see the module docstring."""
     from tests.support.spark_like import SparkLikeQuery
 
     url, direct = output_on(store, endpoint)
@@ -181,7 +184,8 @@ def run_with_faults(store: str, endpoint: str, workdir: Path, *, table: bool, ba
     if arm is not None:
         arm(proxy)
     table_format = TABLES[store] if table else None
-    cfg = sink_config(url, with_endpoint(store, direct, proxy.endpoint), table_format, workdir)
+    cfg = sink_config(url, {**with_endpoint(store, direct, proxy.endpoint), **(fs_extra or {})},
+                      table_format, workdir)
     query = SparkLikeQuery(cfg, rows=lambda b: rows(b, batches),
                            schema_json=lambda b: SCHEMA_JSON, caught=(Exception,),
                            attempts=20)
@@ -199,6 +203,7 @@ def run_with_faults(store: str, endpoint: str, workdir: Path, *, table: bool, ba
         outcome.armed_faults = len(proxy.failed)
         outcome.seconds = time.monotonic() - started
         outcome.requests = len(proxy.requests)
+        outcome.refused_creates = sum(1 for sent in proxy.requests if sent.status == 412)
         outcome.injected = Counter(proxy.injected)
         proxy.stop()
     outcome.reached = Counter(f.split(":")[0] for f in query.failures)

@@ -79,12 +79,13 @@ class Chaos:
 class Sent:
     """One request the proxy forwarded: its S3 operation (:func:`operation`), the path with
     its query, and the wall-clock time (``time.time()``, as Spark's progress reports it)
-    when it arrived and when its answer was sent."""
+    when it arrived and when its answer was sent, and the store's status."""
 
     operation: str
     path: str
     started: float
     ended: float
+    status: int = 0
 
 
 def operation(method: str, path: str, headers) -> str:
@@ -300,7 +301,7 @@ class FailingProxy:
                 # Recorded before the client has its answer, so that a caller counting
                 # after its call returned finds it
                 sent = Sent(proxy.classify(self.command, self.path, self.headers.keys()),
-                            self.path, started, time.time())
+                            self.path, started, time.time(), response.status)
                 with proxy.lock:
                     proxy.requests.append(sent)
                 if fault == "reset-after":  # the store did it; its answer is lost
