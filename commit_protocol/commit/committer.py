@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 from commit_protocol.commit import after_commit
-from commit_protocol.commit.aborting import drop_fresh_files
+from commit_protocol.commit.aborting import keep_fresh_files
 from commit_protocol.commit.claims import fence_unclaimed
 from commit_protocol.commit.commit_report import log_commit
 from commit_protocol.commit.driver_rolls import convert_rolled, seal_rolled
@@ -210,8 +210,9 @@ class Committer:
             data = self.log.stage(new_state, entries, previous=None if latest is None else state,
                                   now_ms=now_ms, retention_ms=self.config.retention_ms,
                                   intent=intent, dropped=dropped)
-        except FileExistsError:
+        except FileExistsError:  # committed, or decided by this query's earlier attempt
             refuse_unless_committed_by(self.storage, self.log, new_state)
+            self.recover(only=[batch_id])  # that attempt's intent, landed late: its files
             return CommitResult(batch_id, committed=False)
         if intent or data is None:
             self._make_durable(directories=[INTENT_DIR])
@@ -334,13 +335,10 @@ class Committer:
 
     # -- abort ---------------------------------------------------------------------------
     def abort(self, batch_id: int, messages: list[TaskReport | None]) -> None:
-        """Drop the fresh files of a failed batch that no committed log file or staged intent
-        names (:mod:`commit_protocol.commit.aborting`)."""
+        """A failed batch: its files are left to the clean-up, since its commit may still
+        land (:mod:`commit_protocol.commit.aborting`)."""
         failpoints.hit("driver.during_abort")
-        basis = planned_basis(messages)
-        if basis is not None and basis.compact_interval is not None:
-            self._adopt_interval(basis.compact_interval)  # to name batch_id's log file
-        drop_fresh_files(self.storage, self.log, batch_id, messages)
+        keep_fresh_files(batch_id, messages)
 
 
 def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:

@@ -15,11 +15,15 @@ from commit_protocol.vocabulary.errors import ConcurrentWriterError
 
 def refuse_unless_committed_by(storage: Storage, log: MetadataLog, state: SinkState) -> None:
     """The intent of ``state.batch_id`` exists: return if this query committed the batch
-    already (a commit repeated from stale reports changes nothing), else refuse."""
+    already (a commit repeated from stale reports changes nothing) or decided it (an earlier
+    attempt's intent, whose create reached the store after the attempt failed: the caller
+    rolls it forward), else refuse."""
     if committed_by(storage, log, state):
         return
     path = log.intent_path(state.batch_id)
     owner = log.read_intent_state(state.batch_id).query_id
+    if owner and owner == state.query_id:
+        return
     raise ConcurrentWriterError(
         f"batch {state.batch_id} of {storage.root_uri} is being committed by query "
         f"{owner} ({path} exists) while query {state.query_id} commits it: rotsink allows "

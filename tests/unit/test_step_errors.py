@@ -195,14 +195,89 @@ def test_the_abort_after_the_commit_point_keeps_the_committed_files(tmp_path, mo
     assert verify_output(storage, commit_timeout_s=0).ok
 
 
-def test_the_abort_of_a_batch_that_never_committed_deletes_its_fresh_files(tmp_path):
+def test_the_abort_of_a_batch_that_never_committed_leaves_its_files_to_the_clean_up(tmp_path):
+    """Its commit may yet land (a create that timed out on the client may reach the store
+    later: below), so the abort deletes nothing; no reader sees the files, and the clean-up
+    of a later compaction deletes them once ``log.cleanupDelay`` has passed."""
+    cfg = dataclasses.replace(setup_config("jsonl", tmp_path / "out"), cleanup_delay_ms=0)
+    storage = open_storage(cfg.path)
+    report = TaskWriter(storage, cfg, WritePlan.from_state(None, storage.root_uri), batch_id=0,
+                        partition=0, attempt=0, query_id=QUERY).write([rows(cfg, 0)])
+    Committer(storage, cfg, json.dumps(SCHEMA)).abort(0, [report])
+    assert all(storage.exists(f.temp) for f in report.files)
+    query = query_of(cfg)
+    for batch_id in range(3):  # the replay, then a compaction (batch 2) and its clean-up
+        query.run(batch_id, now_ms=int(time.time() * 1000) + 1000)
+    assert not any(storage.exists(f.temp) for f in report.files)
+    assert verify_output(storage, commit_timeout_s=0).ok
+
+
+@pytest.mark.parametrize("lands", ["before the replay plans", "while the replay commits"])
+def test_a_commit_that_lands_after_its_attempt_failed_is_rolled_forward_once(
+        tmp_path, monkeypatch, lands):
+    """The driver's create of the batch's intent (the commit's decision) timed out on the
+    client (an answer slower than its timeout) and the attempt failed; the request reaches
+    the store later, after Spark's abort. Abort used to find no intent and delete the fresh
+    files the late one then named, and every restart failed on a missing file (found on Cloud
+    Storage with slow answers). Now the files stay, and the late intent is rolled forward:
+    by the replay's planning, or, landing while the replay commits, by the replay's commit,
+    whose own intent finds this query's earlier one there. The batch's rows are there once."""
+    from commit_protocol.storage.local import LocalStorage
+    from commit_protocol.vocabulary.naming import INTENT_DIR
+
     cfg = setup_config("jsonl", tmp_path / "out")
     storage = open_storage(cfg.path)
-    rows = pa.record_batch({"id": pa.array(range(4), pa.int64()), "grp": ["a", "b"] * 2})
-    report = TaskWriter(storage, cfg, WritePlan.from_state(None, storage.root_uri), batch_id=0,
-                        partition=0, attempt=0, query_id=QUERY).write([rows])
-    Committer(storage, cfg, json.dumps(SCHEMA)).abort(0, [report])
-    assert not any(storage.exists(f.temp) for f in report.files)
+    held: list = []  # the request the network holds; then none: the client gave up once
+    original = LocalStorage.write_exclusive
+
+    def timed_out(self, path, chunks):
+        if path == f"{INTENT_DIR}/0" and held == []:  # batch 0's intent
+            held.append((self, path, list(chunks)))
+            raise TimeoutError("read timed out")
+        return original(self, path, chunks)
+
+    def land() -> None:
+        self_, path, chunks = held[0]
+        held[0] = None  # landed
+        original(self_, path, chunks)
+
+    monkeypatch.setattr(LocalStorage, "write_exclusive", timed_out)
+    first = TaskWriter(storage, cfg, WritePlan.from_state(None, storage.root_uri), batch_id=0,
+                       partition=0, attempt=0, query_id=QUERY).write([rows(cfg, 0)])
+    with pytest.raises(TimeoutError):
+        Committer(storage, cfg, json.dumps(SCHEMA)).commit(0, [first], now_ms=0)
+    Committer(storage, cfg, json.dumps(SCHEMA)).abort(0, [first])
+    if lands == "before the replay plans":
+        land()
+    committer = Committer(storage, cfg, json.dumps(SCHEMA))
+    plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
+    replay = TaskWriter(storage, cfg, plan, batch_id=0, partition=0, attempt=0,
+                        query_id=QUERY).write([rows(cfg, 0)])
+    if lands == "while the replay commits":
+        land()
+    Committer(storage, cfg, json.dumps(SCHEMA)).commit(0, [replay], now_ms=0)
+    assert held == [None]
+    query = query_of(cfg)
+    for batch_id in range(1, 3):
+        query.run(batch_id, now_ms=0)
+    assert verify_output(storage, commit_timeout_s=0).ok
+    committed = Committer(storage, cfg, json.dumps(SCHEMA)).latest_state()
+    assert committed is not None and committed.batch_id == 2
+    assert rows_committed(cfg) == Counter(range(3 * ROWS))
+
+
+def rows_committed(cfg: SinkConfig) -> Counter:
+    """Every committed row, finalized or in progress, read through rotsink's reading path."""
+    from commit_protocol.reading import committed_files, open_committed, read_batches
+
+    storage = open_storage(cfg.path)
+    committed = open_committed(storage)
+    assert committed is not None
+    log, latest, state = committed
+    return Counter(i for f in committed_files(log, latest, state)
+                   for batch in read_batches(storage, f, state=state, schema=pa.schema(
+                       [("id", pa.int64()), ("grp", pa.string())]))
+                   for i in batch.column("id").to_pylist())
 
 
 class Flaky:
