@@ -33,8 +33,9 @@ class FailRule:
     path_contains: str
     remaining: int
     status: int = 503
-    fault: str = ""  # "reset" or "reset-after" (see FAULTS) instead of the status
+    fault: str = ""  # "reset", "reset-after" or "slow" (see FAULTS) instead of the status
     body_contains: bytes = b""  # and in the body (Cloud Storage names an upload's object there)
+    slow_s: float = 0.0  # how late a "slow" answer is
 
 
 # What a store or the network does to a request on a bad day: answer 500 or 503 (S3's "slow
@@ -213,14 +214,15 @@ class FailingProxy:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def fail(self, method: str, path_contains: str, times: int, status: int = 503, *,
-             fault: str = "", body_contains: bytes = b"") -> None:
+             fault: str = "", body_contains: bytes = b"", slow_s: float = 0.0) -> None:
         """Answer the next ``times`` requests ``method`` of a path containing
         ``path_contains`` (and a body containing ``body_contains``) with ``status``, or with
         ``fault``: a reset before the store sees the request, or after it did it
-        (``reset-after``)."""
+        (``reset-after``), or the store's answer ``slow_s`` late (``slow``: the request
+        reaches the store then)."""
         with self.lock:
             self.rules.append(FailRule(method, path_contains, times, status, fault,
-                                       body_contains))
+                                       body_contains, slow_s))
 
     def chaos(self, chaos: Chaos | None) -> None:
         """Fail a random share of every request from now on (None: stop)."""
@@ -287,8 +289,9 @@ class FailingProxy:
                 if fault == "reset":
                     self._reset()
                     return
-                if fault == "slow" and proxy.random_faults is not None:
-                    time.sleep(proxy.random_faults.slow_s)
+                if fault == "slow":
+                    time.sleep(rule.slow_s if rule is not None else
+                               proxy.random_faults.slow_s if proxy.random_faults else 0.0)
                 if proxy.latency_s:
                     time.sleep(proxy.latency_s)
                 upstream = http.client.HTTPConnection(*proxy.target, timeout=60)

@@ -1,6 +1,7 @@
 """Catalogs and table libraries that fail after the commit point: a REST catalog answering 503,
-or losing its answer to a commit it made (SeaweedFS's Iceberg REST catalog behind the failing
-proxy), and a SQL catalog's SQLite file locked by another process. The table step is tried
+losing its answer to a commit it made, or answering after the client's timeout (SeaweedFS's
+Iceberg REST catalog behind the failing proxy), and a SQL catalog's SQLite file locked by
+another process. The table step is tried
 again (``commit_protocol/commit/after_commit.py``); one that keeps failing fails the commit
 naming the batch and the step, the batch stays committed, and the next commit catches the
 table up. The log and the table agree in the end, each file listed once.
@@ -8,6 +9,7 @@ table up. The log and the table agree in the end, each file listed once.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -65,6 +67,32 @@ def test_a_table_commit_the_catalog_fails_for_a_while_is_tried_again(rest_output
     commit_batch(cfg, 2)
     commit_batch(cfg, 3)  # rolls files: a table commit of its own
     assert len(proxy.failed) == times, proxy.seen[-10:]
+    assert batches_of(table_of(cfg)) == ["0", "1", "3"]
+    assert_table_follows_the_log(cfg)
+
+
+def test_a_table_commit_answered_after_the_timeout_is_tried_again_and_lands_once(rest_output,
+                                                                              no_waits):
+    """pyiceberg's REST client waits for ever by itself; rotsink's gives up after
+    ``rest.client.socket-timeout-ms`` and tries the step again. The held commit reaches the
+    catalog after the retry committed: the catalog refuses it (the table moved on), and the
+    table holds the batch once."""
+    cfg, proxy, table_path = rest_output
+    cfg = dataclasses.replace(cfg, table_options={
+        **cfg.table_options, "catalog.rest.client.socket-timeout-ms": "1000"})
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    proxy.fail("POST", table_path, 1, fault="slow", slow_s=2.5)
+    started = time.monotonic()
+    commit_batch(cfg, 3)  # rolls files: its table commit is held
+    assert time.monotonic() - started < 2.5, "the commit waited for the held answer"
+    deadline = time.monotonic() + 10
+    while not (held := [r for r in proxy.requests if r.ended - r.started >= 2.5]):
+        assert time.monotonic() < deadline, "the held commit never reached the catalog"
+        time.sleep(0.1)
+    assert len(proxy.failed) == 1
+    assert held[0].status >= 400, \
+        f"the late commit was accepted ({held[0].status}): it would add the batch twice"
     assert batches_of(table_of(cfg)) == ["0", "1", "3"]
     assert_table_follows_the_log(cfg)
 

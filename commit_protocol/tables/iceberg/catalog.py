@@ -3,9 +3,10 @@
 The catalog comes from ``table.catalog.<property>`` (pyiceberg's ``load_catalog``): by default
 pyiceberg's SQL catalog on a SQLite file beside the output (``<root>/_iceberg/catalog.db``,
 for a local output and one machine); a REST catalog (``table.catalog.type=rest``) for
-production. A secret (a property naming a secret, credential, token or password) is given by
-reference, ``env:VAR`` or ``file:/path``, as ``encryption.key`` is, and never logged. Data
-files are named by URI, which writers spell differently (:func:`same_uri`).
+production, its requests with timeouts (``rest.py``). A secret (a property naming a secret,
+credential, token or password) is given by reference, ``env:VAR`` or ``file:/path``, as
+``encryption.key`` is, and never logged. Data files are named by URI, which writers spell
+differently (:func:`same_uri`).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ class _OpenCatalogs:
         self._lock = threading.Lock()
 
     def get(self, name: str, properties: dict[str, str]) -> Catalog:
-        from pyiceberg.catalog import load_catalog
+        from commit_protocol.tables.iceberg.rest import open_catalog, request_timeouts
 
         key = (name, tuple(sorted(properties.items())), _sqlite_file(properties))
         now = time.monotonic()
@@ -126,8 +127,9 @@ class _OpenCatalogs:
             if found is not None and now - found[1] < self.reuse_s:
                 self._open.move_to_end(key)
                 return found[0]
+        request_timeouts(properties)  # a wrong timeout is the option's error, not the catalog's
         try:
-            catalog = load_catalog(name, **properties)
+            catalog = open_catalog(name, properties)
         except Exception as e:  # a missing folder, a refused connection: pyiceberg's own words
             raise TableError(f"cannot open the Iceberg catalog {name!r} "
                              f"({_described(properties)}): {type(e).__name__}: {e}") from e
