@@ -1,10 +1,10 @@
 """Catalogs and table libraries that fail after the commit point: a REST catalog answering 503,
 losing its answer to a commit it made, or answering after the client's timeout (SeaweedFS's
-Iceberg REST catalog behind the failing proxy), and a SQL catalog's SQLite file locked by
-another process. The table step is tried
-again (``commit_protocol/commit/after_commit.py``); one that keeps failing fails the commit
-naming the batch and the step, the batch stays committed, and the next commit catches the
-table up. The log and the table agree in the end, each file listed once.
+Iceberg REST catalog behind the failing proxy), a SQL catalog's SQLite file locked by
+another process, and delta-rs's commit on S3 failing with an I/O error or losing its answer.
+The table step is tried again (``commit_protocol/commit/after_commit.py``); one that keeps
+failing fails the commit naming the batch and the step, the batch stays committed, and the
+next commit catches the table up. The log and the table agree in the end, each file listed once.
 """
 
 from __future__ import annotations
@@ -141,3 +141,32 @@ def test_a_sqlite_catalog_locked_by_another_writer_is_waited_for(tmp_path, no_wa
     assert time.monotonic() - started >= 0.5  # it waited for the lock, then committed
     assert batches_of(table_of(cfg)) == ["0", "1", "3"]
     assert_table_follows_the_log(cfg)
+
+
+# delta-rs's object store sends a request 11 times (10 retries, 3.4 s in all here) before
+# its error reaches rotsink, which tries the table step 5 times (after_commit.RETRY_DELAYS_S)
+DELTA_RS_ATTEMPTS, TABLE_STEP_ATTEMPTS = 11, 5
+
+
+@pytest.mark.parametrize("times, fault, reached", [
+    (1, "reset-after", 0),  # the commit's answer lost: delta-rs's retry finds its version
+    (3 * DELTA_RS_ATTEMPTS, "", 0),  # past delta-rs's retries: rotsink's retry commits
+    (DELTA_RS_ATTEMPTS * TABLE_STEP_ATTEMPTS, "", 1),  # past both: the restart catches up
+], ids=["answer-lost", "past-delta-rs-retries", "past-every-retry"])
+def test_a_delta_commit_failing_with_an_io_error_is_tried_again(seaweedfs_endpoint, tmp_path,
+                                                                no_waits, times, fault,
+                                                                reached):
+    """delta-rs's commit (the PUT of ``_delta_log/<version>.json`` on S3) fails with an I/O
+    error (503 from SeaweedFS behind the proxy), or lands with its answer lost. The batch
+    stays committed; the table step is tried again, by delta-rs, then by rotsink, then by
+    the query's restart; the table ends equal to the finalized files, each row once."""
+    from tests.support.fault_run import run_with_faults
+
+    outcome = run_with_faults("s3", seaweedfs_endpoint, tmp_path, table=True, batches=4,
+                              share=0, arm=lambda proxy: proxy.fail(
+                                  "PUT", "/_delta_log/0000", times, fault=fault))
+    assert outcome.armed_faults == times, outcome.line()
+    assert sum(outcome.reached.values()) == reached, outcome.examples
+    if reached:
+        assert "its table commit (delta) failed" in outcome.examples["AfterCommitError"]
+    assert outcome.exact and outcome.table_matches, outcome.line()
