@@ -78,6 +78,14 @@ class AzureObjects(PreconditionObjects):
     TOKEN = "rotsink_token"
     SOURCE = "rotsink_source"
 
+    @property
+    def _timeouts(self) -> dict[str, Any]:
+        """The ``fs.*`` timeouts adlfs keeps for its own transfers (``timeout``, on the
+        service; ``connection_timeout`` and ``read_timeout``, on the client): given to each
+        request here too, which adlfs's service client does not do by itself (its
+        defaults, 20 s to connect and 60 s to read, otherwise)."""
+        return dict(getattr(self.fs, "_timeout_kwargs", {}))
+
     def _blob_client(self, path: str) -> Any:
         container, name = split_path(path)
         return self.fs.service_client.get_blob_client(container, name)
@@ -89,7 +97,8 @@ class AzureObjects(PreconditionObjects):
         async def listed() -> builtins.list[Blob]:
             return [_blob(container, item.name, item)
                     async for item in client.list_blobs(name_starts_with=key,
-                                                        include=["metadata"])
+                                                        include=["metadata"],
+                                                        **self._timeouts)
                     if not _is_folder(item.metadata)]
 
         return await _translated(prefix, listed())
@@ -99,7 +108,8 @@ class AzureObjects(PreconditionObjects):
 
     async def _head(self, path: str) -> tuple[Blob, dict[str, str]]:
         container, name = split_path(path)
-        properties = await _translated(path, self._blob_client(path).get_blob_properties())
+        properties = await _translated(path, self._blob_client(path).get_blob_properties(
+            **self._timeouts))
         if _is_folder(properties.metadata):
             raise FileNotFoundError(errno.ENOENT, "a directory, no blob", path)
         return _blob(container, name, properties), dict(properties.metadata or {})
@@ -110,7 +120,8 @@ class AzureObjects(PreconditionObjects):
     async def _download(self, path: str, start: int | None = None,
                         length: int | None = None) -> bytes:
         async def download() -> bytes:
-            stream = await self._blob_client(path).download_blob(offset=start, length=length)
+            stream = await self._blob_client(path).download_blob(offset=start, length=length,
+                                                               **self._timeouts)
             return bytes(await stream.readall())
 
         return await _translated(path, download())
@@ -120,7 +131,7 @@ class AzureObjects(PreconditionObjects):
         # overwrite=False is If-None-Match: * on Put Blob, and on the Put Block List of an
         # upload too large for one request
         await _translated(path, self._blob_client(path).upload_blob(
-            data, overwrite=False, metadata=metadata))
+            data, overwrite=False, metadata=metadata, **self._timeouts))
 
     async def _compose_large(self, dst: str, pieces: builtins.list[Piece],
                              metadata: dict[str, str], token: str) -> None:
@@ -138,7 +149,8 @@ class AzureObjects(PreconditionObjects):
                        for block_id, block in zip(ids, blocks, strict=True)],
                       self._concurrency())
         await _translated(dst, client.commit_block_list(
-            ids, metadata=metadata, match_condition=MatchConditions.IfMissing))
+            ids, metadata=metadata, match_condition=MatchConditions.IfMissing,
+            **self._timeouts))
 
     async def _stage(self, client: Any, dst: str, block_id: str,
                      block: tuple[str, int, int],
@@ -147,7 +159,8 @@ class AzureObjects(PreconditionObjects):
         path, offset, length = block
         url, authorization = source(path)
         await _translated(path, client.stage_block_from_url(
-            block_id, url, source_offset=offset, source_length=length, **authorization))
+            block_id, url, source_offset=offset, source_length=length, **authorization,
+            **self._timeouts))
 
     async def _source_access(self) -> Callable[[str], tuple[str, dict[str, str]]]:
         """How the service may read a compose's sources: a function from a source path to its
@@ -183,7 +196,7 @@ class AzureObjects(PreconditionObjects):
         from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
         try:
-            await self._blob_client(path).delete_blob()
+            await self._blob_client(path).delete_blob(**self._timeouts)
         except ResourceNotFoundError:
             pass  # already gone
         except HttpResponseError as e:

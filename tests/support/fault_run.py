@@ -54,7 +54,7 @@ class FaultOutcome:
     armed_faults: int = 0                # of the rules a test armed (FailingProxy.fail)
     reached: Counter = field(default_factory=Counter)   # errors that reached rotsink, by kind
     examples: dict[str, str] = field(default_factory=dict)  # kind -> its first message
-    refused_creates: int = 0  # requests the store refused as their object was there (412)
+    refused_creates: int = 0  # creates the store refused, their object there (412; Azure 409)
     lost: int = 0
     duplicated: int = 0
     table_matches: bool | None = None
@@ -203,7 +203,7 @@ def run_with_faults(store: str, endpoint: str, workdir: Path, *, table: bool, ba
         outcome.armed_faults = len(proxy.failed)
         outcome.seconds = time.monotonic() - started
         outcome.requests = len(proxy.requests)
-        outcome.refused_creates = sum(1 for sent in proxy.requests if sent.status == 412)
+        outcome.refused_creates = sum(1 for sent in proxy.requests if sent.status in (409, 412))
         outcome.injected = Counter(proxy.injected)
         proxy.stop()
     outcome.reached = Counter(f.split(":")[0] for f in query.failures)

@@ -19,7 +19,12 @@ import os
 
 import pytest
 
-from tests.support.fault_run import STORES, run_with_faults, runs_with_a_lost_answer
+from tests.support.fault_run import (
+    LOST_ANSWERS,
+    STORES,
+    run_with_faults,
+    runs_with_a_lost_answer,
+)
 from tests.support.faulty_proxy import STORE_FAULTS
 
 BATCHES = int(os.environ.get("ROTSINK_FAULT_BATCHES", "12"))
@@ -93,4 +98,21 @@ def test_slow_answers_past_the_client_s_timeout_are_retried_and_late_requests_ch
     shown(f"{outcome.line()}; {outcome.refused_creates} late create(s) refused by the store")
     assert sum(outcome.injected.values()) > 0
     assert outcome.refused_creates > 0  # the client timed out: its retry came first
+    assert outcome.exact, outcome.line()
+
+
+def test_an_azure_request_held_past_fs_read_timeout_is_given_up_and_retried(azure_endpoint,
+                                                                              tmp_path):
+    """``fs.read_timeout`` reaches rotsink's own requests on Azure (adlfs gives it only to its
+    transfers): the commit point's Put Blob, held 3 s before Azurite sees it, is given up
+    after 0.5 s and sent again by the storage SDK after its backoff; the held one lands
+    first, and the retry is refused and known for this create's own."""
+    method, part, _ = LOST_ANSWERS["azure"]["commit point"]
+    outcome = run_with_faults("azure", azure_endpoint, tmp_path, table=False, batches=4,
+                              share=0, fs_extra={"read_timeout": "0.5"},
+                              arm=lambda proxy: proxy.fail(method, part, 1, fault="slow",
+                                                           slow_s=3.0))
+    assert outcome.armed_faults == 1
+    assert outcome.refused_creates == 1, "the client gave up the held create and retried it"
+    assert not outcome.reached, outcome.examples
     assert outcome.exact, outcome.line()
