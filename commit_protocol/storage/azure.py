@@ -90,7 +90,19 @@ class AzureObjects(PreconditionObjects):
         container, name = split_path(path)
         return self.fs.service_client.get_blob_client(container, name)
 
+    async def _credential_checked(self) -> None:
+        """A token credential (Azure's default chain: environment, workload and managed
+        identity, the CLIs) asked once for a token before the first listing, the one a query
+        makes as it starts: none found is then an error at once. Through the storage SDK's
+        request it is retried with the SDK's backoff (15 s and more), about 85 s in all, as
+        if the service had failed. The credential keeps the token for the requests after."""
+        credential = self.fs.service_client.credential
+        if hasattr(credential, "get_token") and not getattr(self, "_token_checked", False):
+            await credential.get_token(_STORAGE_SCOPE)
+            self._token_checked = True
+
     async def _list(self, prefix: str) -> builtins.list[Blob]:
+        await self._credential_checked()
         container, key = split_path(prefix)
         client = self.fs.service_client.get_container_client(container)
 

@@ -4,6 +4,8 @@ written; on the local servers of each store (127.0.0.1)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from commit_protocol.storage import LocalStorage, open_storage
@@ -43,6 +45,29 @@ def test_refused_credentials_are_said_to_be_refused(azure_endpoint, azure_contai
     url = f"abfss://{azure_container}@{ACCOUNT}.dfs.core.windows.net/out"
     with pytest.raises(StoreAccessError, match="refused the credentials"):
         check_access(open_storage(url, {"connection_string": wrong}))
+
+
+def test_no_azure_credential_at_all_is_said_at_once(monkeypatch):
+    """An account and no credential: Azure's default chain finds none (its managed identity
+    asked on 127.0.0.1, where nothing answers, as on a machine outside Azure). The start
+    fails naming the URL and the credentials tried, in seconds; through the storage SDK's
+    retries of its first request it took 85 s."""
+    from tests.support.connect_server import free_port
+
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET",
+                 "AZURE_FEDERATED_TOKEN_FILE", "AZURE_STORAGE_CONNECTION_STRING"):
+        monkeypatch.delenv(name, raising=False)
+    port = free_port()
+    monkeypatch.setenv("IDENTITY_ENDPOINT", f"http://127.0.0.1:{port}/msi/token")
+    monkeypatch.setenv("IDENTITY_HEADER", "no-identity-here")
+    url = "abfss://lake@devstoreaccount1.dfs.core.windows.net/out"
+    started = time.monotonic()
+    with pytest.raises(StoreAccessError, match=r"(?s)abfss://lake@devstoreaccount1\.dfs\.core\."
+                                               r"windows\.net/out: the store refused the "
+                                               r"credentials .*ManagedIdentityCredential"):
+        check_access(open_storage(url, {"account_name": "devstoreaccount1",
+                                        "account_host": f"127.0.0.1:{port}"}))
+    assert time.monotonic() - started < 30
 
 
 def test_a_store_that_accepts_the_output_passes(azure_endpoint, azure_container, tmp_path):
