@@ -75,6 +75,7 @@ SINK_OPTIONS = {
     "log.compactInterval": "3",       # compaction (and cleanup) every third batch
     "partition.commitDelay": "0s",    # a _SUCCESS marker whenever a directory has no open file
     "log.cleanupDelay": "1s",
+    "feed.retention": "1h",           # the states a paused change feed reads, kept an hour
 }
 
 

@@ -8,6 +8,7 @@ the log a moment ago and zombie tasks that may still write their temp files.
 from __future__ import annotations
 
 from commit_protocol.log import MetadataLog
+from commit_protocol.log.feed_states import delete_expired_segments, keep_states
 from commit_protocol.log.files import is_compaction_batch
 from commit_protocol.metrics import timed
 from commit_protocol.records.config import SinkConfig
@@ -25,8 +26,15 @@ def clean_up(storage: Storage, log: MetadataLog, state: SinkState, config: SinkC
     if not is_compaction_batch(state.batch_id, config.compact_interval):
         return []
     expired_before = now_ms - config.cleanup_delay_ms
-    deleted = log.delete_expired(latest=state.batch_id, now_ms=now_ms,
-                                 delay_ms=config.cleanup_delay_ms)
+    expired = log.expired(latest=state.batch_id, now_ms=now_ms,
+                          delay_ms=config.cleanup_delay_ms)
+    deleted = []
+    if config.feed_retention_ms is not None:  # kept for change feeds first
+        keep_states(storage, [log.read_state(b) for b in sorted(expired)], now_ms=now_ms)
+        failpoints.hit("cleanup.after_feed_keep")
+        deleted += delete_expired_segments(storage, retention_ms=config.feed_retention_ms,
+                                           now_ms=now_ms)
+    deleted += log.delete_expired(expired)
     failpoints.hit("cleanup.after_log_delete")
     deleted += log.delete_old_intents(latest=state.batch_id)
     failpoints.hit("cleanup.after_intent_delete")

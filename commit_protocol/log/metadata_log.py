@@ -22,7 +22,7 @@ from commit_protocol.log.files import (
 from commit_protocol.log.writing import KEPT_BYTES, file_chunks
 from commit_protocol.metrics import timed
 from commit_protocol.records.state import SinkState, StateHead
-from commit_protocol.storage import Storage
+from commit_protocol.storage import FileInfo, Storage
 from commit_protocol.vocabulary.errors import CorruptLogError
 from commit_protocol.vocabulary.naming import INTENT_DIR, LOG_DIR
 
@@ -227,8 +227,8 @@ class MetadataLog:
             self.storage.sync_directories([LOG_DIR])
         return True
 
-    def delete_expired(self, *, latest: int, now_ms: int, delay_ms: int) -> list[str]:
-        """Delete log files no reader needs any more and older than ``delay_ms``.
+    def expired(self, *, latest: int, now_ms: int, delay_ms: int) -> dict[int, list[FileInfo]]:
+        """The log files no reader needs any more and older than ``delay_ms``, by batch id.
 
         Readers need the newest compaction and what follows; we also keep the compaction
         before it (a reader that listed the directory just before the newest appeared still
@@ -236,13 +236,18 @@ class MetadataLog:
         """
         newest = last_compaction_at_or_before(latest, self.interval)
         if newest is None or newest < self.interval:
-            return []
+            return {}
         keep_from = newest - self.interval
-        expired = [info for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
-                   for info in infos
-                   if batch_id < keep_from and info.mtime_ms < now_ms - delay_ms]
-        self.storage.delete_all(expired)
-        return [info.path for info in expired]
+        found = {batch_id: [info for info in infos if info.mtime_ms < now_ms - delay_ms]
+                 for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
+                 if batch_id < keep_from}
+        return {batch_id: infos for batch_id, infos in found.items() if infos}
+
+    def delete_expired(self, expired: dict[int, list[FileInfo]]) -> list[str]:
+        """Delete the log files :meth:`expired` found."""
+        files = [info for infos in expired.values() for info in infos]
+        self.storage.delete_all(files)
+        return [info.path for info in files]
 
     def delete_old_intents(self, *, latest: int) -> list[str]:
         """Delete the intents of batches committed ``compact_interval`` or more batches

@@ -14,7 +14,9 @@ delivered of it. The rows of batches ``(start, end]`` are then:
 So a row first delivered from an in-progress file is never delivered again from its
 finalized file, and only the states of the batches in the range are read: log compaction and
 retention change nothing here. A state whose log file was cleaned up is a loud error naming
-the setting to raise (``log.cleanupDelay``), never silently skipped rows.
+the setting to raise (``feed.retention``), never silently skipped rows; with it set, the
+states of batches whose log files are gone come from the clean-up's change-feed segments
+(``commit_protocol/log/feed_states.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pyarrow as pa
 
 from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
+from commit_protocol.log.feed_states import kept_state
 from commit_protocol.reading import CommittedFile, with_partition_columns
 from commit_protocol.reading.bulk import rows_of_finished, staged_batches
 from commit_protocol.reading.rows import row_batches
@@ -96,7 +99,7 @@ def plan(log: MetadataLog, start: FeedPosition, end_batch: int, *,
     pieces: list[Piece] = []
     end_state = None
     for batch in range(start.batch + 1, end_batch + 1):
-        state = _state(log, batch)
+        state = feed_state(log, batch)
         for p in state.publish:
             size, rows = delivered.pop(p.name, (0, 0))
             if bulk:
@@ -120,17 +123,23 @@ def plan(log: MetadataLog, start: FeedPosition, end_batch: int, *,
     return pieces, FeedPosition.of(end_state)
 
 
-def _state(log: MetadataLog, batch: int) -> SinkState:
+def feed_state(log: MetadataLog, batch: int) -> SinkState:
+    """The state of sink batch ``batch``: from its log file, or, once the clean-up deleted
+    that, from the change-feed segment that keeps it (``feed.retention``)."""
     try:
         return log.read_state(batch)
     except CorruptLogError:
         log.batch_ids()  # list again: the name may have changed (a compaction)
         if log.storage.exists(log.path_of(batch)):
             return log.read_state(batch)
+        kept = kept_state(log.storage, batch)
+        if kept is not None:
+            return kept
         raise FeedBehindError(
             f"the change feed needs sink batch {batch}, whose metadata log file "
-            f"{log.path_of(batch)} was deleted by the sink's log clean-up: the feed fell "
-            "behind by more than the sink's log.cleanupDelay (keep it longer than the "
+            f"{log.path_of(batch)} was deleted by the sink's log clean-up, and no change-feed "
+            f"segment keeps its state: the feed fell behind by more than the sink's "
+            "log.cleanupDelay and feed.retention (set feed.retention on the sink to the "
             "feed's longest pause), or restart the feed from a new checkpoint with "
             "startingBatch=latest (rows committed meanwhile are then not read)") from None
 
@@ -148,7 +157,7 @@ def batches_within(log: MetadataLog, start: FeedPosition, latest: int, *, max_ba
         return end
     files = size = 0
     for batch in range(start.batch + 1, end + 1):
-        state = _state(log, batch)
+        state = feed_state(log, batch)
         files += len(state.publish) + len(state.in_progress)
         size += sum(p.size for p in state.publish) + sum(f.size for f in state.in_progress)
         if batch > start.batch + 1 and ((max_files and files > max_files)

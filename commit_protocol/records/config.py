@@ -49,6 +49,9 @@ class SinkConfig:
     # and no new row for this long (None: off)
     partition_commit_delay_ms: int | None = None
     cleanup_delay_ms: int = 600_000
+    # feed.retention: the states of batches whose log files the clean-up deletes are kept
+    # this long for change feeds that paused (commit_protocol.log.feed_states; None: off)
+    feed_retention_ms: int | None = None
     fs_options: dict[str, str] = field(default_factory=dict)
     keys: KeyRefs | None = None  # references only: key bytes are resolved where used
     # schema.evolution: "none" (a changed schema is refused) or "addColumns"

@@ -63,6 +63,7 @@ DRIVER_POINTS = (
 )
 LOG_POINTS = (
     "log.during_compaction",    # driver: half-way through streaming a .compact intent
+    "cleanup.after_feed_keep",  # driver: states kept for change feeds, log files not deleted
     "cleanup.after_log_delete",   # driver: expired log files deleted, old intents not yet
     "cleanup.after_intent_delete",  # driver: old intents deleted, orphans not yet
     "cleanup.after_orphan_delete",  # driver: orphans deleted, claims not yet

@@ -24,6 +24,7 @@ from datasource.options.names import (
     ENCRYPTED_SUFFIX,
     ENCRYPTION_KEY,
     ENCRYPTION_KEYS,
+    FEED_RETENTION,
     FILE_PREFIX,
     FILE_SUFFIX,
     FORMAT,
@@ -105,6 +106,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         retention_ms=None if get(RETENTION) in ("", "off")
         else parse_duration_ms(RETENTION, get(RETENTION)),
         cleanup_delay_ms=parse_duration_ms(CLEANUP_DELAY, get(CLEANUP_DELAY, "10m")),
+        feed_retention_ms=None if get(FEED_RETENTION) in ("", "off")
+        else parse_duration_ms(FEED_RETENTION, get(FEED_RETENTION)),
         partition_commit_delay_ms=None if get(PARTITION_COMMIT_DELAY) in ("", "off")
         else parse_duration_ms(PARTITION_COMMIT_DELAY, get(PARTITION_COMMIT_DELAY)),
         fs_options=fs_options(options),

@@ -25,6 +25,7 @@ from commit_protocol.reading.change_feed import (
     FeedSchemaChangedError,
     Piece,
     batches_within,
+    feed_state,
     piece_batches,
     plan,
 )
@@ -122,7 +123,7 @@ class RotSinkStreamReader(DataSourceStreamReader, AvailableNow):
             raise OptionError(f"option {STARTING_BATCH}={first}: the sink has committed up to "
                               f"batch {latest}")
         return (FeedPosition(-1) if first == 0 else
-                FeedPosition.of(log.read_state(first - 1))).to_json()
+                FeedPosition.of(feed_state(log, first - 1))).to_json()
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """Runs on the driver: the end of the next micro-batch. PySpark 4.2 passes its start
@@ -169,7 +170,7 @@ class RotSinkStreamReader(DataSourceStreamReader, AvailableNow):
             max_files = max_bytes = 0
         end = batches_within(log, position, latest, max_batches=self.max_batches,
                              max_files=max_files, max_bytes=max_bytes)
-        return FeedPosition.of(log.read_state(end)).to_json()
+        return FeedPosition.of(feed_state(log, end)).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """Runs on the driver (PySpark 4.2 and newer)."""

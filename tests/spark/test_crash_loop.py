@@ -179,18 +179,21 @@ def test_crash_loop_with_a_table_on_azure(spark, tmp_path, shown, azure_endpoint
 @pytest.mark.slow
 def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, shown):
     """A downstream query follows the output through the change feed and is killed with
-    every life of the upstream driver (random and failpoint kills, including mid-commit):
-    at the end it holds every upstream row exactly once."""
-    from tests.crashloop import SINK_OPTIONS
+    every life of the upstream driver (random and failpoint kills, including mid-commit,
+    and in the clean-up that keeps the states it reads): at the end it holds every upstream
+    row exactly once."""
     from tests.support.feed_follower import Follower
 
-    # the feed reads the log file of every upstream batch it has not read yet: the loop's
-    # quick clean-up would (rightly) fail it, naming log.cleanupDelay
-    loop = CrashLoop(tmp_path, seed=SEED, options={**SINK_OPTIONS, "log.cleanupDelay": "10m"})
+    # the loop's log files are cleaned up a second after each compaction: the follower,
+    # killed with every upstream life, reads the states of the batches it missed from the
+    # change-feed segments the clean-up keeps (feed.retention)
+    loop = CrashLoop(tmp_path, seed=SEED)
+    assert loop.options["log.cleanupDelay"] == "1s" and loop.options["feed.retention"]
     loop.follower = Follower(tmp_path, loop.out_url)
     loop.raises = False  # the main loop raises at these points; this one is about the feed
     run_loop(spark, loop, shown, random_kills=max(1, KILLS // 6),
-             points=("driver.after_stage", "driver.after_rename", "task.after_append"))
+             points=("driver.after_stage", "driver.after_rename", "task.after_append",
+                     "cleanup.after_feed_keep"))
     assert loop.follower.finish() == 0
     seen = loop.follower.ids(spark)
     duplicated = sum(n - 1 for n in seen.values() if n > 1)

@@ -16,10 +16,12 @@ from commit_protocol.commit.committer import Committer
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
+from commit_protocol.log.feed_states import FEED_DIR
 from commit_protocol.reading.change_feed import (
     FeedBehindError,
     FeedPosition,
     batches_within,
+    feed_state,
     piece_batches,
     plan,
 )
@@ -49,7 +51,7 @@ def write_batch(tmp_path, cfg, batch_id: int, start: int, n: int, *, now_ms: int
 def feed(cfg, position: FeedPosition, end: int, ring=None) -> tuple[list[int], FeedPosition]:
     storage = storage_of(cfg)
     log = MetadataLog(storage, compact_interval=cfg.compact_interval)
-    state = log.read_state(end)
+    state = feed_state(log, end)
     pieces, after = plan(log, position, end, bulk=FORMATS[cfg.format].bulk)
     ids = [i for p in pieces
            for b in piece_batches(storage, p, state=state, schema=SCHEMA, ring=ring)
@@ -120,8 +122,56 @@ def test_a_feed_behind_the_log_clean_up_fails_naming_the_setting(tmp_path):
     log = MetadataLog(storage_of(cfg), compact_interval=2)
     with pytest.raises(FeedBehindError, match=r"needs sink batch 1, whose metadata log file "
                                               r"_spark_metadata/1.compact was deleted .*"
-                                              r"log.cleanupDelay"):
+                                              r"log.cleanupDelay and feed.retention"):
         plan(log, FeedPosition(0), 7, bulk=False)
+
+
+@pytest.mark.parametrize("case", ["jsonl", "parquet", "orc", "jsonl-zstd-encrypted"])
+def test_a_feed_paused_past_the_log_clean_up_reads_every_row_once_from_kept_states(
+        tmp_path, monkeypatch, case):
+    """With ``feed.retention``, the clean-up keeps the states of the batches whose log files
+    it deletes: a feed that paused through 20 batches and their clean-ups (their log files
+    gone) reads every row once, in one micro-batch or batch by batch."""
+    cfg, ring = case_config(tmp_path, monkeypatch, case, cleanup_delay_ms=0,
+                            feed_retention_ms=7 * 24 * 3600 * 1000)
+    rng = random.Random(case)
+    total = 0
+    for batch in range(20):  # clean-up compares file times with the commit's clock
+        n = rng.randrange(1, 30)
+        write_batch(tmp_path, cfg, batch, total, n, now_ms=10**13 + batch)
+        total += n
+    storage = storage_of(cfg)
+    assert not storage.exists("_spark_metadata/0"), "the clean-up deleted the early log files"
+    assert storage.list(FEED_DIR), "and kept their states"
+    at_once, _ = feed(cfg, FeedPosition(-1), 19, ring)
+    one_by_one: list[int] = []
+    position = FeedPosition(-1)
+    for batch in range(20):
+        ids, position = feed(cfg, position, batch, ring)
+        one_by_one += ids
+    for ids in (at_once, one_by_one):
+        assert sorted(ids) == list(range(total))
+
+
+def test_kept_states_expire_after_the_retention_and_the_feed_then_says_so(tmp_path):
+    """Segments older than ``feed.retention`` are deleted by a later clean-up (their number
+    stays bounded by the retention); a feed needing one of their states fails naming the
+    setting."""
+    hour = 3600 * 1000
+    cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0, feed_retention_ms=hour,
+                 rotation={"max_batches": 1})
+    storage = storage_of(cfg)
+    counts = []
+    for batch in range(40):  # a batch every 6 minutes: the retention holds 10 of them
+        write_batch(tmp_path, cfg, batch, batch * 4, 4, now_ms=10**13 + batch * hour // 10)
+        counts.append(len(storage.list(FEED_DIR)))
+    assert max(counts[20:]) <= 7, counts
+    print(counts)  # a segment per clean-up (2 batches), for an hour
+    log = MetadataLog(storage, compact_interval=2)
+    ids, _ = feed(cfg, FeedPosition.of(feed_state(log, 29)), 39)
+    assert sorted(ids) == list(range(30 * 4, 40 * 4))
+    with pytest.raises(FeedBehindError, match="needs sink batch 1, .*feed.retention"):
+        plan(log, FeedPosition(0), 39, bulk=False)
 
 
 def test_admission_limits_take_whole_sink_batches_and_never_stall(tmp_path):

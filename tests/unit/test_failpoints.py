@@ -31,10 +31,11 @@ def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
 
 def protocol_run(tmp_path: Path) -> None:
     """One small run that passes every failpoint: appends that roll, a commit with renames,
-    a fenced resume, a compaction with cleanup, an abort, staged Parquet files encoded by a
-    task and by the driver, a partition completed (its _SUCCESS marker)."""
+    a fenced resume, a compaction with cleanup (keeping states for change feeds), an abort,
+    staged Parquet files encoded by a task and by the driver, a partition completed (its
+    _SUCCESS marker)."""
     cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
-                 rotation={"max_records": 3})
+                 feed_retention_ms=3_600_000, rotation={"max_records": 3})
     commit(tmp_path, cfg, 0, run_task(tmp_path, cfg, 0, [rows(0, 4)]))
     storage_of(cfg).create_marker(partition_claim(1, 0))  # a zombie holds batch 1's claim
     commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(4, 1)]))

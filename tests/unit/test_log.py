@@ -72,7 +72,7 @@ def test_compaction_drops_entries_older_than_retention(log):
 def test_delete_expired_keeps_two_compactions(log, tmp_path):
     for b in range(9):
         commit(log, b, [f"f{b}"])
-    deleted = log.delete_expired(latest=8, now_ms=10**15, delay_ms=0)
+    deleted = log.delete_expired(log.expired(latest=8, now_ms=10**15, delay_ms=0))
     # newest compaction 8, the one before it 5: everything older goes
     assert sorted(p.rsplit("/", 1)[-1] for p in deleted) == ["0", "1", "2.compact", "3", "4"]
     assert sorted(p.name for p in (tmp_path / "_spark_metadata").iterdir()) == \
@@ -105,7 +105,7 @@ def test_readers_take_the_interval_the_path_was_written_with(log):
 
     for b in range(8):
         commit(log, b, [f"f{b}"], now_ms=0)
-    log.delete_expired(latest=7, now_ms=10, delay_ms=0)  # keeps 2.compact onwards
+    log.delete_expired(log.expired(latest=7, now_ms=10, delay_ms=0))  # keeps 2.compact on
     committed = open_committed(log.storage)
     assert committed is not None
     opened, latest, state = committed

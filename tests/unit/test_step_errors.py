@@ -59,6 +59,7 @@ def setup_config(setup: str, out: Path) -> SinkConfig:
     clean-up every third batch, ``_SUCCESS`` markers."""
     cfg = SinkConfig(path=str(out), partition_by=("grp",), compact_interval=3,
                      cleanup_delay_ms=0, partition_commit_delay_ms=0,
+                     feed_retention_ms=3_600_000,
                      rotation=RotationPolicy(max_records=8, max_batches=3, interval_ms=10_000,
                                              inactivity_ms=65))
     if setup == "jsonl":

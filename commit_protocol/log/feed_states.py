@@ -1,0 +1,114 @@
+"""The states a change feed reads, kept ``feed.retention`` after their log files are gone.
+
+A change feed (``commit_protocol/reading/change_feed.py``) reads the state of every sink
+batch it has not read yet; the log clean-up deletes a batch's log file ``log.cleanupDelay``
+after a newer compaction. A feed paused longer (a consumer's cluster restarted, a weekend)
+would find the states gone. Keeping the log files longer is no answer: Spark's readers and
+every commit list ``_spark_metadata/``, which would then hold a file per batch of the whole
+retention (600,000 for a week of one-second batches).
+
+So with ``feed.retention`` set, the clean-up first copies the whole states of the batches
+whose log files it deletes into one segment under ``_rotsink/feed/`` (a clean-up runs
+after every compaction: ``log.compactInterval`` batches a segment), named by its first and
+last batch and the time it was written. A feed that finds a log file gone reads the state
+from the segment that holds it. Segments older than the retention are deleted by the
+clean-up too: it lists ``_rotsink/feed/`` (a name per segment: bounded by the retention)
+at most once every hundredth of the retention, so a segment lives from ``feed.retention``
+to 1% longer. A segment written twice (a clean-up killed between the segment and the
+deletes, then run again) holds the same states: any copy does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from typing import Any
+
+from commit_protocol.records.state import SinkState, StateHead
+from commit_protocol.storage import Storage
+from commit_protocol.vocabulary.errors import CorruptLogError
+from commit_protocol.vocabulary.naming import STATE_DIR
+
+FEED_DIR = f"{STATE_DIR}/feed"
+_SEGMENT = re.compile(r"(\d{20})-(\d{20})-(\d+)\.json$")
+# the output's clean-ups in this process: when each next lists the segments (epoch ms)
+_NEXT_SWEEP: dict[str, int] = {}
+
+
+def segment_name(first: int, last: int, written_ms: int) -> str:
+    """
+    >>> segment_name(10, 19, 1700000000000)
+    '_rotsink/feed/00000000000000000010-00000000000000000019-1700000000000.json'
+    """
+    return f"{FEED_DIR}/{first:020d}-{last:020d}-{written_ms}.json"
+
+
+def segment_range(path: str) -> tuple[int, int, int] | None:
+    """(first batch, last batch, written ms) of a segment's path; None for another file.
+
+    >>> segment_range('_rotsink/feed/00000000000000000010-00000000000000000019-17.json')
+    (10, 19, 17)
+    """
+    found = _SEGMENT.search(path)
+    return None if found is None else (int(found[1]), int(found[2]), int(found[3]))
+
+
+def _whole_json(state: SinkState) -> dict[str, Any]:
+    """``state`` as a whole (version 1) state: its in-progress files and open partitions
+    all there, needing no other log file to read."""
+    body = state.head_json(None)
+    body.pop("after")
+    body["version"] = 1
+    body["in_progress"] = [asdict(f) for f in state.in_progress]
+    body["extra"]["partitions"] = {"open": [list(p) for p in state.open_partitions],
+                                   "markers": list(state.markers)}
+    return body
+
+
+def keep_states(storage: Storage, states: list[SinkState], *, now_ms: int) -> str | None:
+    """Write the segment of ``states`` (batches the clean-up is about to delete the log files
+    of); its path, None when there is nothing to keep."""
+    if not states:
+        return None
+    ordered = sorted(states, key=lambda s: s.batch_id)
+    path = segment_name(ordered[0].batch_id, ordered[-1].batch_id, now_ms)
+    body = "".join(json.dumps(_whole_json(s), separators=(",", ":")) + "\n" for s in ordered)
+    try:
+        storage.write_exclusive(path, [body.encode()])
+    except FileExistsError:
+        pass  # the same clean-up's segment, in the same millisecond: the same states
+    return path
+
+
+def kept_state(storage: Storage, batch_id: int) -> SinkState | None:
+    """The state of ``batch_id`` from the segment that keeps it; None when none does."""
+    holding = [info.path for info in storage.list(FEED_DIR)
+               if (found := segment_range(info.path)) and found[0] <= batch_id <= found[1]]
+    for path in holding:
+        try:
+            text = storage.read(path).decode()
+        except FileNotFoundError:
+            continue  # deleted since the listing (expired): another may hold it
+        for number, line in enumerate(text.splitlines(), start=1):
+            try:
+                state = StateHead.from_json(json.loads(line)).state
+            except (ValueError, KeyError, TypeError) as e:
+                raise CorruptLogError(f"change-feed segment {path}, line {number}: "
+                                      f"{type(e).__name__}: {e}") from e
+            if state.batch_id == batch_id:
+                return state
+    return None
+
+
+def delete_expired_segments(storage: Storage, *, retention_ms: int, now_ms: int) -> list[str]:
+    """Delete the segments written more than ``retention_ms`` ago, listing them at most once
+    every hundredth of the retention (per output and process); what was deleted."""
+    root = storage.root_uri
+    if now_ms < _NEXT_SWEEP.get(root, 0):
+        return []
+    _NEXT_SWEEP[root] = now_ms + retention_ms // 100
+    expired = [info for info in storage.list(FEED_DIR)
+               if (found := segment_range(info.path)) and found[2] < now_ms - retention_ms]
+    storage.delete_all(expired)
+    return [info.path for info in expired]
