@@ -55,6 +55,7 @@ from typing import TypeVar
 
 from commit_protocol.commit.committer import Committer
 from commit_protocol.log import MetadataLog
+from commit_protocol.log.feed_states import FEED_DIR
 from commit_protocol.log.files import is_compaction_batch, log_file_name
 from commit_protocol.reading import CommittedFile, committed_files, open_committed
 from commit_protocol.records.config import SinkConfig
@@ -87,6 +88,7 @@ class Run:
     compactions: list[Compaction] = field(default_factory=list)
     log_bytes: int = 0
     log_files: dict[int, int] = field(default_factory=dict)  # in the log directory, by batch
+    feed_segments: dict[int, int] = field(default_factory=dict)  # in _rotsink/feed/, by batch
     traced_peak: int = 0
     rss_growth_kb: int = 0
 
@@ -108,12 +110,13 @@ def task_reports(root: Path, batch_id: int, files: int) -> list[TaskReport | Non
 
 
 def drive(root: Path, batches: int, files: int, trigger_ms: int,
-          profiler: cProfile.Profile | None = None, profiled: int = 0) -> Run:
+          profiler: cProfile.Profile | None = None, profiled: int = 0,
+          feed_retention_ms: int = 0) -> Run:
     """Commit ``batches`` micro-batches as ``RotSinkStreamWriter`` does on the driver (minus
     its schema check): a committer reads the state for planning, another reads it again and
     commits. ``trigger_ms`` > 0 runs a clock that advances that much per batch (each log file
     is stamped with it, as a stream with that trigger would find it); 0 uses the wall clock."""
-    config = SinkConfig(path=str(root))
+    config = SinkConfig(path=str(root), feed_retention_ms=feed_retention_ms or None)
     interval = config.compact_interval
     storage = LocalStorage(str(root))
     last_compaction = max((b for b in range(batches) if is_compaction_batch(b, interval)),
@@ -157,6 +160,8 @@ def drive(root: Path, batches: int, files: int, trigger_ms: int,
         run.plan_ms.append(plan_ms)
         run.commit_ms.append(commit_ms)
         run.log_files[batch_id + 1] = len(os.listdir(root / LOG_DIR))
+        feed = root / FEED_DIR
+        run.feed_segments[batch_id + 1] = len(os.listdir(feed)) if feed.exists() else 0
         if batch_id + 1 in CHECKPOINTS or (batch_id + 1) % 1000 == 0:
             print(f"  ... batch {batch_id + 1:,} committed", file=sys.stderr, flush=True)
     return run
@@ -167,13 +172,15 @@ def median_before(values: list[float], end: int) -> float:
 
 
 def report_growth(run: Run, batches: int) -> None:
-    print(f"\n{'batch':>7} {'log files':>9} {'plan ms':>8} {'commit ms':>10} {'ratio':>6}   "
-          f"{'compaction':>10} {'ms':>8} {'entries':>10} {'entries/s':>11} {'MB/s':>6}")
+    print(f"\n{'batch':>7} {'log files':>9} {'segments':>8} {'plan ms':>8} {'commit ms':>10} "
+          f"{'ratio':>6}   {'compaction':>10} {'ms':>8} {'entries':>10} {'entries/s':>11} "
+          f"{'MB/s':>6}")
     base = None
     for end in sorted({c for c in CHECKPOINTS if c <= batches} | {batches}):
         commit = median_before(run.commit_ms, end)
         base = commit if base is None else base
-        line = (f"{end:>7,} {run.log_files[end]:>9,} {median_before(run.plan_ms, end):8.2f} "
+        line = (f"{end:>7,} {run.log_files[end]:>9,} {run.feed_segments[end]:>8,} "
+                f"{median_before(run.plan_ms, end):8.2f} "
                 f"{commit:10.2f} {commit / base:5.2f}x")
         untraced = [c for c in run.compactions if c.batch_id < end and not c.traced]
         if untraced:
@@ -256,6 +263,8 @@ def main() -> None:
                         help="clock advance per batch (0: the wall clock)")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark anchor")
     parser.add_argument("--keep", action="store_true", help="keep the output directory")
+    parser.add_argument("--feed-retention-ms", type=int, default=0,
+                        help="the sink's feed.retention (0: off): segments kept for change feeds")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile the driver path of the last N batches")
     args = parser.parse_args()
@@ -266,7 +275,7 @@ def main() -> None:
     try:
         profiler = cProfile.Profile() if args.profile else None
         run = drive(root, batches, args.files_per_batch, args.trigger_ms, profiler,
-                    args.profile)
+                    args.profile, args.feed_retention_ms)
         report_growth(run, batches)
         if profiler is not None:
             report_profile(profiler, args.profile)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Any
 
@@ -81,24 +82,60 @@ def keep_states(storage: Storage, states: list[SinkState], *, now_ms: int) -> st
     return path
 
 
-def kept_state(storage: Storage, batch_id: int) -> SinkState | None:
-    """The state of ``batch_id`` from the segment that keeps it; None when none does."""
-    holding = [info.path for info in storage.list(FEED_DIR)
-               if (found := segment_range(info.path)) and found[0] <= batch_id <= found[1]]
-    for path in holding:
+class _ReadSegments:
+    """The segments this process read lately, whole, by output: a feed catching up reads
+    the batches of a segment one after another, so the segment is read once for all of
+    them, and the listing once for all the segments it names (a segment never changes, and
+    the listing is read again when it does not name the batch wanted)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.listed: dict[str, list[tuple[int, int, str]]] = {}  # root -> (first, last, path)
+        self.states: OrderedDict[str, dict[int, SinkState]] = OrderedDict()  # path -> states
+
+    def state(self, storage: Storage, batch_id: int, *, relist: bool) -> SinkState | None:
+        root = storage.root_uri
+        if relist or root not in self.listed:
+            self.listed[root] = sorted(
+                (found[0], found[1], info.path) for info in storage.list(FEED_DIR)
+                if (found := segment_range(info.path)))
+        for first, last, path in self.listed[root]:
+            if first <= batch_id <= last:
+                states = self._read(storage, path)
+                if batch_id in states:
+                    return states[batch_id]
+        return None
+
+    def _read(self, storage: Storage, path: str) -> dict[int, SinkState]:
+        key = f"{storage.root_uri}/{path}"
+        if key in self.states:
+            self.states.move_to_end(key)
+            return self.states[key]
         try:
             text = storage.read(path).decode()
         except FileNotFoundError:
-            continue  # deleted since the listing (expired): another may hold it
+            return {}  # deleted since the listing (expired): another may hold the batch
+        states = {}
         for number, line in enumerate(text.splitlines(), start=1):
             try:
                 state = StateHead.from_json(json.loads(line)).state
             except (ValueError, KeyError, TypeError) as e:
                 raise CorruptLogError(f"change-feed segment {path}, line {number}: "
                                       f"{type(e).__name__}: {e}") from e
-            if state.batch_id == batch_id:
-                return state
-    return None
+            states[state.batch_id] = state
+        self.states[key] = states
+        while len(self.states) > self.size:
+            self.states.popitem(last=False)
+        return states
+
+
+_READ = _ReadSegments()
+
+
+def kept_state(storage: Storage, batch_id: int) -> SinkState | None:
+    """The state of ``batch_id`` from the segment that keeps it; None when none does."""
+    found = _READ.state(storage, batch_id, relist=False)
+    return found if found is not None else _READ.state(storage, batch_id, relist=True)
 
 
 def delete_expired_segments(storage: Storage, *, retention_ms: int, now_ms: int) -> list[str]:

@@ -129,12 +129,12 @@ def feed_state(log: MetadataLog, batch: int) -> SinkState:
     try:
         return log.read_state(batch)
     except CorruptLogError:
+        kept = kept_state(log.storage, batch)  # a feed catching up: the next few are there
+        if kept is not None:
+            return kept
         log.batch_ids()  # list again: the name may have changed (a compaction)
         if log.storage.exists(log.path_of(batch)):
             return log.read_state(batch)
-        kept = kept_state(log.storage, batch)
-        if kept is not None:
-            return kept
         raise FeedBehindError(
             f"the change feed needs sink batch {batch}, whose metadata log file "
             f"{log.path_of(batch)} was deleted by the sink's log clean-up, and no change-feed "

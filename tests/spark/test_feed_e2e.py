@@ -119,3 +119,25 @@ def test_admission_limit_and_retention(spark, tmp_path, limit):
     query = follow(spark, up, down, tmp_path / "ck_down", **limit)
     assert query.lastProgress is not None and query.lastProgress.batchId == 5
     assert rotsink_ids(spark, down) == list(range(total))
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["feed.retention", "none"])
+def test_a_feed_that_starts_after_the_log_clean_up(spark, tmp_path, kept):
+    """The feed starts after the upstream clean-up deleted its first batches' log files (as
+    after a long pause). With ``feed.retention`` on the upstream sink it reads their states
+    from the segments the clean-up kept: every row once. Without, it fails naming the
+    setting, having delivered nothing."""
+    up, down = tmp_path / "up", tmp_path / "down"
+    total = write_numbered_source(tmp_path / "in", files=6, rows_per_file=10)
+    options = {"rotation.maxBatches": "1", "log.compactInterval": "2", "log.cleanupDelay": "0s"}
+    if kept:
+        options["feed.retention"] = "7d"
+    run_to_completion(spark, tmp_path / "in", up, tmp_path / "ck_up", **options)
+    assert not (up / "_spark_metadata" / "0").exists()  # cleaned up
+    if kept:
+        follow(spark, up, down, tmp_path / "ck_down")
+        assert rotsink_ids(spark, down) == list(range(total))
+        return
+    with pytest.raises(Exception, match="needs sink batch 0.*feed.retention"):
+        follow(spark, up, down, tmp_path / "ck_down")
+    assert not (down / "_spark_metadata").exists() or rotsink_ids(spark, down) == []

@@ -27,6 +27,7 @@ from commit_protocol.reading.change_feed import (
 )
 from commit_protocol.records.messages import TaskReport
 from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.errors import CorruptLogError
 from tests.unit.test_task_writer import SCHEMA_JSON, config, plan_for, storage_of
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("g", pa.string())])
@@ -185,3 +186,16 @@ def test_admission_limits_take_whole_sink_batches_and_never_stall(tmp_path):
     assert batches_within(log, start, 5, max_batches=0, max_files=1, max_bytes=0) == 0
     assert batches_within(log, start, 5, max_batches=0, max_files=0, max_bytes=1) == 0
     assert batches_within(log, start, 5, max_batches=0, max_files=0, max_bytes=0) == 5
+
+
+def test_a_damaged_segment_is_named(tmp_path):
+    cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
+                 feed_retention_ms=3_600_000, rotation={"max_batches": 1})
+    for batch in range(8):
+        write_batch(tmp_path, cfg, batch, batch * 4, 4, now_ms=10**13 + batch)
+    storage = storage_of(cfg)
+    segment = min(info.path for info in storage.list(FEED_DIR))
+    (tmp_path / segment).write_text('{"version": 1, "batch_id": 0}\n')
+    log = MetadataLog(storage, compact_interval=2)
+    with pytest.raises(CorruptLogError, match=f"change-feed segment {segment}, line 1: "):
+        plan(log, FeedPosition(-1), 7, bulk=False)
