@@ -53,6 +53,7 @@ from functools import reduce
 from pathlib import Path
 from typing import TypeVar
 
+from commit_protocol.commit import committer as committer_module
 from commit_protocol.commit.committer import Committer
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.feed_states import FEED_DIR
@@ -89,6 +90,8 @@ class Run:
     log_bytes: int = 0
     log_files: dict[int, int] = field(default_factory=dict)  # in the log directory, by batch
     feed_segments: dict[int, int] = field(default_factory=dict)  # in _rotsink/feed/, by batch
+    feed_bytes: int = 0  # in _rotsink/feed/ at the end
+    cleanup_ms: list[float] = field(default_factory=list)  # each clean-up (compaction batches)
     traced_peak: int = 0
     rss_growth_kb: int = 0
 
@@ -118,12 +121,23 @@ def drive(root: Path, batches: int, files: int, trigger_ms: int,
     is stamped with it, as a stream with that trigger would find it); 0 uses the wall clock."""
     config = SinkConfig(path=str(root), feed_retention_ms=feed_retention_ms or None)
     interval = config.compact_interval
+    run = Run()
+    clean_up = committer_module.clean_up
+
+    def timed_clean_up(*args, **kwargs):  # the clean-up's own time, apart from compaction's
+        started = time.perf_counter()
+        try:
+            return clean_up(*args, **kwargs)
+        finally:
+            if is_compaction_batch(args[2].batch_id, interval):
+                run.cleanup_ms.append((time.perf_counter() - started) * 1000)
+
+    committer_module.clean_up = timed_clean_up
     storage = LocalStorage(str(root))
     last_compaction = max((b for b in range(batches) if is_compaction_batch(b, interval)),
                           default=-1)
     (root / INPROGRESS_DIR).mkdir(parents=True)
     started_ms = int(time.time() * 1000) - batches * trigger_ms
-    run = Run()
     for batch_id in range(batches):
         reports = task_reports(root, batch_id, files)
         now_ms = started_ms + batch_id * trigger_ms if trigger_ms else None
@@ -162,6 +176,8 @@ def drive(root: Path, batches: int, files: int, trigger_ms: int,
         run.log_files[batch_id + 1] = len(os.listdir(root / LOG_DIR))
         feed = root / FEED_DIR
         run.feed_segments[batch_id + 1] = len(os.listdir(feed)) if feed.exists() else 0
+    if (root / FEED_DIR).exists():
+        run.feed_bytes = sum(f.stat().st_size for f in (root / FEED_DIR).iterdir())
         if batch_id + 1 in CHECKPOINTS or (batch_id + 1) % 1000 == 0:
             print(f"  ... batch {batch_id + 1:,} committed", file=sys.stderr, flush=True)
     return run
@@ -188,6 +204,13 @@ def report_growth(run: Run, batches: int) -> None:
             line += (f"   {c.batch_id:>10,} {c.ms:8.1f} {c.entries:>10,} "
                      f"{c.entries / c.ms * 1000:>11,.0f} {c.log_bytes / 1e3 / c.ms:6.1f}")
         print(line)
+    late = [c.ms for c in run.compactions[len(run.compactions) // 2:] if not c.traced]
+    if late:  # the clean-up runs in these batches: with feed.retention, it keeps states too
+        cleanups = run.cleanup_ms[len(run.cleanup_ms) // 2:]
+        print(f"\ncompaction batches, last half of the run: median {statistics.median(late):.1f}"
+              f" ms over {len(late)}, of which the clean-up {statistics.median(cleanups):.2f} "
+              f"ms; change-feed segments {run.feed_segments[batches]:,}, "
+              f"{run.feed_bytes / 1e6:,.2f} MB")
     total_ms = sum(v for v in run.commit_ms if v == v) + sum(c.ms for c in run.compactions)
     print(f"\nlog written: {run.log_bytes / 1e6:,.1f} MB in {total_ms / 1000:,.1f} s of commits "
           f"({run.log_bytes / 1e3 / total_ms:,.1f} MB/s); commit ms leave out compaction batches")

@@ -5,6 +5,7 @@ files encoded at their roll, compression and encryption."""
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import random
 from collections import Counter
@@ -195,7 +196,7 @@ def test_a_damaged_segment_is_named(tmp_path):
         write_batch(tmp_path, cfg, batch, batch * 4, 4, now_ms=10**13 + batch)
     storage = storage_of(cfg)
     segment = min(info.path for info in storage.list(FEED_DIR))
-    (tmp_path / segment).write_text('{"version": 1, "batch_id": 0}\n')
+    (tmp_path / segment).write_bytes(gzip.compress(b'{"version": 1, "batch_id": 0}\n'))
     log = MetadataLog(storage, compact_interval=2)
     with pytest.raises(CorruptLogError, match=f"change-feed segment {segment}, line 1: "):
         plan(log, FeedPosition(-1), 7, bulk=False)
