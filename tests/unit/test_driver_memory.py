@@ -73,8 +73,9 @@ def test_an_iceberg_catalog_is_opened_once_a_process_and_again_for_a_new_output(
     pytest.importorskip("pyiceberg")
     import shutil
 
-    import pyiceberg.catalog
     from pyiceberg.catalog import load_catalog
+
+    from commit_protocol.tables.iceberg import rest
 
     opened = []
 
@@ -82,7 +83,7 @@ def test_an_iceberg_catalog_is_opened_once_a_process_and_again_for_a_new_output(
         opened.append(properties["uri"])
         return load_catalog(name, **properties)
 
-    monkeypatch.setattr(pyiceberg.catalog, "load_catalog", counted)
+    monkeypatch.setattr(rest, "load_catalog", counted)  # where rotsink opens every catalog
     out = tmp_path / "out"
     cfg = config(str(out), "iceberg")
     for batch_id in range(4):
