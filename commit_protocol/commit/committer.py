@@ -59,7 +59,7 @@ from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import PlanBasis, TaskReport
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.records.schema_evolution import evolved, retires_in_progress, schema_change
-from commit_protocol.records.state import Publish, SinkState
+from commit_protocol.records.state import Publish, SinkState, terms_extra
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 from commit_protocol.tables import table_format_of
@@ -266,6 +266,7 @@ class Committer:
             return SinkState(batch_id=-1, query_id=query_id, schema_json=self.schema_json,
                              format=self.config.format, compression=self.config.compression,
                              partition_by=self.config.partition_by,
+                             extra=terms_extra(self.config.partition_terms),
                              compact_interval=self.config.compact_interval,
                              encrypted=self.config.encrypted,
                              query_name=self.config.query_name)

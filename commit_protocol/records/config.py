@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import FORMATS
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,11 @@ class SinkConfig:
     compression: str = "none"
     compression_level: int | None = None
     rotation: RotationPolicy = field(default_factory=RotationPolicy)
-    partition_by: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()  # the columns the directories hold (Hive-style)
+    # With an Iceberg transform among them (hidden partitioning: days(ts), bucket(16, id)):
+    # every partitionBy term in order, naming the directory levels; empty otherwise, the
+    # directories then being partition_by's
+    partition_terms: tuple[PartitionTerm, ...] = ()
     file_prefix: str = "part"
     file_suffix: str = ".jsonl"
     max_open_files: int = 100
@@ -73,6 +78,12 @@ class SinkConfig:
     # Spark's streaming metrics on: the driver directory the commits leave the query's
     # metrics in (commit_protocol.metrics), set by rotsink's start of the query
     metrics_mailbox: str | None = None
+
+    @property
+    def directory_keys(self) -> tuple[str, ...]:
+        """The keys of the partition directories' levels, in order (``day``; ``ts_day``,
+        ``id_bucket`` under hidden partitioning)."""
+        return tuple(t.name for t in self.partition_terms) or self.partition_by
 
     @property
     def encrypted(self) -> bool:

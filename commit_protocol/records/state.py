@@ -17,7 +17,16 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
+
 STATE_VERSION = 2
+# extra's key for hidden partitioning's terms: [[name, source, transform], ...]
+PARTITION_TERMS = "partition_terms"
+
+
+def terms_extra(terms: tuple[PartitionTerm, ...]) -> dict[str, Any]:
+    """What a first state's ``extra`` records of ``terms`` (nothing without hidden ones)."""
+    return {PARTITION_TERMS: [[t.name, t.source, t.transform] for t in terms]} if terms else {}
 """Version 2: a log file carries the changes of the grown parts (in-progress files, open
 partitions) since the batch before, a compaction file also the whole of them; version 1 (read,
 never written) carried everything in every log file."""
@@ -99,6 +108,12 @@ class SinkState:
     # the query's .queryName(...) when this batch was committed ("" for an unnamed query,
     # and in logs written before names were kept)
     query_name: str = ""
+
+    @property
+    def partition_terms(self) -> tuple[PartitionTerm, ...]:
+        """The ``partitionBy`` terms under hidden partitioning (``days(ts)``, kept in
+        ``extra``: a rotsink before them keeps them as read); empty without."""
+        return tuple(PartitionTerm(*term) for term in self.extra.get(PARTITION_TERMS, ()))
 
     @property
     def added_columns(self) -> frozenset[str]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -83,6 +84,7 @@ class TableCommit:
     schema_json: str
     partition_by: tuple[str, ...]
     files: tuple[TableFile, ...]
+    partition_terms: tuple[PartitionTerm, ...] = ()  # hidden partitioning's, in order
 
 
 @dataclass(frozen=True)
@@ -106,10 +108,12 @@ class Table(Protocol):
         or ``owner`` never committed to it."""
 
     def check(self, *, owner: str | None, schema_json: str, partition_by: tuple[str, ...],
+              partition_terms: tuple[PartitionTerm, ...] = (),
               planned_columns: bool = False) -> None:
         """Refuse (``TableError``, naming what differs) a table this output cannot follow:
         another writer's (``owner`` None: the output has no committed batch yet, so any
-        existing table is another writer's), other partition columns, or a schema that is
+        existing table is another writer's), other partition columns (or ``partition_terms``:
+        other transforms, a column a transform cannot take), or a schema that is
         not the output's (a table may lack columns a batch adds, never have others; but with
         ``planned_columns``, when only the log's schema is known, it may have the columns a
         batch planned since gave it: Iceberg's, :mod:`~commit_protocol.tables.iceberg.ids`)."""
@@ -205,6 +209,17 @@ class TableFormat:
                 raise OptionError(f"option table.{key}={value!r} is not taken by "
                                   f"table.format={self.name} (it takes "
                                   f"{', '.join(taken) or 'no other table option'})")
+        self.check_partitioning(config)
+
+    def check_partitioning(self, config: SinkConfig) -> None:
+        """Refuse partitionBy terms this format cannot partition by: by default an Iceberg
+        transform (``days(ts)``), which only Iceberg tables have."""
+        hidden = [t.ddl for t in config.partition_terms if t.hidden]
+        if hidden:
+            raise OptionError(f"option partitionBy={', '.join(hidden)!r} with table.format="
+                              f"{self.name}: Iceberg's transforms partition Iceberg tables; a "
+                              f"{self.name} table is partitioned by columns (e.g. a column "
+                              "to_date(ts) of the stream)")
 
     def open(self, storage: Storage, config: SinkConfig) -> Table:
         """The table that follows the output on ``storage`` (the library imported now)."""

@@ -35,7 +35,8 @@ def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] 
         return None
     table_format, options = recorded
     return SinkConfig(path=storage.root_uri, format=state.format,
-                      partition_by=tuple(state.partition_by), table_format=table_format.name,
+                      partition_by=tuple(state.partition_by),
+                      partition_terms=state.partition_terms, table_format=table_format.name,
                       fs_options=dict(fs_options or {}),
                       table_options={**options, **(table_options or {})},
                       compact_interval=state.compact_interval)
@@ -95,7 +96,7 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
                  "the table's readers fail" for path in sorted(added)
                  if not storage.exists(path)]
     problems += [outside_layout_problem(table_format.name, path) for path in sorted(added)
-                 if not in_layout(path, config.partition_by)]
+                 if not in_layout(path, config.directory_keys)]
     deleted_in_place = table.row_deletes()
     if deleted_in_place:
         problems.append(row_deletes_problem(table_format.name, deleted_in_place))

@@ -162,6 +162,7 @@ class TableFollower:
         schema = schema_json if state is None else with_columns_of(state.schema_json,
                                                                    schema_json)
         self.table.check(owner=owner, schema_json=schema, partition_by=self.config.partition_by,
+                         partition_terms=self.config.partition_terms,
                          planned_columns=planned_columns)
 
     # -- the steps -----------------------------------------------------------------------
@@ -200,7 +201,8 @@ class TableFollower:
     def _commit(self, batch: _Batch, owner: str, *, now_ms: int) -> bool:
         files = self._files(batch.files, now_ms)
         version = self.table.commit(TableCommit(batch.batch_id, owner, batch.schema_json,
-                                                self.config.partition_by, tuple(files)))
+                                                self.config.partition_by, tuple(files),
+                                                self.config.partition_terms))
         if version is None:
             return False
         _OWN_VERSIONS.setdefault(self.storage.root_uri, set()).add(version)
@@ -236,7 +238,7 @@ class TableFollower:
         lagging = set(listed) if behind is None else behind
         removed = {p for p in listed if p not in table_files and p not in lagging}
         added = {p: size for p, size in table_files.items()  # elsewhere: verify names it
-                 if p not in listed and in_layout(p, self.config.partition_by)}
+                 if p not in listed and in_layout(p, self.config.directory_keys)}
         followed = before.with_changes(version, removed, added, self.table.row_deletes())
         if removed or added:
             count("tableFollowed-total")

@@ -206,7 +206,8 @@ class TaskWriter:
     def _write_chunk(self, batch: pa.RecordBatch) -> None:
         """One chunk of the task's rows, split by partition directory (the pipeline's
         worker thread: the only one writing files while rows arrive)."""
-        for directory, rows in split_by_partition(batch, self.config.partition_by):
+        for directory, rows in split_by_partition(batch, self.config.partition_by,
+                                                 self.config.partition_terms):
             if rows.num_rows:
                 self._write_rows(directory, rows)
         for f in self.open.values():

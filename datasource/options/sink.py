@@ -16,6 +16,7 @@ from commit_protocol.storage.urls import check_store_url
 from commit_protocol.tables import TableFormat
 from commit_protocol.vocabulary.durations import parse_duration_ms
 from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.vocabulary.partition_terms import identity_columns
 from datasource.options.names import (
     CLEANUP_DELAY,
     COMPACT_INTERVAL,
@@ -57,7 +58,7 @@ from datasource.options.values import (
     parse_bool,
     parse_int,
     parse_size,
-    partition_columns,
+    partition_terms,
 )
 
 
@@ -86,6 +87,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
                           "encryption, so rotsink cannot encrypt ORC files; use format parquet "
                           "(Parquet Modular Encryption) or a row format")
     entry = table_format(given(TABLE_FORMAT))
+    terms = partition_terms(given(PARTITION_BY), given(WRITER_PARTITION_COLUMNS))
     config = SinkConfig(
         path=path, format=fmt, compression=compression, compression_level=level, keys=keys,
         rotation=RotationPolicy(
@@ -96,7 +98,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
             inactivity_ms=parse_duration_ms(INACTIVITY, get(INACTIVITY, "60s")),
             roll_on_idle=parse_bool(ROLL_ON_IDLE, get(ROLL_ON_IDLE, "false")),
         ),
-        partition_by=partition_columns(given(PARTITION_BY), given(WRITER_PARTITION_COLUMNS)),
+        partition_by=identity_columns(terms),
+        partition_terms=terms if any(t.hidden for t in terms) else (),
         file_prefix=_prefix(get(FILE_PREFIX, "part")),
         file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression, keys is not None),
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),

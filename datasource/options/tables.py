@@ -32,6 +32,12 @@ def check_table_options(config: SinkConfig) -> None:
             key, value = next(iter(config.table_options.items()))
             raise OptionError(f"option table.{key}={value!r} is for a table: set "
                               "table.format (delta or iceberg)")
+        hidden = [t.ddl for t in config.partition_terms if t.hidden]
+        if hidden:
+            raise OptionError(f"option partitionBy={', '.join(hidden)!r}: Iceberg's transforms "
+                              "partition an Iceberg table (table.format=iceberg); an output "
+                              "without one is partitioned by columns (e.g. a column "
+                              "to_date(ts) of the stream)")
         return
     entry = table_format_of(config)
     given = f"option table.format={entry.name!r}"

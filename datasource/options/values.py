@@ -8,6 +8,7 @@ import os
 import re
 
 from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.vocabulary.partition_terms import PartitionTerm, parse_term, split_terms
 from datasource.options.names import WRITER_PARTITION_COLUMNS
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
@@ -56,14 +57,17 @@ def driver_path(path: str) -> str:
     return os.path.abspath(path)
 
 
-def partition_columns(option: str | None, writer_call: str | None) -> tuple[str, ...]:
-    """The partition columns, from the ``partitionBy`` option or the writer's
+def partition_terms(option: str | None, writer_call: str | None) -> tuple[PartitionTerm, ...]:
+    """The partition terms, from the ``partitionBy`` option or the writer's
     ``.partitionBy(...)`` (``__partition_columns``, a JSON list); both at once must name the
-    same columns in the same order.
+    same terms in the same order. A term is a column or, for an Iceberg table, an Iceberg
+    transform of one (``days(ts)``, ``bucket(16, id)``).
 
-    >>> partition_columns("day, hour", None), partition_columns(None, '["day"]')
-    (('day', 'hour'), ('day',))
-    >>> partition_columns("hour", '["day"]')  # doctest: +ELLIPSIS
+    >>> [t.ddl for t in partition_terms("day, hour", None)]
+    ['day', 'hour']
+    >>> [t.name for t in partition_terms("days(ts), bucket(16, id)", None)]
+    ['ts_day', 'id_bucket']
+    >>> partition_terms("hour", '["day"]')  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     commit_protocol.vocabulary.errors.OptionError: option partitionBy='hour' and ...
@@ -73,13 +77,13 @@ def partition_columns(option: str | None, writer_call: str | None) -> tuple[str,
         return from_option
     from_call = _writer_columns(writer_call)
     if option is not None and from_option != from_call:
-        call = ", ".join(repr(c) for c in from_call)
+        call = ", ".join(repr(t.ddl) for t in from_call)
         raise OptionError(f"option partitionBy={option!r} and .partitionBy({call}) name "
                           "different columns: give the columns once, either way")
     return from_call
 
 
-def _writer_columns(text: str) -> tuple[str, ...]:
+def _writer_columns(text: str) -> tuple[PartitionTerm, ...]:
     try:
         columns = json.loads(text)
     except ValueError:
@@ -90,10 +94,12 @@ def _writer_columns(text: str) -> tuple[str, ...]:
     return _partition_by(",".join(columns), shown=f".partitionBy({text[1:-1]})")
 
 
-def _partition_by(text: str, *, shown: str = "") -> tuple[str, ...]:
-    columns = tuple(c.strip() for c in text.split(",") if c.strip())
-    if len(set(columns)) != len(columns):
-        raise OptionError(f"{shown or f'option partitionBy={text!r}'}: a column is listed twice")
-    return columns
+def _partition_by(text: str, *, shown: str = "") -> tuple[PartitionTerm, ...]:
+    shown = shown or f"option partitionBy={text!r}"
+    terms = tuple(parse_term(term, shown=shown) for term in split_terms(text))
+    names = [t.name for t in terms]
+    if len(set(names)) != len(names):
+        raise OptionError(f"{shown}: a column is listed twice")
+    return terms
 
 

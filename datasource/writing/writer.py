@@ -268,9 +268,12 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
         raise OptionError(f"option table.format={given or 'none'!r}: a {table} "
                           f"table follows {config.path}'s log; keep table.format={table} (without "
                           "it, the table would stop listing new files)")
-    if tuple(state.partition_by) != config.partition_by:
-        raise OptionError(f"option partitionBy={','.join(config.partition_by)!r}: {config.path} "
-                          f"is partitioned by {','.join(state.partition_by)!r}")
+    if tuple(state.partition_by) != config.partition_by \
+            or state.partition_terms != config.partition_terms:
+        given = ", ".join(t.ddl for t in config.partition_terms) or ",".join(config.partition_by)
+        found = ", ".join(t.ddl for t in state.partition_terms) or ",".join(state.partition_by)
+        raise OptionError(f"option partitionBy={given!r}: {config.path} is partitioned by "
+                          f"{found!r}")
 
 
 def _evolution_hint(old_json: str, new_json: str) -> str:

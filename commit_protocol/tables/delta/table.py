@@ -46,6 +46,7 @@ from commit_protocol.tables.delta.snapshots import Snapshot, forget, snapshot
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 from commit_protocol.vocabulary.release import RELEASE
 
 if TYPE_CHECKING:
@@ -114,7 +115,9 @@ class DeltaFollowedTable:
         return 0 if table is None else sum(batch.num_rows for batch in table.deletion_vectors())
 
     def check(self, *, owner: str | None, schema_json: str, partition_by: tuple[str, ...],
+              partition_terms: tuple[PartitionTerm, ...] = (),
               planned_columns: bool = False) -> None:
+        # partition_terms: none but columns reach a Delta table (TableFormat.check_partitioning)
         # planned_columns: nothing to allow, Delta's columns come in the batch's table commit,
         # after its log file
         known = snapshot(self.uri, self.options, fresh=True)

@@ -1,5 +1,6 @@
-"""What an Iceberg table lists: the manifest entries of rotsink's finalized files, the
-identity partitioning on ``partitionBy``, and the files of the current snapshot as read."""
+"""What an Iceberg table lists: the manifest entries of rotsink's finalized files (their
+partition tuples read from their directories), the spec of a table rotsink creates, and
+the files of the current snapshot as read."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 from commit_protocol.tables import TableCommit, TableFile
 from commit_protocol.tables.iceberg.ids import file_ids, ids_of
 from commit_protocol.tables.iceberg.schema import partition_value
+from commit_protocol.tables.iceberg.transforms import record_value
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
@@ -26,8 +29,6 @@ def data_file(root: str, metadata: Any, f: TableFile) -> Any:
         parquet_path_to_id_mapping,
     )
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.partitioning import partition_record_value
-    from pyiceberg.typedef import Record
 
     schema, spec = metadata.schema(), metadata.spec()
     check_ids(f, schema)
@@ -35,16 +36,39 @@ def data_file(root: str, metadata: Any, f: TableFile) -> Any:
         parquet_metadata=f.footer,
         stats_columns=compute_statistics_plan(schema, metadata.properties),
         parquet_column_mapping=parquet_path_to_id_mapping(schema))
-    values = parse_partition_dir(f.directory)
-    partition = [partition_record_value(
-        field, partition_value(values.get(schema.find_field(field.source_id).name),
-                               schema.find_field(field.source_id).field_type), schema)
-        for field in spec.fields]
+    partition = partition_tuple(f, spec, schema)
     return DataFile.from_args(
         content=DataFileContent.DATA, file_path=f"{root}/{f.path}",
-        file_format=FileFormat.PARQUET, partition=Record(*partition),
+        file_format=FileFormat.PARQUET, partition=partition,
         file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
         equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def partition_tuple(f: TableFile, spec: Any, schema: Any) -> Any:
+    """File ``f``'s partition tuple under ``spec``, read from its directory: an identity
+    field's value typed as its column (named by the field, or by the column as rotsink's
+    directories name it), a transform's read back from Iceberg's spelling
+    (:func:`~commit_protocol.tables.iceberg.transforms.record_value`)."""
+    from pyiceberg.partitioning import partition_record_value
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.typedef import Record
+
+    values = parse_partition_dir(f.directory)
+    tuple_values = []
+    for field in spec.fields:
+        source = schema.find_field(field.source_id)
+        key = field.name if field.name in values else source.name
+        if key not in values:
+            raise TableError(f"{f.path}: its directory names no value of the Iceberg table's "
+                             f"partition field {field.name!r} ({field.transform} of "
+                             f"{source.name!r})")
+        if isinstance(field.transform, IdentityTransform):
+            tuple_values.append(partition_record_value(
+                field, partition_value(values[key], source.field_type), schema))
+        else:
+            tuple_values.append(record_value(field.transform, source.field_type, values[key],
+                                             where=f.path))
+    return Record(*tuple_values)
 
 
 def check_ids(f: TableFile, schema: Any) -> None:
@@ -72,11 +96,10 @@ def listed(table: IcebergTable | None) -> Any:
     return table.inspect.files()
 
 
-def identity_spec(schema: Any, commit: TableCommit) -> Any:
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
+def new_spec(schema: Any, commit: TableCommit) -> Any:
+    """The spec of a table rotsink creates: ``partitionBy``'s terms (identity on columns,
+    Iceberg's transforms), named as Iceberg's Spark DDL names them."""
+    from commit_protocol.tables.iceberg.transforms import spec_of
 
-    return PartitionSpec(*[PartitionField(source_id=schema.find_field(column).field_id,
-                                          field_id=1000 + i, transform=IdentityTransform(),
-                                          name=column)
-                           for i, column in enumerate(commit.partition_by)])
+    terms = commit.partition_terms or tuple(PartitionTerm(c, c) for c in commit.partition_by)
+    return spec_of(terms, schema)

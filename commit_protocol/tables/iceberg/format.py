@@ -34,6 +34,12 @@ class IcebergFormat(TableFormat):
         retention_option(config.table_options)  # a bad one fails at start, naming it
         check_file_io(config.path)
 
+    def check_partitioning(self, config: SinkConfig) -> None:
+        """Any Iceberg transform; those but identity run in pyiceberg-core."""
+        if config.partition_terms:
+            from commit_protocol.tables.iceberg.transforms import check_installed
+
+            check_installed()
 
     def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
         return IcebergFollowedTable(storage.root_uri, config)

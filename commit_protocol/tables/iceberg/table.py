@@ -35,7 +35,7 @@ from commit_protocol.tables.iceberg.catalog import (
     is_embedded,
     same_uri,
 )
-from commit_protocol.tables.iceberg.files import DATA_CONTENT, data_file, identity_spec, listed
+from commit_protocol.tables.iceberg.files import DATA_CONTENT, data_file, listed, new_spec
 from commit_protocol.tables.iceberg.maintenance import (
     MERGE_KEY,
     ExpiryPolicy,
@@ -58,7 +58,9 @@ from commit_protocol.tables.iceberg.marks import (
 )
 from commit_protocol.tables.iceberg.schema import iceberg_schema
 from commit_protocol.tables.iceberg.transaction import transaction
+from commit_protocol.tables.iceberg.transforms import check_sources, terms_of
 from commit_protocol.vocabulary.errors import TableError
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 from commit_protocol.vocabulary.release import RELEASE
 
 logger = logging.getLogger("rotsink.table")
@@ -152,19 +154,21 @@ class IcebergFollowedTable:
         return sum(content != DATA_CONTENT for content in contents)
 
     def check(self, *, owner: str | None, schema_json: str, partition_by: tuple[str, ...],
+              partition_terms: tuple[PartitionTerm, ...] = (),
               planned_columns: bool = False) -> None:
         """An Iceberg table is shared through its catalog: a new output (``owner`` None) may
         join a table that exists (another rotsink query's, a backfill's), partitioned and
         typed as the output; an output with committed batches must find its own mark."""
+        terms = partition_terms or tuple(PartitionTerm(c, c) for c in partition_by)
+        check_sources(terms, iceberg_schema(schema_json))
         table = self.loaded()
         if table is None:
             return
-        spec = table.spec()
-        named = [table.schema().find_field(f.source_id).name for f in spec.fields]
-        if named != list(partition_by) or any(str(f.transform) != "identity"
-                                              for f in spec.fields):
-            raise TableError(f"Iceberg table {self.identifier} is partitioned by {spec}, the "
-                             f"output by identity on {list(partition_by)}")
+        found = terms_of(table.spec(), table.schema())
+        if found != terms:
+            raise TableError(f"Iceberg table {self.identifier} is partitioned by "
+                             f"{', '.join(t.ddl for t in found) or 'nothing'}, the output by "
+                             f"{', '.join(t.ddl for t in terms) or 'nothing'} (partitionBy)")
         ours = {f.name: str(f.field_type) for f in iceberg_schema(schema_json).fields}
         for field in table.schema().fields:
             if field.name not in ours and planned_columns:
@@ -261,7 +265,7 @@ class IcebergFollowedTable:
         if self.embedded:  # at the output's root, its metadata in <root>/metadata
             location = {"location": self.root}
         tx = self.catalog.create_table_transaction(
-            self.identifier, schema=schema, partition_spec=identity_spec(schema, commit),
+            self.identifier, schema=schema, partition_spec=new_spec(schema, commit),
             properties=properties, **location)
         self._append_to(tx, commit)
         return tx.commit_transaction()

@@ -1,0 +1,236 @@
+"""Iceberg's hidden partitioning (``partitionBy="days(ts), bucket(4, id)"``) without Spark:
+each transform's directory values against the Iceberg spec's own examples (Appendix B's
+bucket hashes, the truncate examples, time before 1970 floored, not rounded towards 0); a
+table rotsink creates with such a spec, each data file's partition tuple equal to what the
+spec computes for every row in it (bucket by the ``mmh3`` library from the spec's byte forms,
+days by date arithmetic: neither is rotsink's code nor pyiceberg-core's), and pyiceberg
+pruning files by them; the options that cannot be taken, refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import json
+import struct
+from collections import Counter
+
+import mmh3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.config import RotationPolicy, SinkConfig
+from commit_protocol.records.plan import WritePlan
+from commit_protocol.storage import open_storage
+from commit_protocol.tables.iceberg.table import IcebergFollowedTable
+from commit_protocol.tables.iceberg.transforms import directory_values
+from commit_protocol.task.task_writer import TaskWriter
+from commit_protocol.vocabulary.errors import OptionError, TableError
+from commit_protocol.vocabulary.partition_terms import parse_term
+from datasource.options.sink import parse_sink_options
+from datasource.writing.writer import check_compatible
+from tests.unit.test_delta_commits import forget
+
+UTC = dt.timezone.utc
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+SPEC_TS = dt.datetime(2017, 11, 16, 22, 31, 8)
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory():
+    forget()
+    yield
+    forget()
+
+
+def spelled(values, term: str, arrow_type=None) -> list[str]:
+    return directory_values(pa.array(values, arrow_type), parse_term(term, shown="")).to_pylist()
+
+
+def whole_hash(h: int) -> str:
+    """A bucket of Integer.MAX_VALUE buckets: the spec's (hash & MAX_VALUE) % N is the hash
+    itself, made non-negative."""
+    return str((h & 0x7FFFFFFF) % 0x7FFFFFFF)
+
+
+@pytest.mark.parametrize("values, arrow_type, expected_hash", [
+    ([34], pa.int32(), 2017239379),
+    ([34], pa.int64(), 2017239379),
+    ([decimal.Decimal("14.20")], pa.decimal128(9, 2), -500754589),
+    ([dt.date(2017, 11, 16)], pa.date32(), -653330422),
+    ([SPEC_TS], pa.timestamp("us"), -2047944441),
+    ([dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=dt.timezone(dt.timedelta(hours=-8)))],
+     pa.timestamp("us", "UTC"), -2047944441),
+    (["iceberg"], pa.string(), 1210000089),
+    ([b"\x00\x01\x02\x03"], pa.binary(), -188683207),
+])
+def test_bucket_hashes_the_spec_s_byte_forms(values, arrow_type, expected_hash):
+    # Iceberg spec, Appendix B: 32-bit hash requirements
+    assert spelled(values, "bucket(2147483647, c)", arrow_type) == [whole_hash(expected_hash)]
+
+
+@pytest.mark.parametrize("term, values, arrow_type, expected", [
+    ("truncate(10, c)", [1, -1, 9, 10], pa.int32(), ["0", "-10", "0", "10"]),
+    ("truncate(10, c)", [-1], pa.int64(), ["-10"]),
+    ("truncate(50, c)", [decimal.Decimal("10.65")], pa.decimal128(4, 2), ["10.50"]),
+    ("truncate(3, c)", ["iceberg", "ab", None], pa.string(), ["ice", "ab", None]),
+    ("years(c)", [SPEC_TS], pa.timestamp("us"), ["2017"]),
+    ("months(c)", [SPEC_TS], pa.timestamp("us"), ["2017-11"]),
+    ("days(c)", [SPEC_TS], pa.timestamp("us"), ["2017-11-16"]),
+    ("hours(c)", [SPEC_TS], pa.timestamp("us"), ["2017-11-16-22"]),
+    ("days(c)", [dt.date(2017, 11, 16), None], pa.date32(), ["2017-11-16", None]),
+    # before 1970 the ordinal is floored: the last second of 1969 is in 1969's last hour
+    ("hours(c)", [dt.datetime(1969, 12, 31, 23, 59, 59)], pa.timestamp("us"),
+     ["1969-12-31-23"]),
+    ("days(c)", [dt.datetime(1969, 12, 31, 23, 59, 59)], pa.timestamp("us"), ["1969-12-31"]),
+    # an instant's day is its day in UTC, whatever zone Spark's batch is labelled with
+    ("days(c)", [dt.datetime(2017, 11, 16, 20, 0, tzinfo=dt.timezone(dt.timedelta(hours=-8)))],
+     pa.timestamp("us", "America/Los_Angeles"), ["2017-11-17"]),
+])
+def test_truncate_and_time_transforms_as_the_spec_defines_them(term, values, arrow_type,
+                                                               expected):
+    assert spelled(values, term, arrow_type) == expected
+
+
+# -- a table rotsink creates with a hidden spec ---------------------------------------------
+TERMS = "days(ts), bucket(4, id), grp"
+SCHEMA = {"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+    {"name": "grp", "type": "string", "nullable": True, "metadata": {}}]}
+ROWS = 40
+
+
+def config(path: str, partition_by: str = TERMS) -> SinkConfig:
+    parsed = parse_sink_options({"path": path, "format": "parquet", "partitionBy": partition_by,
+                                 "table.format": "iceberg"})
+    return dataclasses.replace(parsed, rotation=RotationPolicy(max_batches=1, interval_ms=0,
+                                                               inactivity_ms=0))
+
+
+def rows_of(batch_id: int) -> pa.RecordBatch:
+    ids = list(range(batch_id * ROWS, (batch_id + 1) * ROWS))
+    # nine hours apart: three days a batch, and a null timestamp
+    ts = [None if i % 13 == 0 else EPOCH + dt.timedelta(days=20_000, hours=9 * i) for i in ids]
+    return pa.record_batch({"id": pa.array(ids, pa.int64()),
+                            "ts": pa.array(ts, pa.timestamp("us", "UTC")),
+                            "grp": pa.array(["a" if i % 2 else "b" for i in ids])})
+
+
+def commit_batch(cfg: SinkConfig, batch_id: int) -> None:
+    storage = open_storage(cfg.path, cfg.fs_options)
+    committer = Committer(storage, cfg, json.dumps(SCHEMA))
+    plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
+    planned = dataclasses.replace(cfg, field_ids=committer.field_ids())
+    report = TaskWriter(storage, planned, plan, batch_id=batch_id, partition=0, attempt=0,
+                        query_id="q1").write([rows_of(batch_id)])
+    Committer(storage, cfg, json.dumps(SCHEMA)).commit(batch_id, [report])
+
+
+def spec_bucket(value: int, buckets: int) -> int:
+    """The spec's bucket of a long: Murmur3 x86 32-bit (seed 0) of its 8 bytes, little-endian."""
+    return (mmh3.hash(struct.pack("<q", value)) & 0x7FFFFFFF) % buckets
+
+
+def spec_day(ts: dt.datetime | None) -> dt.date | None:
+    """The spec's day of an instant: its date in UTC (pyiceberg shows the ordinal as a date)."""
+    return None if ts is None else ts.astimezone(UTC).date()
+
+
+def loaded(cfg: SinkConfig):
+    table = IcebergFollowedTable(open_storage(cfg.path).root_uri, cfg).loaded()
+    assert table is not None
+    return table
+
+
+def check(cfg: SinkConfig) -> None:
+    """The table check at the start of a query that has no committed batch yet."""
+    table = IcebergFollowedTable(open_storage(cfg.path).root_uri, cfg)
+    table.check(owner=None, schema_json=json.dumps(SCHEMA), partition_by=cfg.partition_by,
+                partition_terms=cfg.partition_terms)
+
+
+def test_a_new_table_is_partitioned_by_the_transforms_and_every_file_by_its_rows(tmp_path):
+    cfg = config(str(tmp_path))
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    table = loaded(cfg)
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == \
+        [("ts_day", "day"), ("id_bucket", "bucket[4]"), ("grp", "identity")]
+    files = table.inspect.files().to_pylist()
+    assert files, "the batches finalized files"
+    for f in files:  # each file's tuple is what the spec computes for each of its rows
+        path = f["file_path"].removeprefix("file://")
+        directory = path.rsplit("/", 1)[0]
+        rows = pq.read_table(path).to_pylist()  # grp lives in the directory (identity)
+        assert {spec_day(r["ts"]) for r in rows} == {f["partition"]["ts_day"]}
+        assert {spec_bucket(r["id"], 4) for r in rows} == {f["partition"]["id_bucket"]}
+        day = f["partition"]["ts_day"]
+        expected_day = "__HIVE_DEFAULT_PARTITION__" if day is None else day.isoformat()
+        assert directory.endswith(f"/ts_day={expected_day}/id_bucket="
+                                  f"{f['partition']['id_bucket']}/grp={f['partition']['grp']}")
+    written = Counter(r["id"] for b in range(3) for r in rows_of(b).to_pylist())
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
+
+
+def test_a_reader_of_the_table_prunes_files_by_the_hidden_partition(tmp_path):
+    cfg = config(str(tmp_path))
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    table = loaded(cfg)
+    day = EPOCH + dt.timedelta(days=20_002)
+    window = f"ts >= '{day.isoformat()}' and ts < '{(day + dt.timedelta(days=1)).isoformat()}'"
+    planned = list(table.scan(row_filter=window).plan_files())
+    everything = list(table.scan().plan_files())
+    assert 0 < len(planned) < len(everything)
+    expected = {r["id"] for b in range(3) for r in rows_of(b).to_pylist()
+                if r["ts"] is not None and day <= r["ts"] < day + dt.timedelta(days=1)}
+    assert set(table.scan(row_filter=window).to_arrow().column("id").to_pylist()) == expected
+
+
+def test_a_restart_with_other_terms_or_a_table_with_another_spec_is_refused(tmp_path):
+    cfg = config(str(tmp_path))
+    commit_batch(cfg, 0)
+    storage = open_storage(cfg.path)
+    state = Committer(storage, cfg, json.dumps(SCHEMA)).latest_state()
+    assert state is not None and [t.ddl for t in state.partition_terms] == \
+        ["days(ts)", "bucket(4, id)", "grp"]
+    hourly = config(str(tmp_path), "hours(ts), bucket(4, id), grp")
+    with pytest.raises(TableError, match=r"partitioned by days\(ts\), bucket\(4, id\), grp, the "
+                                         r"output by hours\(ts\), bucket\(4, id\), grp"):
+        check(hourly)
+    with pytest.raises(OptionError, match=r"option partitionBy='hours\(ts\), bucket\(4, id\), "
+                                          r"grp': .* is partitioned by 'days\(ts\), bucket"):
+        check_compatible(hourly, json.dumps(SCHEMA), state)
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"partitionBy": "days(ts)"}, r"option partitionBy='days\(ts\)': Iceberg's transforms "
+                                  r"partition an Iceberg table \(table.format=iceberg\)"),
+    ({"partitionBy": "days(ts)", "table.format": "delta"},
+     r"option partitionBy='days\(ts\)' with table.format=delta: .* by columns"),
+    ({"partitionBy": "bucket(id)", "table.format": "iceberg"},
+     r"'bucket\(id\)' is not a transform Iceberg has; use .* bucket\(N, c\)"),
+    ({"partitionBy": "bucket(0, id)", "table.format": "iceberg"},
+     r"'bucket\(0, id\)' takes a positive whole number and a column"),
+    ({"partitionBy": "minutes(ts)", "table.format": "iceberg"},
+     r"'minutes\(ts\)' is not a transform Iceberg has"),
+    ({"partitionBy": "days(ts), ts_day", "table.format": "iceberg"}, "listed twice"),
+])
+def test_terms_that_cannot_be_taken_are_refused_naming_the_option(tmp_path, options, expected):
+    with pytest.raises(OptionError, match=expected):
+        parse_sink_options({"path": str(tmp_path), "format": "parquet", **options})
+
+
+@pytest.mark.parametrize("partition_by, expected", [
+    ("days(id)", r"Iceberg's day transform does not apply to column 'id' of type long"),
+    ("truncate(4, ts)", r"truncate\[4\] transform does not apply to column 'ts' of type "
+                        "timestamptz"),
+    ("bucket(4, nope)", r"no column 'nope' in the stream"),
+])
+def test_a_transform_of_a_column_it_cannot_take_is_refused_at_start(tmp_path, partition_by,
+                                                                     expected):
+    with pytest.raises(OptionError, match=expected):
+        check(config(str(tmp_path), partition_by))
