@@ -71,6 +71,7 @@ from commit_protocol.vocabulary.errors import (
     UnsupportedQueryError,
 )
 from commit_protocol.vocabulary.naming import INPROGRESS_DIR, INTENT_DIR
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 from commit_protocol.vocabulary.release import recorded
 from commit_protocol.vocabulary.uris import to_uri
 
@@ -144,6 +145,13 @@ class Committer:
             return ()
         return table_format_of(self.config).field_ids(self.storage, self.config,
                                                       self.schema_json)
+
+    def joined_terms(self) -> tuple[PartitionTerm, ...]:
+        """The ``partitionBy`` terms of an output's first batch: a joined table's names for
+        its hidden partitions (:meth:`TableFormat.joined_terms`); at planning."""
+        if self.config.table_format is None:
+            return self.config.partition_terms
+        return table_format_of(self.config).joined_terms(self.storage, self.config)
 
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,

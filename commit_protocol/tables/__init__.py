@@ -237,6 +237,12 @@ class TableFormat:
         where the format resolves them by name (Delta)."""
         return ()
 
+    def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
+        """Driver, when the first batch of an output is planned: the ``partitionBy`` terms
+        its directories take, the names of a table that exists (another writer's) where the
+        format names partition fields apart from columns (Iceberg)."""
+        return config.partition_terms
+
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
         """Top-level directories below the output's root that hold the table's own files
         (its metadata), none of them rotsink's: ``rotsink verify`` leaves them to the table.

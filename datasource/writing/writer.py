@@ -85,10 +85,13 @@ class RotSinkStreamWriter(StreamWriterBase):
             committer.start_table(state)  # refuse a foreign table, catch ours up
             _TABLES_STARTED.add(started)
         retire = False
-        if state is not None:
+        if state is None:  # a joined table's names for its hidden partitions, from now on
+            self.config = replace(self.config, partition_terms=committer.joined_terms())
+        else:
             check_compatible(self.config, self.schema_json, state)
-            # The interval is fixed for the life of a path: keep the committed one.
-            self.config = replace(self.config, compact_interval=state.compact_interval)
+            # The interval and the directories are fixed for the life of a path: as committed.
+            self.config = replace(self.config, compact_interval=state.compact_interval,
+                                  partition_terms=state.partition_terms)
             retire = retires_in_progress(state, self.schema_json, self.config)
         # the table's field ids, for the tasks' encoders (Iceberg; Spark pickles the config)
         self.config = replace(self.config, field_ids=committer.field_ids())
@@ -268,8 +271,9 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
         raise OptionError(f"option table.format={given or 'none'!r}: a {table} "
                           f"table follows {config.path}'s log; keep table.format={table} (without "
                           "it, the table would stop listing new files)")
-    if tuple(state.partition_by) != config.partition_by \
-            or state.partition_terms != config.partition_terms:
+    if tuple(state.partition_by) != config.partition_by or [
+            (t.source, t.transform) for t in state.partition_terms] != [
+            (t.source, t.transform) for t in config.partition_terms]:  # (names: a joined table's)
         given = ", ".join(t.ddl for t in config.partition_terms) or ",".join(config.partition_by)
         found = ", ".join(t.ddl for t in state.partition_terms) or ",".join(state.partition_by)
         raise OptionError(f"option partitionBy={given!r}: {config.path} is partitioned by "

@@ -120,13 +120,18 @@ def rows_of(batch_id: int) -> pa.RecordBatch:
 
 
 def commit_batch(cfg: SinkConfig, batch_id: int) -> None:
+    """One micro-batch as Spark drives it: the plan (the table's field ids, the directories'
+    terms: a joined table's names at the first batch, the committed ones after), one task,
+    the commit with the planned config (the writer Spark pickles)."""
     storage = open_storage(cfg.path, cfg.fs_options)
     committer = Committer(storage, cfg, json.dumps(SCHEMA))
-    plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
-    planned = dataclasses.replace(cfg, field_ids=committer.field_ids())
+    state = committer.latest_state()
+    plan = WritePlan.from_state(state, storage.root_uri)
+    terms = committer.joined_terms() if state is None else state.partition_terms
+    planned = dataclasses.replace(cfg, field_ids=committer.field_ids(), partition_terms=terms)
     report = TaskWriter(storage, planned, plan, batch_id=batch_id, partition=0, attempt=0,
                         query_id="q1").write([rows_of(batch_id)])
-    Committer(storage, cfg, json.dumps(SCHEMA)).commit(batch_id, [report])
+    Committer(storage, planned, json.dumps(SCHEMA)).commit(batch_id, [report])
 
 
 def spec_bucket(value: int, buckets: int) -> int:
@@ -204,6 +209,43 @@ def test_a_restart_with_other_terms_or_a_table_with_another_spec_is_refused(tmp_
     with pytest.raises(OptionError, match=r"option partitionBy='hours\(ts\), bucket\(4, id\), "
                                           r"grp': .* is partitioned by 'days\(ts\), bucket"):
         check_compatible(hourly, json.dumps(SCHEMA), state)
+
+
+def test_a_table_pyiceberg_made_is_joined_under_its_own_partition_names(tmp_path):
+    """pyiceberg names ``bucket(4, id)`` ``id_bucket_4`` (Spark: ``id_bucket``): a stream
+    with the same transforms of the same columns joins the table and writes its directories
+    under the table's names, through a restart."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+    from commit_protocol.tables.iceberg.table import catalog_properties
+
+    cfg = config(str(tmp_path))
+    cfg = dataclasses.replace(cfg, table_options={"identifier": "lake.events"})
+    catalog = load_catalog("rotsink", **catalog_properties(f"file://{tmp_path}", {}))
+    catalog.create_namespace("lake")
+    theirs = catalog.create_table("lake.events", schema=Schema(
+        NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()),
+        NestedField(3, "grp", StringType())))
+    with theirs.update_spec() as spec:  # named by pyiceberg
+        spec.add_field("ts", DayTransform())
+        spec.add_field("id", BucketTransform(4))
+        spec.add_field("grp", IdentityTransform())
+    assert [f.name for f in catalog.load_table("lake.events").spec().fields] == \
+        ["ts_day", "id_bucket_4", "grp"]
+    check(cfg)  # joined, not refused
+    for batch_id in range(3):  # a new committer each batch: a restart's
+        commit_batch(cfg, batch_id)
+    table = catalog.load_table("lake.events")
+    files = table.inspect.files().to_pylist()
+    assert files and all("/id_bucket_4=" in f["file_path"] for f in files)
+    for f in files:
+        ids = pq.read_table(f["file_path"].removeprefix("file://"), columns=["id"])["id"]
+        assert {spec_bucket(i, 4) for i in ids.to_pylist()} == {f["partition"]["id_bucket_4"]}
+    written = Counter(r["id"] for b in range(3) for r in rows_of(b).to_pylist())
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
 
 
 @pytest.mark.parametrize("options, expected", [

@@ -18,6 +18,7 @@ from commit_protocol.tables.iceberg.catalog import (
 from commit_protocol.tables.iceberg.maintenance import RETENTION, retention_option
 from commit_protocol.tables.iceberg.table import METADATA_DIR, IcebergFollowedTable
 from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,21 @@ class IcebergFormat(TableFormat):
         from commit_protocol.tables.iceberg.ids import planned_ids
 
         return planned_ids(self.open(storage, config).loaded(), schema_json)
+
+    def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
+        """A table that exists with the same transforms of the same columns names the hidden
+        directories (pyiceberg names ``bucket(16, id)`` ``id_bucket_16``, Spark ``id_bucket``);
+        identity directories keep the column's name, which path readers read back."""
+        from commit_protocol.tables.iceberg.transforms import same_spec, terms_of
+
+        table = self.open(storage, config).loaded() if config.partition_terms else None
+        if table is None:
+            return config.partition_terms
+        found = terms_of(table.spec(), table.schema())
+        if not same_spec(found, config.partition_terms):
+            return config.partition_terms  # refused by the table's check, naming both
+        return tuple(theirs if theirs.hidden else ours
+                     for theirs, ours in zip(found, config.partition_terms, strict=True))
 
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
         """The embedded catalog's table keeps its metadata in ``metadata/`` below the

@@ -58,7 +58,7 @@ from commit_protocol.tables.iceberg.marks import (
 )
 from commit_protocol.tables.iceberg.schema import iceberg_schema
 from commit_protocol.tables.iceberg.transaction import transaction
-from commit_protocol.tables.iceberg.transforms import check_sources, terms_of
+from commit_protocol.tables.iceberg.transforms import check_sources, same_spec, terms_of
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.partition_terms import PartitionTerm
 from commit_protocol.vocabulary.release import RELEASE
@@ -165,7 +165,7 @@ class IcebergFollowedTable:
         if table is None:
             return
         found = terms_of(table.spec(), table.schema())
-        if found != terms:
+        if not same_spec(found, terms):
             raise TableError(f"Iceberg table {self.identifier} is partitioned by "
                              f"{', '.join(t.ddl for t in found) or 'nothing'}, the output by "
                              f"{', '.join(t.ddl for t in terms) or 'nothing'} (partitionBy)")

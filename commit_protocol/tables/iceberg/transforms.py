@@ -182,3 +182,8 @@ def terms_of(spec: Any, schema: Any) -> tuple[PartitionTerm, ...]:
     """A table's partition spec as ``partitionBy`` terms (to compare with the output's)."""
     return tuple(PartitionTerm(field.name, schema.find_field(field.source_id).name,
                                str(field.transform)) for field in spec.fields)
+
+
+def same_spec(a: tuple[PartitionTerm, ...], b: tuple[PartitionTerm, ...]) -> bool:
+    """The same transforms of the same columns, in the same order, whatever their names."""
+    return [(t.source, t.transform) for t in a] == [(t.source, t.transform) for t in b]
