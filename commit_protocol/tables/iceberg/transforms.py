@@ -11,7 +11,8 @@ Iceberg's Spark writer names its directories: ``ts_day=2026-12-01``,
 distinct value of a batch. A null is Spark's default partition, as for a column: Iceberg's
 Spark writer spells it ``null``, which Spark's path reader would take for a string and so
 type the whole directory column as strings (``null`` is read back too, from tables that
-writer wrote).
+writer wrote). pyarrow is imported where a batch is split, not with the module: the planning
+of a batch, in a fresh Python process, imports this module and would pay ~250 ms for it.
 """
 
 from __future__ import annotations
@@ -21,13 +22,11 @@ import datetime as dt
 import decimal
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from commit_protocol.vocabulary.errors import OptionError, TableError
 from commit_protocol.vocabulary.partition_terms import PartitionTerm
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.transforms import Transform
     from pyiceberg.types import IcebergType
 
@@ -70,6 +69,7 @@ def iceberg_type(arrow_type: pa.DataType) -> IcebergType | None:
     """The Iceberg type a transform sees for a column of Spark's Arrow batches (Spark's
     ``timestamp`` arrives zoned: Iceberg's ``timestamptz``); None for one no transform
     takes."""
+    import pyarrow as pa
     from pyiceberg import types as t
 
     if pa.types.is_integer(arrow_type):
@@ -87,6 +87,9 @@ def iceberg_type(arrow_type: pa.DataType) -> IcebergType | None:
 def directory_values(column: pa.Array | pa.ChunkedArray, term: PartitionTerm) -> pa.Array:
     """Each row's directory value under ``term`` (a hidden one), as Iceberg spells it; None
     for a null (Spark's default partition)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     source = iceberg_type(column.type)
@@ -109,6 +112,8 @@ def directory_values(column: pa.Array | pa.ChunkedArray, term: PartitionTerm) ->
 
 def _as_transform_input(column: pa.Array) -> pa.Array:
     """pyiceberg-core takes the widths Iceberg has: int32 or int64, microseconds."""
+    import pyarrow as pa
+
     kind = column.type
     if pa.types.is_integer(kind) and kind.bit_width < 32:
         return column.cast(pa.int32())
