@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from commit_protocol.checks.verification import verify_output
 from commit_protocol.commit.committer import Committer
 from commit_protocol.records.config import RotationPolicy, SinkConfig
 from commit_protocol.records.plan import WritePlan
@@ -178,6 +179,8 @@ def test_a_new_table_is_partitioned_by_the_transforms_and_every_file_by_its_rows
                                   f"{f['partition']['id_bucket']}/grp={f['partition']['grp']}")
     written = Counter(r["id"] for b in range(3) for r in rows_of(b).to_pylist())
     assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
+    report = verify_output(open_storage(cfg.path), commit_timeout_s=0, deep=True)
+    assert report.ok, report  # the table and the log list the same files, in the layout
 
 
 def test_a_reader_of_the_table_prunes_files_by_the_hidden_partition(tmp_path):
