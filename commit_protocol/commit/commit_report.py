@@ -27,7 +27,7 @@ def log_commit(batch_id: int, merged: Merged, state: SinkState, deleted: list[st
     tasks, rows, size = state.appended
     rolled = Counter(f.reason for f in merged.finalized)
     why = ", ".join(f"{n} by {reason}" for reason, n in sorted(rolled.items()))
-    layout = (f"partitioned by {', '.join(state.partition_by)}" if state.partition_by
+    layout = (f"partitioned by {', '.join(state.partitioned_by)}" if state.partitioned_by
               else "not partitioned")
     logger.info("batch %d committed in %.0f ms: %d task(s), %d row(s), %d byte(s) appended "
                 "(%s); %d file(s) finalized%s; %d in progress%s", batch_id, seconds * 1000,

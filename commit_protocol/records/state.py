@@ -116,6 +116,11 @@ class SinkState:
         return tuple(PartitionTerm(*term) for term in self.extra.get(PARTITION_TERMS, ()))
 
     @property
+    def partitioned_by(self) -> tuple[str, ...]:
+        """``partitionBy``'s terms as given: ``days(ts)``, ``region`` (for people)."""
+        return tuple(t.ddl for t in self.partition_terms) or self.partition_by
+
+    @property
     def added_columns(self) -> frozenset[str]:
         """Paths of the columns schema changes added (``schema.evolution``): files written
         before a change lack them."""

@@ -71,7 +71,7 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
              for batch, columns in recorded(state.extra)]
     return [query_line(state.query_name, state.query_id),
             writer_line(state.extra, state.batch_id), f"schema: {schema}", *added,
-            f"format: {state.format}, {partitioning(state.partition_by)}",
+            f"format: {state.format}, {partitioning(state.partitioned_by)}",
             *(totals_lines(gauges_of(state)) if TOTALS in state.extra else
               ["totals: none in this log (its batches were committed by a release that kept "
                "none; the next commit starts them)"])]

@@ -249,3 +249,54 @@ if "iceberg" in READERS:
         start_query(spark, tmp_path, "iceberg", iceberg_catalog_db).awaitTermination()
         assert table_rows(spark, "iceberg", tmp_path / "out", tmp_path) == \
             Counter(r.id for r in spark.read.parquet(str(tmp_path / "out")).collect())
+
+
+if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PySpark
+    def test_hidden_partitions_are_those_spark_s_iceberg_writer_computes(spark, tmp_path,
+                                                                         iceberg_catalog_db):
+        """The same rows into two tables ``PARTITIONED BY (days(ts), bucket(4, id),
+        truncate(2, name))``: one by rotsink's stream, one by Spark's own Iceberg writer
+        (``INSERT INTO``). Spark's Iceberg reader gives every row the same partition tuple
+        (``_partition``) in both, and the same spec; the tables hold the same rows."""
+        import json
+
+        source = tmp_path / "in"
+        source.mkdir()
+        start = dt.datetime(1969, 12, 30, 21, tzinfo=dt.timezone.utc)  # across 1970, floored
+        rows = [{"id": i, "name": None if i % 11 == 0 else f"n{i:03d}",
+                 "ts": None if i % 13 == 0 else (start + dt.timedelta(hours=7 * i)).isoformat()}
+                for i in range(-20, 100)]
+        for f in range(3):
+            (source / f"in-{f}.json").write_text(
+                "".join(json.dumps(r) + "\n" for r in rows[f * 40:(f + 1) * 40]))
+        schema = "id LONG, ts TIMESTAMP, name STRING"
+        terms = "days(ts), bucket(4, id), truncate(2, name)"
+        ours = identifier(tmp_path)
+        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+                 .writeStream.format("rotsink")
+                 .options(**{"format": "parquet", "table.format": "iceberg", "partitionBy": terms,
+                             "rotation.maxBatches": "1", "table.identifier": ours,
+                             **iceberg_catalog_options(iceberg_catalog_db)})
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+                 .start(str(tmp_path / "out")))
+        query.awaitTermination()
+        theirs = f"{ours}_by_spark"
+        spark.sql(f"CREATE TABLE {SESSION_CATALOG}.{theirs} ({schema.replace(' LONG', ' BIGINT')}) "
+                  f"USING iceberg PARTITIONED BY ({terms})")
+        spark.read.schema(schema).json(str(source)).writeTo(f"{SESSION_CATALOG}.{theirs}").append()
+
+        def partitions(table: str) -> dict[int, tuple]:
+            read = spark.sql(f"SELECT id, _partition FROM {SESSION_CATALOG}.{table}").collect()
+            assert len(read) == len({r.id for r in read}), f"{table}: a row twice"
+            return {r.id: tuple(r["_partition"]) for r in read}
+
+        by_spark = partitions(theirs)
+        assert set(by_spark) == {r["id"] for r in rows}  # Spark's writer took every input row
+        assert partitions(ours) == by_spark
+
+        def spec(table: str) -> list[tuple[str, str]]:  # DESCRIBE's "# Partitioning" rows
+            return [(r.col_name, r.data_type) for r in
+                    spark.sql(f"DESCRIBE TABLE {SESSION_CATALOG}.{table}").collect()
+                    if r.col_name.startswith("Part ")]
+
+        assert spec(ours) == spec(theirs)
