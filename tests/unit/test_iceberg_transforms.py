@@ -30,6 +30,7 @@ from commit_protocol.tables.iceberg.transforms import directory_values
 from commit_protocol.task.task_writer import TaskWriter
 from commit_protocol.vocabulary.errors import OptionError, TableError
 from commit_protocol.vocabulary.partition_terms import parse_term
+from datasource.commands.inspect import schema_lines
 from datasource.options.sink import parse_sink_options
 from datasource.writing.writer import check_compatible
 from tests.unit.test_delta_commits import forget
@@ -181,6 +182,8 @@ def test_a_new_table_is_partitioned_by_the_transforms_and_every_file_by_its_rows
     assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
     report = verify_output(open_storage(cfg.path), commit_timeout_s=0, deep=True)
     assert report.ok, report  # the table and the log list the same files, in the layout
+    assert "format: parquet, partitioned by days(ts), bucket(4, id), grp" in \
+        "\n".join(schema_lines(cfg.path))  # rotsink inspect
 
 
 def test_a_reader_of_the_table_prunes_files_by_the_hidden_partition(tmp_path):
