@@ -147,10 +147,10 @@ class Committer:
                                                       self.schema_json)
 
     def joined_terms(self) -> tuple[PartitionTerm, ...]:
-        """The ``partitionBy`` terms of an output's first batch: a joined table's names for
-        its hidden partitions (:meth:`TableFormat.joined_terms`); at planning."""
+        """Every partition term of an output's first batch: partitionBy's, or a joined
+        table's (:meth:`TableFormat.joined_terms`); at planning."""
         if self.config.table_format is None:
-            return self.config.partition_terms
+            return self.config.all_terms
         return table_format_of(self.config).joined_terms(self.storage, self.config)
 
     # -- commit --------------------------------------------------------------------------

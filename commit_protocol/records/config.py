@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commit_protocol.crypto.keys import KeyRefs
 from commit_protocol.formats import FORMATS
-from commit_protocol.vocabulary.partition_terms import PartitionTerm
+from commit_protocol.vocabulary.partition_terms import PartitionTerm, identity_columns
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class SinkConfig:
     # every partitionBy term in order, naming the directory levels; empty otherwise, the
     # directories then being partition_by's
     partition_terms: tuple[PartitionTerm, ...] = ()
+    # whether partitionBy was given (the option or .partitionBy): an output following a
+    # table takes, without it, the partitioning of the table it joins, then its own
+    partition_by_given: bool = True
     file_prefix: str = "part"
     file_suffix: str = ".jsonl"
     max_open_files: int = 100
@@ -78,6 +81,16 @@ class SinkConfig:
     # Spark's streaming metrics on: the driver directory the commits leave the query's
     # metrics in (commit_protocol.metrics), set by rotsink's start of the query
     metrics_mailbox: str | None = None
+
+    @property
+    def all_terms(self) -> tuple[PartitionTerm, ...]:
+        """Every partition term in order, identity columns as terms of their own."""
+        return self.partition_terms or tuple(PartitionTerm(c, c) for c in self.partition_by)
+
+    def laid_out(self, terms: tuple[PartitionTerm, ...]) -> SinkConfig:
+        """This config partitioned by ``terms`` (a joined table's, or as committed)."""
+        return replace(self, partition_by=identity_columns(terms),
+                       partition_terms=terms if any(t.hidden for t in terms) else ())
 
     @property
     def directory_keys(self) -> tuple[str, ...]:

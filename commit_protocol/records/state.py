@@ -116,6 +116,11 @@ class SinkState:
         return tuple(PartitionTerm(*term) for term in self.extra.get(PARTITION_TERMS, ()))
 
     @property
+    def all_terms(self) -> tuple[PartitionTerm, ...]:
+        """Every partition term in order, identity columns as terms of their own."""
+        return self.partition_terms or tuple(PartitionTerm(c, c) for c in self.partition_by)
+
+    @property
     def partitioned_by(self) -> tuple[str, ...]:
         """``partitionBy``'s terms as given: ``days(ts)``, ``region`` (for people)."""
         return tuple(t.ddl for t in self.partition_terms) or self.partition_by

@@ -238,10 +238,11 @@ class TableFormat:
         return ()
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
-        """Driver, when the first batch of an output is planned: the ``partitionBy`` terms
-        its directories take, the names of a table that exists (another writer's) where the
-        format names partition fields apart from columns (Iceberg)."""
-        return config.partition_terms
+        """Driver, when the first batch of an output is planned: every partition term of its
+        directories, partitionBy's; a format whose tables name partition fields apart from
+        columns (Iceberg) gives a joined table's names, or its whole partitioning where
+        partitionBy was not given."""
+        return config.all_terms
 
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
         """Top-level directories below the output's root that hold the table's own files

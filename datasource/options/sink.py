@@ -100,6 +100,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         ),
         partition_by=identity_columns(terms),
         partition_terms=terms if any(t.hidden for t in terms) else (),
+        partition_by_given=given(PARTITION_BY) is not None
+        or given(WRITER_PARTITION_COLUMNS) is not None,
         file_prefix=_prefix(get(FILE_PREFIX, "part")),
         file_suffix=get(FILE_SUFFIX) or _default_suffix(fmt, compression, keys is not None),
         max_open_files=parse_int(MAX_OPEN_FILES, get(MAX_OPEN_FILES, "100"), minimum=1),

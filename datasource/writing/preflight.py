@@ -43,6 +43,8 @@ def check_before_start(session: Any, writer: Any, options: Mapping[str, str]) ->
     check_access(storage)
     committed = open_committed(storage)
     state = None if committed is None else committed[2]
+    # the directories' terms as the first batch's planning lays them out (a joined table's)
+    config = sink.laid_out(Committer(storage, config, schema_json), state)
     if state is not None:
         check_compatible(config, schema_json, state)
     committer = Committer(storage, config, schema_json)

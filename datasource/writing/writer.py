@@ -81,13 +81,13 @@ class RotSinkStreamWriter(StreamWriterBase):
         if started not in _TABLES_STARTED:
             check_access(committer.storage)  # a missing bucket or credential, said plainly
         state = committer.latest_state()
+        self.config = self.laid_out(committer, state)
+        committer = self._committer()
         if started not in _TABLES_STARTED:
             committer.start_table(state)  # refuse a foreign table, catch ours up
             _TABLES_STARTED.add(started)
         retire = False
-        if state is None:  # a joined table's names for its hidden partitions, from now on
-            self.config = replace(self.config, partition_terms=committer.joined_terms())
-        else:
+        if state is not None:
             check_compatible(self.config, self.schema_json, state)
             # The interval and the directories are fixed for the life of a path: as committed.
             self.config = replace(self.config, compact_interval=state.compact_interval,
@@ -97,6 +97,26 @@ class RotSinkStreamWriter(StreamWriterBase):
         self.config = replace(self.config, field_ids=committer.field_ids())
         return WritePlan.from_state(state, self._storage().root_uri,
                                     retire_in_progress=retire)
+
+    def laid_out(self, committer: Committer, state: SinkState | None) -> SinkConfig:
+        """The config with the directories' terms: at the first batch partitionBy's, under a
+        joined table's names, or without partitionBy the joined table's own partitioning
+        (its columns checked as partitionBy's are); after it, without partitionBy, a table
+        output's as committed. (Also the check ``start()`` makes first: ``preflight``.)"""
+        if state is None:
+            config = self.config.laid_out(committer.joined_terms())
+            if config.partition_by != self.config.partition_by:  # the table's identity columns
+                from pyspark.sql.types import StructType
+
+                from datasource.writing.schema_check import check_schema, check_table_schema
+
+                schema = StructType.fromJson(json.loads(self.schema_json))
+                check_schema(config.format, config.partition_by, schema)
+                check_table_schema(config.table_format, config.partition_by, schema)
+            return config
+        if not self.config.partition_by_given and self.config.table_format is not None:
+            return self.config.laid_out(state.all_terms)
+        return self.config
 
     def __getstate__(self) -> dict:
         """Pickled for the tasks: with the plan (its first reading, on the driver)."""

@@ -251,13 +251,19 @@ if "iceberg" in READERS:
             Counter(r.id for r in spark.read.parquet(str(tmp_path / "out")).collect())
 
 
+IDS = range(-20, 100)  # the hidden-partitioning test's rows (negative ids: their buckets)
+
+
 if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PySpark
     def test_hidden_partitions_are_those_spark_s_iceberg_writer_computes(spark, tmp_path,
                                                                          iceberg_catalog_db):
         """The same rows into two tables ``PARTITIONED BY (days(ts), bucket(4, id),
         truncate(2, name))``: one by rotsink's stream, one by Spark's own Iceberg writer
         (``INSERT INTO``). Spark's Iceberg reader gives every row the same partition tuple
-        (``_partition``) in both, and the same spec; the tables hold the same rows."""
+        (``_partition``) in both, and the same spec; the tables hold the same rows. Then a
+        stream with no partitionBy joins Spark's table: it takes the table's partitioning,
+        and Iceberg's own functions in Spark (``system.days``, ``bucket``, ``truncate``) give
+        every row of both writers its tuple."""
         import json
 
         source = tmp_path / "in"
@@ -265,7 +271,7 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         start = dt.datetime(1969, 12, 30, 21, tzinfo=dt.timezone.utc)  # across 1970, floored
         rows = [{"id": i, "name": None if i % 11 == 0 else f"n{i:03d}",
                  "ts": None if i % 13 == 0 else (start + dt.timedelta(hours=7 * i)).isoformat()}
-                for i in range(-20, 100)]
+                for i in IDS]
         for f in range(3):
             (source / f"in-{f}.json").write_text(
                 "".join(json.dumps(r) + "\n" for r in rows[f * 40:(f + 1) * 40]))
@@ -291,7 +297,7 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
             return {r.id: tuple(r["_partition"]) for r in read}
 
         by_spark = partitions(theirs)
-        assert set(by_spark) == {r["id"] for r in rows}  # Spark's writer took every input row
+        assert set(by_spark) == set(IDS)  # Spark's writer took every input row
         assert partitions(ours) == by_spark
 
         def spec(table: str) -> list[tuple[str, str]]:  # DESCRIBE's "# Partitioning" rows
@@ -300,3 +306,26 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
                     if r.col_name.startswith("Part ")]
 
         assert spec(ours) == spec(theirs) and len(spec(theirs)) == 3
+
+        # Spark's table, joined by a stream with no partitionBy: its partitioning is taken
+        for f in range(3, 5):
+            part = zip(IDS[(f - 3) * 40:(f - 2) * 40], rows[(f - 3) * 40:(f - 2) * 40],
+                       strict=True)
+            (source / f"in-{f}.json").write_text(
+                "".join(json.dumps({**r, "id": i + 1000}) + "\n" for i, r in part))
+        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                 .json(str(source)).where("id >= 1000").writeStream.format("rotsink")
+                 .options(**{"format": "parquet", "table.format": "iceberg",
+                             "rotation.maxBatches": "1", "table.identifier": theirs,
+                             **iceberg_catalog_options(iceberg_catalog_db)})
+                 .option("checkpointLocation", str(tmp_path / "ck-join"))
+                 .trigger(availableNow=True).start(str(tmp_path / "joined")))
+        query.awaitTermination()
+        joined = spark.sql(
+            f"SELECT id, _partition, {SESSION_CATALOG}.system.days(ts) AS day, "
+            f"{SESSION_CATALOG}.system.bucket(4, id) AS bucket, "
+            f"{SESSION_CATALOG}.system.truncate(2, name) AS trunc "
+            f"FROM {SESSION_CATALOG}.{theirs}").collect()
+        assert sorted(r.id for r in joined) == sorted([*IDS, *(i + 1000 for i in IDS[:80])])
+        for r in joined:  # Iceberg's own functions, in Spark, give each row its tuple
+            assert tuple(r["_partition"]) == (r.day, r.bucket, r.trunc), r

@@ -52,19 +52,23 @@ class IcebergFormat(TableFormat):
         return planned_ids(self.open(storage, config).loaded(), schema_json)
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
-        """A table that exists with the same transforms of the same columns names the hidden
-        directories (pyiceberg names ``bucket(16, id)`` ``id_bucket_16``, Spark ``id_bucket``);
-        identity directories keep the column's name, which path readers read back."""
+        """A table that exists names the hidden directories where it has the same transforms
+        of the same columns (pyiceberg names ``bucket(16, id)`` ``id_bucket_16``, Spark
+        ``id_bucket``), and gives its whole spec where partitionBy was not given; identity
+        directories keep the column's name, which path readers read back."""
         from commit_protocol.tables.iceberg.transforms import same_spec, terms_of
 
-        table = self.open(storage, config).loaded() if config.partition_terms else None
+        table = self.open(storage, config).loaded() \
+            if config.partition_terms or not config.partition_by_given else None
         if table is None:
-            return config.partition_terms
+            return config.all_terms
         found = terms_of(table.spec(), table.schema())
-        if not same_spec(found, config.partition_terms):
-            return config.partition_terms  # refused by the table's check, naming both
+        if not config.partition_by_given:
+            return tuple(t if t.hidden else PartitionTerm(t.source, t.source) for t in found)
+        if not same_spec(found, config.all_terms):
+            return config.all_terms  # refused by the table's check, naming both
         return tuple(theirs if theirs.hidden else ours
-                     for theirs, ours in zip(found, config.partition_terms, strict=True))
+                     for theirs, ours in zip(found, config.all_terms, strict=True))
 
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
         """The embedded catalog's table keeps its metadata in ``metadata/`` below the
