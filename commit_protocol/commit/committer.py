@@ -153,6 +153,23 @@ class Committer:
             return self.config.all_terms
         return table_format_of(self.config).joined_terms(self.storage, self.config)
 
+    def laid_out(self, state: SinkState | None) -> SinkConfig:
+        """The config with the directories' terms: at the first batch partitionBy's, under a
+        joined table's names, or without partitionBy the joined table's own partitioning;
+        after it, without partitionBy, a table output's as committed. The planning lays the
+        tasks' config out so; the commit, which Spark may run on a writer the planning never
+        touched, lays its own out again (:meth:`_state_for`)."""
+        if state is None:
+            return self.config.laid_out(self.joined_terms())
+        if not self.config.partition_by_given and self.config.table_format is not None:
+            return self.config.laid_out(state.all_terms)
+        return self.config
+
+    def _use(self, config: SinkConfig) -> None:
+        if config != self.config:
+            self.config = config
+            self.table = follower(self.storage, config, self.log)
+
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,
                now_ms: int | None = None) -> CommitResult:
@@ -271,6 +288,7 @@ class Committer:
                     f"{self.storage.root_uri} has no metadata log but the query is at batch "
                     f"{batch_id}: was _spark_metadata deleted? Readers need the log from batch 0; "
                     "write to a new path or start the query from a new checkpoint")
+            self._use(self.laid_out(None))
             return SinkState(batch_id=-1, query_id=query_id, schema_json=self.schema_json,
                              format=self.config.format, compression=self.config.compression,
                              partition_by=self.config.partition_by,
@@ -292,6 +310,8 @@ class Committer:
         if query_id and state.query_id and query_id != state.query_id:
             plan = WritePlan.from_state(state, self.storage.root_uri)
             raise ConcurrentWriterError(plan.owner_message(query_id))
+        # the directories as committed (names of a joined table's partition fields included)
+        self._use(replace(self.laid_out(state), partition_terms=state.partition_terms))
         return state
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged,

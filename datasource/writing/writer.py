@@ -99,24 +99,19 @@ class RotSinkStreamWriter(StreamWriterBase):
                                     retire_in_progress=retire)
 
     def laid_out(self, committer: Committer, state: SinkState | None) -> SinkConfig:
-        """The config with the directories' terms: at the first batch partitionBy's, under a
-        joined table's names, or without partitionBy the joined table's own partitioning
-        (its columns checked as partitionBy's are); after it, without partitionBy, a table
-        output's as committed. (Also the check ``start()`` makes first: ``preflight``.)"""
-        if state is None:
-            config = self.config.laid_out(committer.joined_terms())
-            if config.partition_by != self.config.partition_by:  # the table's identity columns
-                from pyspark.sql.types import StructType
+        """The config with the directories' terms (:meth:`Committer.laid_out`); a joined
+        table's identity columns checked as partitionBy's are. (Also the check ``start()``
+        makes first: ``preflight``.)"""
+        config = committer.laid_out(state)
+        if config.partition_by != self.config.partition_by:  # the table's identity columns
+            from pyspark.sql.types import StructType
 
-                from datasource.writing.schema_check import check_schema, check_table_schema
+            from datasource.writing.schema_check import check_schema, check_table_schema
 
-                schema = StructType.fromJson(json.loads(self.schema_json))
-                check_schema(config.format, config.partition_by, schema)
-                check_table_schema(config.table_format, config.partition_by, schema)
-            return config
-        if not self.config.partition_by_given and self.config.table_format is not None:
-            return self.config.laid_out(state.all_terms)
-        return self.config
+            schema = StructType.fromJson(json.loads(self.schema_json))
+            check_schema(config.format, config.partition_by, schema)
+            check_table_schema(config.table_format, config.partition_by, schema)
+        return config
 
     def __getstate__(self) -> dict:
         """Pickled for the tasks: with the plan (its first reading, on the driver)."""

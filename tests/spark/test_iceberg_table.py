@@ -187,3 +187,58 @@ def test_a_stream_into_a_table_partitioned_by_days_and_buckets(spark, tmp_path):
     own = spark.read.format("rotsink").load(str(out))
     assert own.columns == ["id", "ts", "name"]
     assert sorted(r.id for r in own.collect()) == sorted(days)
+
+
+@pytest.mark.parametrize("partition_by", ["days(ts), bucket(4, id)", None],
+                         ids=["same-terms", "no-partitionBy"])
+def test_a_stream_joins_a_table_pyiceberg_partitioned(spark, tmp_path, partition_by):
+    """A table pyiceberg made, partitioned by ``day(ts)`` and ``bucket[4](id)`` (named
+    ``ts_day`` and ``id_bucket_4``): a stream with the same terms, or with no partitionBy,
+    joins it; both runs (a restart) write under the table's names, and pyiceberg reads every
+    input row once, each file's tuple the bucket ``mmh3`` computes for its rows."""
+    import datetime as dt
+    import json
+    import struct
+
+    import mmh3
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import BucketTransform, DayTransform
+    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+    from commit_protocol.tables.iceberg.table import catalog_properties
+
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    catalog = load_catalog("rotsink", **catalog_properties(f"file://{out}", {}))
+    catalog.create_namespace("lake")
+    theirs = catalog.create_table("lake.events", schema=Schema(
+        NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()),
+        NestedField(3, "name", StringType())), location=str(out))
+    with theirs.update_spec() as spec:
+        spec.add_field("ts", DayTransform())
+        spec.add_field("id", BucketTransform(4))
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    options = {key: value for key, value in OPTIONS.items() if key != "partitionBy"}
+    if partition_by is not None:
+        options["partitionBy"] = partition_by
+    for run in range(2):  # the second run: a restart of the query
+        (source / f"in-{run}.json").write_text("".join(json.dumps(
+            {"id": i, "name": f"n{i}", "ts": (start + dt.timedelta(hours=7 * i)).isoformat()})
+            + "\n" for i in range(run * 30, (run + 1) * 30)))
+        query = (spark.readStream.schema("id LONG, ts TIMESTAMP, name STRING")
+                 .json(str(source)).writeStream.format("rotsink")
+                 .options(**{**options, "rotation.maxBatches": "1"})
+                 .option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start(str(out)))
+        query.awaitTermination()
+
+    table = catalog.load_table("lake.events")
+    files = table.inspect.files().to_pylist()
+    assert {f["file_path"].split("/")[-2].split("=")[0] for f in files} == {"id_bucket_4"}
+    for f in files:
+        ids = pq.read_table(f["file_path"].removeprefix("file://"), columns=["id"])["id"]
+        assert {(mmh3.hash(struct.pack("<q", i)) & 0x7FFFFFFF) % 4 for i in ids.to_pylist()} \
+            == {f["partition"]["id_bucket_4"]}
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(60))
