@@ -42,6 +42,7 @@ from commit_protocol.commit.claims import fence_unclaimed
 from commit_protocol.commit.commit_report import log_commit
 from commit_protocol.commit.driver_rolls import convert_rolled, seal_rolled
 from commit_protocol.commit.housekeeping import clean_up
+from commit_protocol.commit.layout import as_committed, first_state, laid_out
 from commit_protocol.commit.merge import Finalized, Merged, merge_reports
 from commit_protocol.commit.owners import (
     check_replay_owner,
@@ -59,7 +60,7 @@ from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import PlanBasis, TaskReport
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.records.schema_evolution import evolved, retires_in_progress, schema_change
-from commit_protocol.records.state import Publish, SinkState, terms_extra
+from commit_protocol.records.state import Publish, SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import each
 from commit_protocol.tables import table_format_of
@@ -71,7 +72,6 @@ from commit_protocol.vocabulary.errors import (
     UnsupportedQueryError,
 )
 from commit_protocol.vocabulary.naming import INPROGRESS_DIR, INTENT_DIR
-from commit_protocol.vocabulary.partition_terms import PartitionTerm
 from commit_protocol.vocabulary.release import recorded
 from commit_protocol.vocabulary.uris import to_uri
 
@@ -146,29 +146,9 @@ class Committer:
         return table_format_of(self.config).field_ids(self.storage, self.config,
                                                       self.schema_json)
 
-    def joined_terms(self) -> tuple[PartitionTerm, ...]:
-        """Every partition term of an output's first batch: partitionBy's, or a joined
-        table's (:meth:`TableFormat.joined_terms`); at planning."""
-        if self.config.table_format is None:
-            return self.config.all_terms
-        return table_format_of(self.config).joined_terms(self.storage, self.config)
-
-    def laid_out(self, state: SinkState | None) -> SinkConfig:
-        """The config with the directories' terms: at the first batch partitionBy's, under a
-        joined table's names, or without partitionBy the joined table's own partitioning;
-        after it, without partitionBy, a table output's as committed. The planning lays the
-        tasks' config out so; the commit, which Spark may run on a writer the planning never
-        touched, lays its own out again (:meth:`_state_for`)."""
-        if state is None:
-            return self.config.laid_out(self.joined_terms())
-        if not self.config.partition_by_given and self.config.table_format is not None:
-            return self.config.laid_out(state.all_terms)
-        return self.config
-
     def _use(self, config: SinkConfig) -> None:
-        if config != self.config:
-            self.config = config
-            self.table = follower(self.storage, config, self.log)
+        if config != self.config:  # the follower too: it commits the table's terms
+            self.config, self.table = config, follower(self.storage, config, self.log)
 
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,
@@ -288,14 +268,8 @@ class Committer:
                     f"{self.storage.root_uri} has no metadata log but the query is at batch "
                     f"{batch_id}: was _spark_metadata deleted? Readers need the log from batch 0; "
                     "write to a new path or start the query from a new checkpoint")
-            self._use(self.laid_out(None))
-            return SinkState(batch_id=-1, query_id=query_id, schema_json=self.schema_json,
-                             format=self.config.format, compression=self.config.compression,
-                             partition_by=self.config.partition_by,
-                             extra=terms_extra(self.config.partition_terms),
-                             compact_interval=self.config.compact_interval,
-                             encrypted=self.config.encrypted,
-                             query_name=self.config.query_name)
+            self._use(laid_out(self.storage, self.config, None))  # (layout's docstring)
+            return first_state(self.config, self.schema_json, query_id)
         if batch_id != latest + 1:
             raise CommitError(f"batch {batch_id} cannot follow committed batch {latest}: "
                               f"expected batch {latest + 1}")
@@ -310,8 +284,7 @@ class Committer:
         if query_id and state.query_id and query_id != state.query_id:
             plan = WritePlan.from_state(state, self.storage.root_uri)
             raise ConcurrentWriterError(plan.owner_message(query_id))
-        # the directories as committed (names of a joined table's partition fields included)
-        self._use(replace(self.laid_out(state), partition_terms=state.partition_terms))
+        self._use(as_committed(self.storage, self.config, state))
         return state
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged,

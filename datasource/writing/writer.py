@@ -15,6 +15,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from commit_protocol import metrics
 from commit_protocol.commit.committer import Committer
+from commit_protocol.commit.layout import laid_out
 from commit_protocol.formats import FORMATS
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import TaskReport
@@ -99,10 +100,10 @@ class RotSinkStreamWriter(StreamWriterBase):
                                     retire_in_progress=retire)
 
     def laid_out(self, committer: Committer, state: SinkState | None) -> SinkConfig:
-        """The config with the directories' terms (:meth:`Committer.laid_out`); a joined
+        """The config with the directories' terms (:mod:`~commit_protocol.commit.layout`); a joined
         table's identity columns checked as partitionBy's are. (Also the check ``start()``
         makes first: ``preflight``.)"""
-        config = committer.laid_out(state)
+        config = laid_out(committer.storage, committer.config, state)
         if config.partition_by != self.config.partition_by:  # the table's identity columns
             from pyspark.sql.types import StructType
 

@@ -22,6 +22,7 @@ import pytest
 
 from commit_protocol.checks.verification import verify_output
 from commit_protocol.commit.committer import Committer
+from commit_protocol.commit.layout import as_committed, joined_terms, laid_out
 from commit_protocol.records.config import RotationPolicy, SinkConfig
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.storage import open_storage
@@ -130,8 +131,8 @@ def commit_batch(cfg: SinkConfig, batch_id: int) -> None:
     committer = Committer(storage, cfg, json.dumps(SCHEMA))
     state = committer.latest_state()
     plan = WritePlan.from_state(state, storage.root_uri)
-    laid_out = cfg.laid_out(committer.joined_terms() if state is None else state.all_terms)
-    planned = dataclasses.replace(laid_out, field_ids=committer.field_ids())
+    layout = laid_out(storage, cfg, None) if state is None else as_committed(storage, cfg, state)
+    planned = dataclasses.replace(layout, field_ids=committer.field_ids())
     report = TaskWriter(storage, planned, plan, batch_id=batch_id, partition=0, attempt=0,
                         query_id="q1").write([rows_of(batch_id)])
     Committer(storage, planned, json.dumps(SCHEMA)).commit(batch_id, [report])
@@ -245,7 +246,7 @@ def test_a_table_pyiceberg_made_is_joined_under_its_own_partition_names(tmp_path
         spec.add_field("grp", IdentityTransform())
     assert [f.name for f in catalog.load_table("lake.events").spec().fields] == \
         ["ts_day", "id_bucket_4", "grp"]
-    joined = Committer(open_storage(cfg.path), cfg, json.dumps(SCHEMA)).joined_terms()
+    joined = joined_terms(open_storage(cfg.path), cfg)
     assert [t.name for t in joined] == ["ts_day", "id_bucket_4", "grp"]
     check(cfg.laid_out(joined))  # as the planning of the first batch checks it: joined
     for batch_id in range(3):  # a new committer each batch: a restart's
