@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from commit_protocol.vocabulary.errors import OptionError
-from commit_protocol.vocabulary.partition_terms import PartitionTerm
+from commit_protocol.vocabulary.partition_terms import PartitionTerm, refuse_transforms
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -214,12 +214,7 @@ class TableFormat:
     def check_partitioning(self, config: SinkConfig) -> None:
         """Refuse partitionBy terms this format cannot partition by: by default an Iceberg
         transform (``days(ts)``), which only Iceberg tables have."""
-        hidden = [t.ddl for t in config.partition_terms if t.hidden]
-        if hidden:
-            raise OptionError(f"option partitionBy={', '.join(hidden)!r} with table.format="
-                              f"{self.name}: Iceberg's transforms partition Iceberg tables; a "
-                              f"{self.name} table is partitioned by columns (e.g. a column "
-                              "to_date(ts) of the stream)")
+        refuse_transforms(config.partition_terms, table_format=self.name)
 
     def open(self, storage: Storage, config: SinkConfig) -> Table:
         """The table that follows the output on ``storage`` (the library imported now)."""

@@ -113,3 +113,19 @@ def parse_term(text: str, *, shown: str) -> PartitionTerm:
 def identity_columns(terms: tuple[PartitionTerm, ...]) -> tuple[str, ...]:
     """The columns the directories hold instead of the files (identity terms)."""
     return tuple(t.source for t in terms if not t.hidden)
+
+
+def refuse_transforms(terms: tuple[PartitionTerm, ...], *, table_format: str | None) -> None:
+    """Iceberg's transforms partition Iceberg tables only: refused naming the option for an
+    output without a table (``table_format`` None) or with a table of another format."""
+    hidden = [t.ddl for t in terms if t.hidden]
+    if not hidden:
+        return
+    given = f"option partitionBy={', '.join(hidden)!r}"
+    if table_format is None:
+        given, other = f"{given}: Iceberg's transforms", "an output without one"
+    else:
+        given = f"{given} with table.format={table_format}: Iceberg's transforms"
+        other = f"a {table_format} table"
+    raise OptionError(f"{given} partition an Iceberg table (table.format=iceberg); {other} is "
+                      "partitioned by columns (e.g. a column to_date(ts) of the stream)")

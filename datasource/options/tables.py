@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.tables import table_format_named, table_format_of
 from commit_protocol.vocabulary.errors import OptionError
+from commit_protocol.vocabulary.partition_terms import refuse_transforms
 
 if TYPE_CHECKING:
     from commit_protocol.tables import TableFormat
@@ -32,12 +33,7 @@ def check_table_options(config: SinkConfig) -> None:
             key, value = next(iter(config.table_options.items()))
             raise OptionError(f"option table.{key}={value!r} is for a table: set "
                               "table.format (delta or iceberg)")
-        hidden = [t.ddl for t in config.partition_terms if t.hidden]
-        if hidden:
-            raise OptionError(f"option partitionBy={', '.join(hidden)!r}: Iceberg's transforms "
-                              "partition an Iceberg table (table.format=iceberg); an output "
-                              "without one is partitioned by columns (e.g. a column "
-                              "to_date(ts) of the stream)")
+        refuse_transforms(config.partition_terms, table_format=None)
         return
     entry = table_format_of(config)
     given = f"option table.format={entry.name!r}"

@@ -1,12 +1,16 @@
 """The crash loop (``tests/crashloop.py``) at CI size: at least 4 random SIGKILLs of the whole
 driver plus one kill and one error (the query restarted after it) at every failpoint, then
 every input row exactly once, across a schema change (a column added with
-``schema.evolution``) in the middle of the lives; loops in Parquet and in ORC that kill (and
-fail) at every step of encoding staged rows (in tasks and on the driver); and
-a smaller loop on SeaweedFS (a local S3 server) with zstd and encryption, and on the
-emulators of Cloud Storage and Azure (there with a Delta and an Iceberg table).
+``schema.evolution``) in the middle of the lives; a loop in Parquet that kills (and fails) at
+every step of encoding staged rows (in tasks and on the driver), one in ORC; a Delta and an
+Iceberg table loop (every table step); and smaller loops on SeaweedFS (a local S3 server)
+with zstd and encryption, on the emulators of Cloud Storage and Azure (there with a Delta and
+an Iceberg table), and with a change-feed follower.
 
-The size is a parameter: ``ROTSINK_CRASH_KILLS=200 pytest tests/spark/test_crash_loop.py``
+At CI size the random kills are the main loop's (and one in the Parquet and each table
+loop), and the smaller loops (ORC's too) kill at the few steps only they add (:func:`sized`);
+their points and random kills grow with the size, a parameter:
+``ROTSINK_CRASH_KILLS=200 pytest tests/spark/test_crash_loop.py``
 (or ``python -m tests.crashloop --random-kills 200 [--s3 | --store azure | --bulk orc]``)
 runs the long version on demand.
 """
@@ -40,6 +44,13 @@ SEED = int(os.environ.get("ROTSINK_CRASH_SEED", "7"))
 # server-side compose of a publish (the conditional PUT of the log file follows it), the
 # multipart upload of a compaction.
 S3_POINTS = ("task.mid_append", "driver.after_rename", "log.during_compaction")
+
+
+def sized(points: tuple[str, ...], ci_points: tuple[str, ...]) -> tuple[str, ...]:
+    """A loop's points: at CI size (``ROTSINK_CRASH_KILLS`` up to 6) the few that only it
+    kills at (the steps its store, format or reader adds; the main loop, the Parquet loop and
+    the Iceberg table loop kill and fail at every step of the protocol), all on demand."""
+    return ci_points if KILLS <= 6 else points
 
 
 def run_loop(spark, loop: CrashLoop, shown, *, random_kills: int, points) -> Outcome:
@@ -87,14 +98,17 @@ def test_crash_loop_in_bulk_formats(spark, tmp_path, shown, fmt, extra_points):
     loop = bulk_loop(tmp_path, fmt, seed=SEED, schema_change=True)
     if fmt == "parquet":
         loop.fast_path_spark = spark
-    outcome = run_loop(spark, loop, shown, random_kills=max(1, KILLS // (3 if extra_points
-                                                                           else 6)),
-                       points=CONVERT_POINTS + extra_points)
+    # ORC encodes in a task and on the driver as Parquet does, with its own writer
+    points = CONVERT_POINTS + extra_points if fmt == "parquet" else sized(
+        CONVERT_POINTS, ("task.after_convert", "driver.after_convert"))
+    outcome = run_loop(spark, loop, shown, random_kills=KILLS // (3 if extra_points else 6),
+                       points=points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
 
 @pytest.mark.slow
 @pytest.mark.compat
+@pytest.mark.spark_tables
 @pytest.mark.parametrize("table_format", ["delta", "iceberg"])
 def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
     """Parquet into a Delta or Iceberg table: kills between the log file and the table commit,
@@ -120,8 +134,7 @@ def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
     else:  # two lives: building a class-data archive costs more than it saves
         loop.class_archives = False
         loop.raises = False  # the older releases' errors: test_failures.py's compat tests
-    outcome = run_loop(spark, loop, shown, random_kills=max(1, KILLS // 2) if KILLS else 0,
-                       points=points)
+    outcome = run_loop(spark, loop, shown, random_kills=KILLS // 4, points=points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
     assert loop.tally.table_checks == loop.tally.lives
     assert loop.tally.own_run_table_checks >= 1  # the final run, as its driver left the table
@@ -138,7 +151,7 @@ def test_crash_loop_on_s3_with_encryption(spark, tmp_path, shown, seaweedfs_endp
     url, options = encrypted_s3_output(tmp_path, seaweedfs_endpoint)
     loop = CrashLoop(tmp_path, seed=SEED, out_url=url, options=options)
     loop.raises = False  # a store's errors: tests/unit/test_store_faults.py
-    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10), points=S3_POINTS)
+    run_loop(spark, loop, shown, random_kills=KILLS // 10, points=S3_POINTS)
 
 
 @pytest.mark.slow
@@ -151,8 +164,9 @@ def test_crash_loop_with_an_iceberg_table_on_cloud_storage(spark, tmp_path, show
     finalized rows."""
     loop = cloud_table_loop(tmp_path, "gcs", gcs_endpoint, "iceberg", seed=SEED)
     loop.raises = False  # a store's errors: tests/unit/test_store_faults.py
-    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 10),
-             points=(*S3_POINTS, "table.before_commit", "table.after_commit"))
+    run_loop(spark, loop, shown, random_kills=KILLS // 10,
+             points=sized((*S3_POINTS, "table.before_commit", "table.after_commit"),
+                          ("task.mid_append", "driver.after_rename", "table.before_commit")))
     assert loop.tally.table_checks == loop.tally.lives
 
 
@@ -170,9 +184,10 @@ def test_crash_loop_with_a_table_on_azure(spark, tmp_path, shown, azure_endpoint
     loop.raises = False  # the table loops raise at these points; a store's errors:
     # tests/unit/test_store_faults.py
     storage_point = {"delta": "task.mid_append", "iceberg": "log.during_compaction"}
-    run_loop(spark, loop, shown, random_kills=1,
-             points=(storage_point[table_format], "table.before_commit", "table.after_commit",
-                     "driver.after_rename"))
+    points = (storage_point[table_format], "table.before_commit", "table.after_commit",
+              "driver.after_rename")
+    run_loop(spark, loop, shown, random_kills=KILLS // 10,
+             points=sized(points, (storage_point[table_format], "table.before_commit")))
     assert loop.tally.table_checks == loop.tally.lives
 
 
@@ -191,9 +206,10 @@ def test_crash_loop_with_a_change_feed_follower(spark, tmp_path, shown):
     assert loop.options["log.cleanupDelay"] == "1s" and loop.options["feed.retention"]
     loop.follower = Follower(tmp_path, loop.out_url)
     loop.raises = False  # the main loop raises at these points; this one is about the feed
-    run_loop(spark, loop, shown, random_kills=max(1, KILLS // 6),
-             points=("driver.after_stage", "driver.after_rename", "task.after_append",
-                     "cleanup.after_feed_keep"))
+    run_loop(spark, loop, shown, random_kills=KILLS // 6,
+             points=sized(("driver.after_stage", "driver.after_rename", "task.after_append",
+                           "cleanup.after_feed_keep"),
+                          ("driver.after_rename", "cleanup.after_feed_keep")))
     assert loop.follower.finish() == 0
     seen = loop.follower.ids(spark)
     duplicated = sum(n - 1 for n in seen.values() if n > 1)

@@ -83,11 +83,11 @@ def test_max_batches_one_behaves_like_spark_file_sink(spark, tmp_path, fmt):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "avro", "parquet", "orc"])
 def test_files_span_micro_batches_and_roll_by_batch_count(spark, tmp_path, shown, fmt):
-    batches = 50
+    batches = 12  # a micro-batch an input file: each slot's file spans 6 and rolls
     write_numbered_source(tmp_path / "in", files=batches, rows_per_file=4)
     out = tmp_path / "out"
     query = run_to_completion(spark, tmp_path / "in", out, tmp_path / "ck", format=fmt,
-                              **{"rotation.maxBatches": "25"})
+                              **{"rotation.maxBatches": "6"})
     assert query.lastProgress["batchId"] == batches - 1
     per_slot = Counter(p.name.split("-")[1] for p in finalized(out))
     shown(f"\n{fmt}: {batches} micro-batches: rotsink finalized {len(finalized(out))} "

@@ -35,7 +35,7 @@ from tests.support.table_spark import (
     sql_table,
 )
 
-pytestmark = pytest.mark.compat
+pytestmark = [pytest.mark.compat, pytest.mark.spark_tables]
 READERS = table_reader_formats()  # the formats whose Spark reader this PySpark has
 RUNS, FILES_PER_RUN = 3, 3
 

@@ -30,7 +30,7 @@ from tests.support.jvm import table_reader_formats
 from tests.support.streams import SCHEMA, group_of, write_numbered_source
 from tests.support.table_spark import iceberg_catalog_options, identifier, sql_table
 
-pytestmark = pytest.mark.compat
+pytestmark = [pytest.mark.compat, pytest.mark.spark_tables]
 READERS = table_reader_formats()
 ROWS_PER_FILE = 20  # one input file a batch, one group a file, a part file rolls at once
 WAIT_S = 120  # a deadline for each side of the interleaving, never reached when it works

@@ -68,24 +68,7 @@ def rewrite_as_another_writer(url: str, options: dict[str, str]) -> int:
     (Delta's OPTIMIZE through delta-rs; through pyiceberg, the partition of most files
     overwritten with its own rows). Returns the files it removed (0: nothing to rewrite)."""
     if options.get("table.format") == "iceberg":
-        from pyiceberg.expressions import EqualTo
-
-        table = iceberg_table(url, options)
-        if table is None or table.current_snapshot() is None:
-            return 0
-        spec = table.spec()
-        if not spec.fields:
-            return 0
-        column = table.schema().find_field(spec.fields[0].source_id).name
-        files = table.inspect.files()
-        values = [row.get(column) for row in files.column("partition").to_pylist()]
-        counts = Counter(v for v in values if v is not None)
-        if not counts:
-            return 0
-        value, removed = counts.most_common(1)[0]
-        where = EqualTo(term=column, value=value)
-        table.overwrite(table.scan(row_filter=where).to_arrow(), overwrite_filter=where)
-        return removed
+        return _rewrite_an_iceberg_partition(url, options)
     from deltalake.exceptions import TableNotFoundError
 
     try:
@@ -93,3 +76,41 @@ def rewrite_as_another_writer(url: str, options: dict[str, str]) -> int:
     except TableNotFoundError:
         return 0
     return int(delta.optimize.compact()["numFilesRemoved"])
+
+
+def _rewrite_an_iceberg_partition(url: str, options: dict[str, str], *, tries: int = 3) -> int:
+    """The Iceberg half of :func:`rewrite_as_another_writer`. A rewrite whose commit lost a
+    race is planned again from the table as it then is, as a maintenance job does: pyiceberg
+    0.12 retries the commit of an overwrite (a delete and an append in one transaction) on
+    the refreshed table but keeps the files it planned to delete, and refuses them with a
+    ``ValidationException`` when the race changed them."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    for attempt in range(tries):
+        try:
+            return _rewrite_iceberg_once(url, options)
+        except (CommitFailedException, ValidationException):
+            if attempt == tries - 1:
+                raise
+    return 0
+
+
+def _rewrite_iceberg_once(url: str, options: dict[str, str]) -> int:
+    from pyiceberg.expressions import EqualTo
+
+    table = iceberg_table(url, options)
+    if table is None or table.current_snapshot() is None:
+        return 0
+    spec = table.spec()
+    if not spec.fields:
+        return 0
+    column = table.schema().find_field(spec.fields[0].source_id).name
+    files = table.inspect.files()
+    values = [row.get(column) for row in files.column("partition").to_pylist()]
+    counts = Counter(v for v in values if v is not None)
+    if not counts:
+        return 0
+    value, removed = counts.most_common(1)[0]
+    where = EqualTo(term=column, value=value)
+    table.overwrite(table.scan(row_filter=where).to_arrow(), overwrite_filter=where)
+    return removed

@@ -309,7 +309,26 @@ class IcebergFollowedTable:
         summary = {MARK: str(commit.batch_id), OWNER: commit.owner, "rotsink.release": RELEASE}
         snapshot = tx.update_snapshot(snapshot_properties=summary)
         merging = tx.table_metadata.properties.get(MERGE_KEY, "false").lower() == "true"
+        if commit.files:
+            self._check_spec(tx.table_metadata, commit)
         with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:
             for f in commit.files:
                 append.append_data_file(data_file(self.root, tx.table_metadata, f))
         return append
+
+    def _check_spec(self, metadata: Any, commit: TableCommit) -> None:
+        """The output's files are laid out by its terms for good; pyiceberg adds files under
+        the table's current spec only: a spec another writer changed meanwhile fails the
+        commit saying what brings the files in (a restart alone would fail the same way)."""
+        terms = commit.partition_terms or tuple(PartitionTerm(c, c) for c in commit.partition_by)
+        found = terms_of(metadata.spec(), metadata.schema())
+        if same_spec(found, terms):
+            return
+        ours, theirs = (", ".join(t.ddl for t in ts) or "nothing" for ts in (terms, found))
+        raise TableError(
+            f"Iceberg table {self.identifier} is now partitioned by {theirs} (its spec "
+            f"{metadata.spec().spec_id}, changed by another writer), this output's files by "
+            f"{ours} (partitionBy): pyiceberg adds files under a table's current spec only, so "
+            f"batch {commit.batch_id}'s files are in the output's log but not in the table. "
+            f"Change the table's partitioning back to {ours} and restart the query (its "
+            f"replay adds them), or write to a new path with partitionBy={theirs!r}")
