@@ -32,7 +32,7 @@ def kafka_broker():
 
 # At CI size a staged bulk format and Avro, a row format whose files span micro-batches like
 # JSON lines' (whose every failpoint the main crash loop kills), each killed at its points
-# (random kills from ROTSINK_CRASH_KILLS=6); JSON lines too on demand.
+# and once at random (a random kill per 6 of ROTSINK_CRASH_KILLS); JSON lines too on demand.
 KAFKA_FORMATS = ["parquet", "avro"] + (["jsonl"] if KILLS > 6 else [])
 
 
