@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-# reads per reader: 25 in CI, more on demand (ROTSINK_CONCURRENT_READS=200)
-READS = int(os.environ.get("ROTSINK_CONCURRENT_READS", "25"))
+# reads per reader: 10 in CI, more on demand (ROTSINK_CONCURRENT_READS=200)
+READS = int(os.environ.get("ROTSINK_CONCURRENT_READS", "10"))
 DEADLINE_S = 120
 
 
