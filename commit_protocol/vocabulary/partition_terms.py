@@ -121,11 +121,8 @@ def refuse_transforms(terms: tuple[PartitionTerm, ...], *, table_format: str | N
     hidden = [t.ddl for t in terms if t.hidden]
     if not hidden:
         return
-    given = f"option partitionBy={', '.join(hidden)!r}"
-    if table_format is None:
-        given, other = f"{given}: Iceberg's transforms", "an output without one"
-    else:
-        given = f"{given} with table.format={table_format}: Iceberg's transforms"
-        other = f"a {table_format} table"
-    raise OptionError(f"{given} partition an Iceberg table (table.format=iceberg); {other} is "
+    with_table, other = ((f" with table.format={table_format}", f"a {table_format} table")
+                         if table_format else ("", "an output without one"))
+    raise OptionError(f"option partitionBy={', '.join(hidden)!r}{with_table}: Iceberg's "
+                      f"transforms partition an Iceberg table (table.format=iceberg); {other} is "
                       "partitioned by columns (e.g. a column to_date(ts) of the stream)")

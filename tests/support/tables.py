@@ -86,13 +86,12 @@ def _rewrite_an_iceberg_partition(url: str, options: dict[str, str], *, tries: i
     ``ValidationException`` when the race changed them."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
 
-    for attempt in range(tries):
+    for _ in range(tries - 1):
         try:
             return _rewrite_iceberg_once(url, options)
         except (CommitFailedException, ValidationException):
-            if attempt == tries - 1:
-                raise
-    return 0
+            continue
+    return _rewrite_iceberg_once(url, options)
 
 
 def _rewrite_iceberg_once(url: str, options: dict[str, str]) -> int:

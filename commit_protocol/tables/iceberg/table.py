@@ -159,7 +159,7 @@ class IcebergFollowedTable:
         """An Iceberg table is shared through its catalog: a new output (``owner`` None) may
         join a table that exists (another rotsink query's, a backfill's), partitioned and
         typed as the output; an output with committed batches must find its own mark."""
-        terms = partition_terms or tuple(PartitionTerm(c, c) for c in partition_by)
+        terms = spelled_terms(partition_terms, partition_by)
         check_sources(terms, iceberg_schema(schema_json))
         table = self.loaded()
         if table is None:
@@ -320,7 +320,7 @@ class IcebergFollowedTable:
         """The output's files are laid out by its terms for good; pyiceberg adds files under
         the table's current spec only: a spec another writer changed meanwhile fails the
         commit saying what brings the files in (a restart alone would fail the same way)."""
-        terms = commit.partition_terms or tuple(PartitionTerm(c, c) for c in commit.partition_by)
+        terms = spelled_terms(commit.partition_terms, commit.partition_by)
         found = terms_of(metadata.spec(), metadata.schema())
         if same_spec(found, terms):
             return
@@ -332,3 +332,9 @@ class IcebergFollowedTable:
             f"batch {commit.batch_id}'s files are in the output's log but not in the table. "
             f"Change the table's partitioning back to {ours} and restart the query (its "
             f"replay adds them), or write to a new path with partitionBy={theirs!r}")
+
+
+def spelled_terms(terms: tuple[PartitionTerm, ...],
+                  columns: tuple[str, ...]) -> tuple[PartitionTerm, ...]:
+    """An output's partition terms: its hidden partitioning's, or identity on its columns."""
+    return terms or tuple(PartitionTerm(c, c) for c in columns)
