@@ -24,8 +24,8 @@ A crash after 4 is finished by step 1 of the next planning (roll forward), so th
 step 5 are never visible for longer than one restart. An error at any step makes Spark call
 :meth:`Committer.abort`, which deletes only the fresh files no committed log file or staged
 intent names: a batch decided (4) or committed (6) is never undone. Reports without a basis
-(made by hand) make the commit do steps 1 and 2 itself. On object stores the independent requests of
-a step go out together (:mod:`commit_protocol.storage.concurrent`).
+(made by hand) make the commit do steps 1 and 2 itself. On object stores the independent
+requests of a step go out together (:mod:`commit_protocol.storage.concurrent`).
 """
 
 from __future__ import annotations
@@ -138,13 +138,13 @@ class Committer:
             self.table.catch_up(state.batch_id, now_ms=now_ms or int(time.time() * 1000))
             self.table.name_row_deletes()
 
-    def field_ids(self) -> tuple[tuple[str, int], ...]:
-        """The Parquet field ids of the files the batch encodes (the table's, read now:
-        :meth:`TableFormat.field_ids`); at planning, and for the files the commit rolls."""
-        if self.config.table_format is None:
-            return ()
-        return table_format_of(self.config).field_ids(self.storage, self.config,
-                                                      self.schema_json)
+    def planned(self, config: SinkConfig) -> SinkConfig:
+        """``config`` as files are encoded: with the table's field ids and NOT NULL columns."""
+        if config.table_format is None:
+            return config
+        table = table_format_of(config)
+        return replace(config, field_ids=table.field_ids(self.storage, config, self.schema_json),
+                       required_columns=table.required_columns(self.storage, config))
 
     def _use(self, config: SinkConfig) -> None:
         if config != self.config:  # the follower too: it commits the table's terms
@@ -187,7 +187,7 @@ class Committer:
             raise
         if self.config.is_bulk:
             encoding = self.config if not any(f.rolled_by_driver for f in merged.finalized) \
-                else replace(self.config, field_ids=self.field_ids())
+                else self.planned(self.config)
             merged = replace(merged, finalized=[
                 convert_rolled(self.storage, encoding, f) for f in merged.finalized])
         elif state.encrypted:

@@ -232,6 +232,11 @@ class TableFormat:
         where the format resolves them by name (Delta)."""
         return ()
 
+    def required_columns(self, storage: Storage, config: SinkConfig) -> tuple[str, ...]:
+        """Driver, when a batch is planned: the table's NOT NULL columns, which the tasks
+        check before writing a row (none by default: rotsink's own tables are nullable)."""
+        return ()
+
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """Driver, when the first batch of an output is planned: every partition term of its
         directories, partitionBy's; a format whose tables name partition fields apart from

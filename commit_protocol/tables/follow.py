@@ -158,7 +158,9 @@ class TableFollower:
               planned_columns: bool = False) -> None:
         """Refuse a table this output cannot follow (see :meth:`Table.check`): against the
         committed columns and the query's (an Iceberg batch adds its new ones at planning)."""
-        owner = None if state is None else owner_of(state.query_id)
+        # a table holds no mark of the output before its first table commit: one the output
+        # joined still has none after a driver died between batch 0's two commit points
+        owner = None if state is None or state.batch_id == 0 else owner_of(state.query_id)
         schema = schema_json if state is None else with_columns_of(state.schema_json,
                                                                    schema_json)
         self.table.check(owner=owner, schema_json=schema, partition_by=self.config.partition_by,

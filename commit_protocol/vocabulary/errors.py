@@ -108,3 +108,8 @@ class AfterCommitError(CommitError):
     """A step after the commit point (the table commit, the clean-up) failed after its
     retries: the batch is committed and stays so; the message names the batch, the step, the
     cause and what to do (restart the query, whose replay catches the step up)."""
+
+
+class ConstraintError(RotsinkError, ValueError):
+    """A row breaks a constraint of the table the output follows (a null in a NOT NULL
+    column): the task fails before writing it, so nothing of the batch becomes visible."""

@@ -94,8 +94,8 @@ class RotSinkStreamWriter(StreamWriterBase):
             self.config = replace(self.config, compact_interval=state.compact_interval,
                                   partition_terms=state.partition_terms)
             retire = retires_in_progress(state, self.schema_json, self.config)
-        # the table's field ids, for the tasks' encoders (Iceberg; Spark pickles the config)
-        self.config = replace(self.config, field_ids=committer.field_ids())
+        # the table's field ids and NOT NULL columns, for the tasks (Spark pickles the config)
+        self.config = committer.planned(self.config)
         return WritePlan.from_state(state, self._storage().root_uri,
                                     retire_in_progress=retire)
 

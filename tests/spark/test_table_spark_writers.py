@@ -245,3 +245,41 @@ if "delta" in READERS:
         assert scores(spark, "delta", tmp_path) == before | {i: i / 4 for i in new}
         shown(f"Delta's Serializable refuses a DELETE of the partition {writer}'s sink "
               "appended to meanwhile, the same for both sinks")
+
+    def test_a_stream_joins_a_delta_table_spark_s_own_sql_made(spark, tmp_path, shown):
+        """A table as a team has it: made by Spark's Delta SQL, NOT NULL id, deletion vectors
+        and the change data feed on, rows of its own and a column the stream lacks. The
+        stream joins it; Spark's Delta reader reads every row once, its change feed the
+        stream's rows as inserts; a null id fails the query before anything is committed."""
+        out = tmp_path / "out"
+        table = f"delta.`{out}`"
+        spark.sql(f"CREATE TABLE {table} (id BIGINT NOT NULL, name STRING, grp STRING, "
+                  "score DOUBLE, note STRING) USING delta PARTITIONED BY (grp) TBLPROPERTIES "
+                  "('delta.enableDeletionVectors' = 'true', "
+                  "'delta.enableChangeDataFeed' = 'true')").collect()
+        spark.sql(f"INSERT INTO {table} VALUES (5000, 'x', 'g0', 1.0, 'theirs'), "
+                  "(5001, 'y', 'g9', 2.0, 'theirs')").collect()
+        joined_at = table_version(spark, "delta", tmp_path)
+        written = write_input(tmp_path, 0, 3)
+        run_writer(spark, tmp_path, "delta", Path())
+        rows = spark.sql(f"SELECT id, note FROM {table}").collect()
+        assert sorted(r.id for r in rows) == sorted(written | {5000, 5001})
+        assert {r.id for r in rows if r.note is None} == written
+        properties = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+        assert properties["delta.enableDeletionVectors"] == "true"
+        changes = spark.read.format("delta").option("readChangeFeed", "true").option(
+            "startingVersion", joined_at + 1).load(str(out)).collect()
+        assert sorted(r.id for r in changes) == sorted(written)
+        assert {r._change_type for r in changes} == {"insert"}
+
+        (tmp_path / "in" / "z-null.json").write_text(
+            '{"id": null, "name": "n", "grp": "g1", "score": 0.5}\n')
+        version = table_version(spark, "delta", tmp_path)
+        with pytest.raises(Exception, match="is NOT NULL in the delta table"):
+            run_writer(spark, tmp_path, "delta", Path())
+        assert table_version(spark, "delta", tmp_path) == version
+        assert sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect()) == \
+            sorted(written | {5000, 5001})
+        shown("rotsink joined a Delta table Spark's SQL made (NOT NULL, deletion vectors, "
+              "change feed, a column of its own); a null id failed the query, nothing "
+              "committed")

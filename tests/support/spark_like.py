@@ -71,7 +71,7 @@ class SparkLikeQuery:
             self.started = True
         retire = state is not None and retires_in_progress(state, schema_json, self.cfg)
         plan = WritePlan.from_state(state, storage.root_uri, retire_in_progress=retire)
-        planned = dataclasses.replace(self.cfg, field_ids=committer.field_ids())
+        planned = committer.planned(self.cfg)
         reports: list[TaskReport] = []
         rows = self.rows(batch_id)
         if rows is not None:

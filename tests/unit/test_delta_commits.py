@@ -74,7 +74,7 @@ def commit_batch(cfg: SinkConfig, batch_id: int, *, schema_json: str = SCHEMA_JS
     storage = open_storage(cfg.path, cfg.fs_options)
     committer = Committer(storage, cfg, schema_json)
     plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
-    planned = dataclasses.replace(cfg, field_ids=committer.field_ids())  # as the planning does
+    planned = committer.planned(cfg)  # as the planning does
     report = TaskWriter(storage, planned, plan, batch_id=batch_id, partition=0, attempt=0,
                         query_id=QUERY).write([batch_rows(batch_id, tagged=tagged)])
     return Committer(storage, cfg, schema_json).commit(batch_id, [report])
@@ -285,7 +285,7 @@ def test_a_table_added_to_an_older_output_is_reconciled(tmp_path):
 
 
 REFUSED = [  # (how the table at the path differs, what the error says, why)
-    ("write", "without a transaction of this output", "another writer's table, fresh path"),
+    ("constraint", "the CHECK constraint positive (id > 0)", "another writer's, with a constraint"),
     ("partitions", "partitioned by [], the output by ['grp']", "other partition columns"),
     ("types", "column 'id' is \"string\" in the Delta table", "another type for a column"),
 ]
@@ -298,8 +298,9 @@ def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, ma
     from deltalake.transaction import CommitProperties, Transaction
 
     out = tmp_path / "out"
-    if make == "write":  # another writer's table at a fresh output path
+    if make == "constraint":  # another writer's table at a fresh output path
         write_deltalake(str(out), pa.table({"id": [1], "grp": ["a"]}), partition_by=["grp"])
+        delta(table_config(str(out))).alter.add_constraint({"positive": "id > 0"})
     else:
         cfg = table_config(str(out))
         commit_batch(cfg, 0)

@@ -287,7 +287,8 @@ def test_a_table_the_output_cannot_follow_is_refused_before_writing(tmp_path, ma
         PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="grp"))
     catalog.create_table("rotsink.out", schema=schema, properties=properties,
                          partition_spec=spec)
-    commit_batch(dataclasses.replace(cfg, table_format=None), 0)
+    for batch_id in range(2):  # past batch 0, whose table commit a crash may have kept out
+        commit_batch(dataclasses.replace(cfg, table_format=None), batch_id)
     committer = Committer(open_storage(cfg.path), cfg, SCHEMA_JSON)
     with pytest.raises(TableError, match=re.escape(expected)):
         committer.start_table(committer.latest_state())

@@ -53,7 +53,7 @@ def write_output(out: str, *, earlier_rotsink: bool = False, monkeypatch=None):
     for batch_id in range(BATCHES):
         with pytest.MonkeyPatch.context() as patch:
             if earlier_rotsink:
-                patch.setattr(Committer, "field_ids", lambda self: ())
+                patch.setattr(Committer, "planned", lambda self, config: config)
             commit_batch(cfg, batch_id)
     grown = dataclasses.replace(cfg, schema_evolution="addColumns")
     for batch_id in range(BATCHES, 2 * BATCHES):
@@ -134,10 +134,10 @@ def test_a_file_whose_ids_the_table_no_longer_has_is_refused(tmp_path):
     commit_batch(cfg, 0)
     forget()
     with pytest.MonkeyPatch.context() as patch:
-        planned = Committer.field_ids
+        planned = Committer.planned
 
-        def planned_then_changed(self):
-            ids = planned(self)
+        def planned_then_changed(self, config):
+            ids = planned(self, config)
             table = table_of(cfg)
             with table.update_schema() as update:
                 update.delete_column("id")
@@ -145,7 +145,7 @@ def test_a_file_whose_ids_the_table_no_longer_has_is_refused(tmp_path):
                 update.add_column("id", table.schema().find_field("grp").field_type)
             return ids
 
-        patch.setattr(Committer, "field_ids", planned_then_changed)
+        patch.setattr(Committer, "planned", planned_then_changed)
         with pytest.raises(TableError, match=r"carry field ids .* that the Iceberg table's "
                                              "schema no longer has"):
             commit_batch(cfg, 1)

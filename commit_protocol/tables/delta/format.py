@@ -11,6 +11,7 @@ from commit_protocol.tables import TableFormat, TableRead
 from commit_protocol.tables.delta.storage import STORAGE_PREFIX, delta_location
 from commit_protocol.tables.delta.table import DeltaFollowedTable
 from commit_protocol.vocabulary.errors import OptionError, TableError
+from commit_protocol.vocabulary.partition_terms import PartitionTerm
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,20 @@ class DeltaFormat(TableFormat):
     def open(self, storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
         uri, options = delta_location(storage.root_uri, config)
         return DeltaFollowedTable(uri, options, storage)
+
+    def required_columns(self, storage: Storage, config: SinkConfig) -> tuple[str, ...]:
+        return self.open(storage, config).required_columns()
+
+    def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
+        """Without partitionBy, a table that exists gives its partition columns (each an
+        identity term); with it, partitionBy's (the table's check refuses other columns,
+        naming both)."""
+        if config.partition_by_given:
+            return config.all_terms
+        columns = self.open(storage, config).partition_columns()
+        if columns is None:
+            return config.all_terms
+        return tuple(PartitionTerm(c, c) for c in columns)
 
     def read_back(self, out: str) -> TableRead:
         from deltalake import DeltaTable

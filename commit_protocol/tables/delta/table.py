@@ -7,8 +7,10 @@ transaction of ``add`` actions (the file's path as it is on storage, its size, i
 values as Spark spells them in the directory name, statistics from its footer:
 :mod:`commit_protocol.tables.delta.stats`) with a ``txn`` action: application id
 ``rotsink-<query id>``, version the batch id, as Delta's own streaming sink records its
-batches. A table without this writer's ``txn`` is another writer's, refused at start; each
-commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBatch``); an
+batches. A table without this writer's ``txn`` is another writer's: a new output joins it
+(its features honoured or refused by name: :mod:`commit_protocol.tables.delta.features`),
+and its files are followed into the output's log (:mod:`commit_protocol.tables.sharing`);
+each commit's info also names the writer and the batch (``rotsinkOwner``, ``rotsinkBatch``); an
 append says ``isBlindAppend`` (:func:`_properties`: what other writers' DELETE, UPDATE and
 MERGE may then conflict with).
 
@@ -33,6 +35,7 @@ MinIO, SeaweedFS and Azure do. Where the table is found: :mod:`delta_storage`.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from commit_protocol.metrics import count
@@ -42,6 +45,7 @@ from commit_protocol.tables import (
     TableFile,
     TableHealth,
 )
+from commit_protocol.tables.delta.features import check_table_features, required_columns
 from commit_protocol.tables.delta.snapshots import Snapshot, forget, snapshot
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
@@ -51,6 +55,8 @@ from commit_protocol.vocabulary.release import RELEASE
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
+
+logger = logging.getLogger("rotsink.table")
 
 # Asked of every engine at creation: a DELETE, UPDATE or MERGE rewrites files (copy-on-write)
 # rather than marking rows in deletion vectors, which path readers (Spark's, rotsink's)
@@ -124,18 +130,30 @@ class DeltaFollowedTable:
         if known is None:
             return
         table = known.ready()
-        metadata = table.metadata()
-        if owner is None or known.mark(owner) is None:
-            raise TableError(
-                f"{self.uri} holds a Delta table (version {table.version()}, last written by "
-                f"{_writer(table)}) without a transaction of "
-                f"{owner or 'this output (which has no committed batch yet)'}: rotsink creates "
-                "and alone writes the table at its output path; write to a new path")
-        if list(metadata.partition_columns) != list(partition_by):
-            raise TableError(f"{self.uri}: the Delta table is partitioned by "
-                             f"{list(metadata.partition_columns)}, the output by "
-                             f"{list(partition_by)}")
+        check_table_features(self.uri, table)
+        partitions = list(table.metadata().partition_columns)
+        if partitions != list(partition_by):
+            raise TableError(f"{self.uri}: the Delta table is partitioned by {partitions}, "
+                             f"the output by {list(partition_by)}: give partitionBy "
+                             f"{', '.join(partitions) or 'nothing'} (or no partitionBy: the "
+                             "output then takes the table's)")
         _check_columns(self.uri, json.loads(table.schema().to_json()), json.loads(schema_json))
+        if owner is None or known.mark(owner) is None:
+            logger.warning("Delta table %s exists (version %d, last written by %s): this "
+                           "output joins it; the table's files are followed into the "
+                           "output's log at its first batch", self.uri, table.version(),
+                           _writer(table))
+
+    def partition_columns(self) -> tuple[str, ...] | None:
+        """The table's partition columns; None where there is no table yet."""
+        table = self.loaded(fresh=False)
+        return None if table is None else tuple(table.metadata().partition_columns)
+
+    def required_columns(self) -> tuple[str, ...]:
+        """The table's NOT NULL top-level columns (as this process last knew the table: a
+        column's nullability changes only by a metadata commit the next commit reads)."""
+        table = self.loaded(fresh=False)
+        return () if table is None else required_columns(table)
 
     # -- committing ----------------------------------------------------------------------
     def commit(self, commit: TableCommit) -> int | None:
@@ -280,13 +298,16 @@ def _new_columns(table: dict[str, Any], output: dict[str, Any]) -> list[dict[str
 
 def _check_columns(uri: str, table: dict[str, Any], output: dict[str, Any]) -> None:
     """The table's columns must be the output's (same types; the output may have more,
-    which its next commit adds)."""
+    which its next commit adds, and fewer where the table's are nullable: readers see
+    nulls in them, as Delta's own writers leave them)."""
     ours = {f["name"]: json.dumps(f["type"], sort_keys=True) for f in
             json.loads(nullable(json.dumps(output)))["fields"]}
-    for f in json.loads(nullable(json.dumps(table)))["fields"]:
-        if f["name"] not in ours:
-            raise TableError(f"{uri}: the Delta table has a column {f['name']!r} the output "
-                             f"does not (output columns: {sorted(ours)})")
-        if json.dumps(f["type"], sort_keys=True) != ours[f["name"]]:
+    for f in table["fields"]:
+        if f["name"] not in ours and not f.get("nullable", True):
+            raise TableError(f"{uri}: the Delta table has a NOT NULL column {f['name']!r} "
+                             f"the output does not (output columns: {sorted(ours)})")
+        theirs = json.dumps(json.loads(nullable(json.dumps(
+            {"fields": [f]})))["fields"][0]["type"], sort_keys=True)
+        if f["name"] in ours and theirs != ours[f["name"]]:
             raise TableError(f"{uri}: column {f['name']!r} is {json.dumps(f['type'])} in the "
                              f"Delta table, {ours[f['name']]} in the output")

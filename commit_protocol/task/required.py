@@ -1,0 +1,38 @@
+"""The table's NOT NULL columns, checked on each chunk of a task's rows before any is written.
+
+A Delta table another writer made may declare columns NOT NULL; its writers must never commit
+a null into one (Delta's invariants), and its readers may rely on it. rotsink writes the files
+itself, so its tasks check: a chunk with a null there fails the task (and, Spark's retries
+spent, the batch) before the chunk reaches a file; nothing of the batch is committed, and the
+error names the column, the table and how many nulls. A null count is kept by every Arrow
+array, so the check costs nothing where there is none.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from commit_protocol.vocabulary.errors import ConstraintError
+
+
+def check_required(batch: pa.RecordBatch, columns: tuple[str, ...], *, batch_id: int,
+                   table: str | None) -> None:
+    """Refuse ``batch`` when one of ``columns`` holds a null.
+
+    >>> rows = pa.record_batch({"id": [1, None]})
+    >>> check_required(rows, ("id",), batch_id=3, table="delta")
+    Traceback (most recent call last):
+    ...
+    commit_protocol.vocabulary.errors.ConstraintError: column 'id' is NOT NULL in the delta \
+table, and batch 3 has 1 null value(s) in it: nothing of the batch is committed; fill or \
+filter them in the query (coalesce, or where id IS NOT NULL)
+    """
+    for name in columns:
+        index = batch.schema.get_field_index(name)
+        nulls = batch.column(index).null_count if index >= 0 else batch.num_rows
+        if nulls:
+            raise ConstraintError(
+                f"column {name!r} is NOT NULL in the {table or 'output'} table, and batch "
+                f"{batch_id} has {nulls} null value(s) in it: nothing of the batch is "
+                f"committed; fill or filter them in the query (coalesce, or where {name} IS "
+                "NOT NULL)")

@@ -1,0 +1,252 @@
+"""A stream joins a Delta table another writer made (delta-rs here; Spark's own Delta writer
+in ``tests/spark/test_table_spark_writers.py``): the table keeps its schema, partitioning and
+properties, the output's log follows the files it had, every Delta table feature is honoured
+or refused at start by name, and a NOT NULL column never receives a null."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pyarrow as pa
+import pytest
+
+from commit_protocol.commit.committer import Committer
+from commit_protocol.commit.layout import laid_out
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.storage import open_storage
+from commit_protocol.tables.delta.features import REFUSED, WRITTEN
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import ConstraintError, TableError
+from tests.unit.test_delta_commits import (
+    QUERY,
+    SCHEMA_JSON,
+    assert_table_follows_the_log,
+    batch_rows,
+    commit_batch,
+    delta,
+    finalized,
+    forget,
+    table_config,
+)
+
+THEIRS = list(range(1000, 1010))  # the other writer's ids, none of the stream's
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory():
+    forget()
+    yield
+    forget()
+
+
+def their_table(cfg: SinkConfig, *, configuration: dict[str, str] | None = None,
+                schema: pa.Schema | None = None) -> None:
+    """The table another writer made at the output's path, before the stream's first batch."""
+    from deltalake import write_deltalake
+
+    groups = [("a", "b")[i % 2] for i in THEIRS]
+    data = pa.table({"id": pa.array(THEIRS, pa.int64()), "grp": groups},
+                    schema=schema or pa.schema([("id", pa.int64()), ("grp", pa.string())]))
+    write_deltalake(cfg.path, data, partition_by=["grp"], configuration=configuration)
+
+
+def stream_ids(batches: range) -> list[int]:
+    """The ids the stream wrote in ``batches`` (its input, not rotsink's output)."""
+    return [i for b in batches for i in batch_rows(b).column("id").to_pylist()]
+
+
+def table_ids(cfg: SinkConfig) -> list[int]:
+    """The table's ids by delta-rs's query engine (its Arrow reader refuses deletion vectors
+    and v2 checkpoints), sorted."""
+    from deltalake import QueryBuilder
+
+    rows = QueryBuilder().register("t", delta(cfg)).execute("select id from t").read_all()
+    return sorted(rows.column("id").to_pylist())
+
+
+def tree(cfg: SinkConfig) -> list[str]:
+    from pathlib import Path
+
+    root = Path(cfg.path)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def start(cfg: SinkConfig) -> None:
+    storage = open_storage(cfg.path)
+    committer = Committer(storage, cfg, SCHEMA_JSON)
+    committer.start_table(committer.latest_state())
+
+
+def test_a_stream_joins_another_writer_s_table_keeping_its_properties(tmp_path, caplog):
+    properties = {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "true",
+                  "delta.enableDeletionVectors": "true", "delta.logRetentionDuration":
+                  "interval 3 days"}
+    cfg = table_config(str(tmp_path / "out"))
+    their_table(cfg, configuration=properties)
+    theirs = set(delta(cfg).file_uris())
+    start(cfg)  # the query's start
+    for batch_id in range(6):
+        commit_batch(cfg, batch_id)
+    table = delta(cfg)
+    ids = table_ids(cfg)
+    assert ids == sorted(THEIRS + stream_ids(range(6)))  # every batch rolled by 5
+    assert table.metadata().configuration == properties  # nothing forced on a joined table
+    assert table.metadata().partition_columns == ["grp"]
+    assert table.transaction_version(f"rotsink-{QUERY}") == 5
+    assert "this output joins it" in caplog.text
+    # the output's log follows the files the table had: rotsink's readers and (from the
+    # next compaction, batch 5 here) Spark's list them, each once
+    assert theirs <= {f"{cfg.path}/{p}" for p in finalized(cfg)}
+    actions = table.get_add_actions(flatten=True)
+    assert dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
+                    strict=True)) == finalized(cfg)
+
+
+def test_without_partition_by_the_output_takes_the_table_s_partitioning(tmp_path):
+    cfg = table_config(str(tmp_path / "out"))
+    their_table(cfg)
+    given = dataclasses.replace(cfg, partition_by=(), partition_by_given=False)
+    for batch_id in range(2):  # laid out as the planning lays a batch out
+        storage = open_storage(cfg.path)
+        committer = Committer(storage, given, SCHEMA_JSON)
+        commit_batch(laid_out(storage, given, committer.latest_state()), batch_id)
+    assert finalized(cfg) and all(p.startswith(("grp=a/", "grp=b/", "grp=__HIVE_DEFAULT"))
+                                  for p in finalized(cfg))
+    ids = table_ids(cfg)
+    assert ids == sorted(THEIRS + stream_ids(range(2)))
+    assert_table_follows_the_log(cfg)
+
+
+def test_other_partition_columns_are_refused_naming_the_table_s(tmp_path):
+    cfg = table_config(str(tmp_path / "out"))
+    their_table(cfg)
+    before = tree(cfg)
+    with pytest.raises(TableError, match=re.escape("partitioned by ['grp'], the output by "
+                                                   "[]: give partitionBy grp")):
+        start(dataclasses.replace(cfg, partition_by=()))
+    assert tree(cfg) == before
+
+
+def test_a_crash_after_the_first_log_commit_of_a_joined_table_is_caught_up(tmp_path,
+                                                                          monkeypatch):
+    """The table has no mark of the output yet when the driver dies between its first two
+    commit points: the restart catches batch 1 up rather than refusing the table."""
+    cfg = table_config(str(tmp_path / "out"))
+    their_table(cfg)
+    commit_batch(cfg, 0)
+    monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(cfg, 1)  # batch 1 rolls the files of batches 0 and 1
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()
+    start(cfg)
+    ids = table_ids(cfg)
+    assert ids == sorted(THEIRS + stream_ids(range(2)))
+    assert_table_follows_the_log(cfg)
+
+
+def test_a_null_in_a_not_null_column_fails_the_task_before_anything_is_visible(tmp_path):
+    cfg = table_config(str(tmp_path / "out"))
+    their_table(cfg, schema=pa.schema([pa.field("id", pa.int64(), nullable=False),
+                                       ("grp", pa.string())]))
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)  # no null: written
+    good = table_ids(cfg)
+    assert good == sorted(THEIRS + stream_ids(range(2)))
+    listed = finalized(cfg)
+    nulls = pa.record_batch({"id": pa.array([7, None, None], pa.int64()),
+                             "grp": ["a", "a", "b"]})
+    with pytest.raises(ConstraintError, match=re.escape(
+            "column 'id' is NOT NULL in the delta table, and batch 2 has 2 null value(s)")):
+        _commit_rows(cfg, 2, nulls)
+    assert table_ids(cfg) == good
+    assert finalized(cfg) == listed
+
+
+def _commit_rows(cfg: SinkConfig, batch_id: int, rows: pa.RecordBatch) -> None:
+    from commit_protocol.records.plan import WritePlan
+    from commit_protocol.task.task_writer import TaskWriter
+
+    storage = open_storage(cfg.path)
+    committer = Committer(storage, cfg, SCHEMA_JSON)
+    plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
+    report = TaskWriter(storage, committer.planned(cfg), plan, batch_id=batch_id, partition=0,
+                        attempt=0, query_id=QUERY).write([rows])
+    committer.commit(batch_id, [report])
+
+
+def _features() -> list[str]:
+    from deltalake import TableFeatures
+
+    return [f for f in dir(TableFeatures) if not f.startswith("_")]
+
+
+@pytest.mark.parametrize("feature", _features())
+def test_each_table_feature_delta_rs_can_add_is_written_or_refused_by_name(tmp_path, feature):
+    """Every feature of delta-rs's own list, added to another writer's table: either the
+    stream appends to it (and the table's readers see each row once), or the start refuses
+    the table naming the feature and writes nothing. A feature delta-rs learns to add in a
+    later release fails here until it is decided."""
+    from deltalake import TableFeatures
+
+    cfg = table_config(str(tmp_path / "out"))
+    their_table(cfg)
+    needs = ["TimestampWithoutTimezone"] if feature == "TimestampNanos" else []
+    for name in [*needs, feature]:
+        delta(cfg).alter.add_feature(getattr(TableFeatures, name),
+                                     allow_protocol_versions_increase=True)
+    added = (set(delta(cfg).protocol().writer_features or ()) |
+             set(delta(cfg).protocol().reader_features or ()))
+    assert added <= set(WRITTEN) | set(REFUSED), f"undecided: {added - set(WRITTEN)}"
+    refused = sorted(added & set(REFUSED))
+    if refused:
+        before = tree(cfg)
+        with pytest.raises(TableError, match=re.escape(f"the table feature {refused[0]!r}")):
+            start(cfg)
+        assert tree(cfg) == before
+        return
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    ids = table_ids(cfg)
+    assert ids == sorted(THEIRS + stream_ids(range(2)))
+
+
+IN_USE = [  # (how the other writer set the table up, what the refusal names)
+    ("column mapping", {"delta.columnMapping.mode": "name"}, None,
+     "column mapping (delta.columnMapping.mode=name)"),
+    ("generated column", None, {"delta.generationExpression": "id * 2"},
+     "the generated column doubled (GENERATED ALWAYS AS (id * 2))"),
+    ("identity column", None, {"delta.identity.start": "1", "delta.identity.step": "1",
+                               "delta.identity.allowExplicitInsert": "false"},
+     "the identity column doubled"),
+]
+
+
+@pytest.mark.parametrize("how, configuration, metadata, expected", IN_USE,
+                         ids=[c[0] for c in IN_USE])
+def test_a_feature_in_use_that_rotsink_cannot_honour_is_refused_by_name(
+        tmp_path, how, configuration, metadata, expected):
+    cfg = table_config(str(tmp_path / "out"))
+    schema = pa.schema([("id", pa.int64()), ("grp", pa.string())])
+    if metadata is not None:
+        schema = schema.append(pa.field("doubled", pa.int64(), metadata=metadata))
+    _their_table_with(cfg, schema, configuration)
+    before = tree(cfg)
+    with pytest.raises(TableError, match=re.escape(expected)):
+        start(cfg)
+    assert tree(cfg) == before
+
+
+def _their_table_with(cfg: SinkConfig, schema: pa.Schema,
+                      configuration: dict[str, str] | None) -> None:
+    """An empty table of ``schema`` (field metadata kept as Delta's column metadata)."""
+    from deltalake import DeltaTable, Field, Schema
+    from deltalake.schema import PrimitiveType
+
+    fields = [Field(f.name, PrimitiveType("long" if f.type == pa.int64() else "string"),
+                    nullable=True,
+                    metadata={k.decode(): v.decode() for k, v in (f.metadata or {}).items()})
+              for f in schema]
+    DeltaTable.create(cfg.path, Schema(fields), partition_by=["grp"],
+                      configuration=configuration)
