@@ -85,16 +85,21 @@ def test_outside_readers_read_exactly_the_finalized_rows_while_the_query_runs(
     assert len(expected) >= 3  # the reads saw the table move
 
 
-def test_a_path_holding_another_writer_s_table_is_refused_before_writing(spark, tmp_path):
+def test_another_writer_s_table_with_a_feature_rotsink_cannot_honour_is_refused_at_start(
+        spark, tmp_path):
+    """A CHECK constraint (rotsink does not evaluate Delta's SQL): refused when the query
+    starts, naming it, before anything is written; joining without one:
+    tests/unit/test_delta_joined_tables.py and tests/spark/test_table_spark_writers.py."""
     import pyarrow as pa
-    from deltalake import write_deltalake
+    from deltalake import DeltaTable, write_deltalake
 
     out = tmp_path / "out"
     write_deltalake(str(out), pa.table({"id": [1], "name": ["x"], "grp": ["g0"],
                                         "score": [0.5]}), partition_by=["grp"])
+    DeltaTable(str(out)).alter.add_constraint({"scored": "score >= 0"})
     before = sorted(p for p in out.rglob("*"))
     write_numbered_source(tmp_path / "in", files=1, rows_per_file=10)
-    with refused_at_start("holds a Delta table .* without a transaction"):
+    with refused_at_start(r"the CHECK constraint scored \(score >= 0\)"):
         start_query(spark, tmp_path / "in", out, tmp_path / "ck")
     assert sorted(p for p in out.rglob("*")) == before  # nothing written, not even the log
 
