@@ -142,9 +142,7 @@ class Committer:
         """``config`` as files are encoded: with the table's field ids and NOT NULL columns."""
         if config.table_format is None:
             return config
-        table = table_format_of(config)
-        return replace(config, field_ids=table.field_ids(self.storage, config, self.schema_json),
-                       required_columns=table.required_columns(self.storage, config))
+        return table_format_of(config).planned(self.storage, config, self.schema_json)
 
     def _use(self, config: SinkConfig) -> None:
         if config != self.config:  # the follower too: it commits the table's terms

@@ -76,7 +76,7 @@ class SinkConfig:
     # the Parquet field ids of the files' columns by path, decided at planning from the table
     # (Iceberg: commit_protocol.tables.iceberg.ids); empty: columns resolved by name
     field_ids: tuple[tuple[str, int], ...] = ()
-    # the table's NOT NULL columns, decided at planning (a Delta table another writer made):
+    # the table's NOT NULL columns (Delta) or required fields (Iceberg), read at planning:
     # a task fails rather than write a null into one (commit_protocol.task.required)
     required_columns: tuple[str, ...] = ()
     # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)

@@ -225,17 +225,13 @@ class TableFormat:
         the format, read whole by the format's own library (``rotsink demo --table``)."""
         raise NotImplementedError
 
-    def field_ids(self, storage: Storage, config: SinkConfig,
-                  schema_json: str) -> tuple[tuple[str, int], ...]:
-        """Driver, when a batch is planned: the Parquet field ids its files carry, the table
-        given the batch's new columns first (Iceberg resolves a file's columns by id); none
-        where the format resolves them by name (Delta)."""
-        return ()
-
-    def required_columns(self, storage: Storage, config: SinkConfig) -> tuple[str, ...]:
-        """Driver, when a batch is planned: the table's NOT NULL columns, which the tasks
-        check before writing a row (none by default: rotsink's own tables are nullable)."""
-        return ()
+    def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
+        """Driver, when a batch is planned: ``config`` as the batch's files are encoded, with
+        what the table asks of them, read now: the Parquet field ids (Iceberg resolves a
+        file's columns by id, the table given the batch's new columns first; Delta by name)
+        and the NOT NULL columns, which the tasks check before writing a row. As given by
+        default."""
+        return config
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """Driver, when the first batch of an output is planned: every partition term of its

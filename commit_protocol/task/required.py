@@ -1,7 +1,8 @@
 """The table's NOT NULL columns, checked on each chunk of a task's rows before any is written.
 
-A Delta table another writer made may declare columns NOT NULL; its writers must never commit
-a null into one (Delta's invariants), and its readers may rely on it. rotsink writes the files
+A Delta table another writer made may declare columns NOT NULL, an Iceberg table required
+fields; their writers must never commit a null into one (Delta's invariants, Iceberg's
+schema), and their readers may rely on it. rotsink writes the files
 itself, so its tasks check: a chunk with a null there fails the task (and, Spark's retries
 spent, the batch) before the chunk reaches a file; nothing of the batch is committed, and the
 error names the column, the table and how many nulls. A null count is kept by every Arrow

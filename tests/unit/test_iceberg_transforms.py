@@ -123,7 +123,7 @@ def rows_of(batch_id: int) -> pa.RecordBatch:
                             "grp": pa.array(["a" if i % 2 else "b" for i in ids])})
 
 
-def commit_batch(cfg: SinkConfig, batch_id: int) -> None:
+def commit_batch(cfg: SinkConfig, batch_id: int, *, rows: pa.RecordBatch | None = None) -> None:
     """One micro-batch as Spark drives it: the plan (the table's field ids, the directories'
     terms: a joined table's names at the first batch, the committed ones after), one task,
     the commit with the planned config (the writer Spark pickles)."""
@@ -134,7 +134,7 @@ def commit_batch(cfg: SinkConfig, batch_id: int) -> None:
     layout = laid_out(storage, cfg, None) if state is None else as_committed(storage, cfg, state)
     planned = committer.planned(layout)
     report = TaskWriter(storage, planned, plan, batch_id=batch_id, partition=0, attempt=0,
-                        query_id="q1").write([rows_of(batch_id)])
+                        query_id="q1").write([rows_of(batch_id) if rows is None else rows])
     Committer(storage, planned, json.dumps(SCHEMA)).commit(batch_id, [report])
 
 
@@ -226,24 +226,9 @@ def test_a_table_pyiceberg_made_is_joined_under_its_own_partition_names(tmp_path
     with the same transforms of the same columns, or with no partitionBy at all, joins the
     table and writes its directories under the table's names (``grp``, identity, out of the
     files), through restarts; a restart with other terms is refused."""
-    from pyiceberg.catalog import load_catalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
-    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
-
-    from commit_protocol.tables.iceberg.table import catalog_properties
-
     cfg = config(str(tmp_path), partition_by)
     cfg = dataclasses.replace(cfg, table_options={"identifier": "lake.events"})
-    catalog = load_catalog("rotsink", **catalog_properties(f"file://{tmp_path}", {}))
-    catalog.create_namespace("lake")
-    theirs = catalog.create_table("lake.events", schema=Schema(
-        NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()),
-        NestedField(3, "grp", StringType())))
-    with theirs.update_spec() as spec:  # named by pyiceberg
-        spec.add_field("ts", DayTransform())
-        spec.add_field("id", BucketTransform(4))
-        spec.add_field("grp", IdentityTransform())
+    catalog = their_table(tmp_path)
     assert [f.name for f in catalog.load_table("lake.events").spec().fields] == \
         ["ts_day", "id_bucket_4", "grp"]
     joined = joined_terms(open_storage(cfg.path), cfg)
@@ -331,25 +316,10 @@ def test_a_crash_after_the_first_log_commit_of_a_joined_table_is_caught_up(tmp_p
     """The table pyiceberg made has no mark of the output yet when the driver dies between
     the first batch's two commit points: the restart catches the batch up rather than
     taking the table for a replaced one."""
-    from pyiceberg.catalog import load_catalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
-    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
-
-    from commit_protocol.tables.iceberg.table import catalog_properties
     from commit_protocol.vocabulary import failpoints
 
-    cfg = dataclasses.replace(config(str(tmp_path), "days(ts), bucket(4, id), grp"),
-                              table_options={"identifier": "lake.events"})
-    catalog = load_catalog("rotsink", **catalog_properties(f"file://{tmp_path}", {}))
-    catalog.create_namespace("lake")
-    theirs = catalog.create_table("lake.events", schema=Schema(
-        NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()),
-        NestedField(3, "grp", StringType())))
-    with theirs.update_spec() as spec:
-        spec.add_field("ts", DayTransform())
-        spec.add_field("id", BucketTransform(4))
-        spec.add_field("grp", IdentityTransform())
+    cfg = joined_config(tmp_path)
+    catalog = their_table(tmp_path)
     monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
     with pytest.raises(failpoints.FailpointError):
         commit_batch(cfg, 0)
@@ -361,3 +331,50 @@ def test_a_crash_after_the_first_log_commit_of_a_joined_table_is_caught_up(tmp_p
     written = Counter(r["id"] for r in rows_of(0).to_pylist())
     table = catalog.load_table("lake.events")
     assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
+
+
+def test_a_null_in_a_required_column_fails_the_task_before_anything_is_visible(tmp_path):
+    """A table whose ``id`` is required (NOT NULL): a null would make its files unreadable
+    to the engines that trust the schema; the task fails first, naming the column."""
+    from commit_protocol.vocabulary.errors import ConstraintError
+
+    cfg = joined_config(tmp_path)
+    catalog = their_table(tmp_path, required_id=True)
+    commit_batch(cfg, 0)
+    table = catalog.load_table("lake.events")
+    ids = Counter(table.scan().to_arrow().column("id").to_pylist())
+    assert ids == Counter(r["id"] for r in rows_of(0).to_pylist())
+    nulls = rows_of(1).to_pydict()
+    nulls["id"][3] = None
+    with pytest.raises(ConstraintError, match="column 'id' is NOT NULL in the iceberg table, "
+                                              "and batch 1 has 1 null value"):
+        commit_batch(cfg, 1, rows=pa.record_batch(nulls, schema=rows_of(1).schema))
+    table = catalog.load_table("lake.events")
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == ids
+
+
+def joined_config(tmp_path) -> SinkConfig:
+    return dataclasses.replace(config(str(tmp_path), "days(ts), bucket(4, id), grp"),
+                               table_options={"identifier": "lake.events"})
+
+
+def their_table(tmp_path, *, required_id: bool = False):
+    """The table another writer (pyiceberg) made in the output's embedded catalog, as
+    ``lake.events``: days(ts), bucket(4, id), grp, under pyiceberg's partition names."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+    from commit_protocol.tables.iceberg.table import catalog_properties
+
+    catalog = load_catalog("rotsink", **catalog_properties(f"file://{tmp_path}", {}))
+    catalog.create_namespace("lake")
+    theirs = catalog.create_table("lake.events", schema=Schema(
+        NestedField(1, "id", LongType(), required=required_id),
+        NestedField(2, "ts", TimestamptzType()), NestedField(3, "grp", StringType())))
+    with theirs.update_spec() as spec:  # named by pyiceberg
+        spec.add_field("ts", DayTransform())
+        spec.add_field("id", BucketTransform(4))
+        spec.add_field("grp", IdentityTransform())
+    return catalog

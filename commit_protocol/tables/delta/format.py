@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
@@ -32,8 +32,8 @@ class DeltaFormat(TableFormat):
         uri, options = delta_location(storage.root_uri, config)
         return DeltaFollowedTable(uri, options, storage)
 
-    def required_columns(self, storage: Storage, config: SinkConfig) -> tuple[str, ...]:
-        return self.open(storage, config).required_columns()
+    def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
+        return replace(config, required_columns=self.open(storage, config).required_columns())
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """Without partitionBy, a table that exists gives its partition columns (each an

@@ -4,7 +4,7 @@ plans and the directories its table owns; the table itself is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
@@ -45,11 +45,14 @@ class IcebergFormat(TableFormat):
     def open(self, storage: Storage, config: SinkConfig) -> IcebergFollowedTable:
         return IcebergFollowedTable(storage.root_uri, config)
 
-    def field_ids(self, storage: Storage, config: SinkConfig,
-                  schema_json: str) -> tuple[tuple[str, int], ...]:
+    def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
         from commit_protocol.tables.iceberg.ids import planned_ids
 
-        return planned_ids(self.open(storage, config).loaded(), schema_json)
+        table = self.open(storage, config).loaded()
+        required = () if table is None else tuple(f.name for f in table.schema().fields
+                                                  if f.required)
+        return replace(config, field_ids=planned_ids(table, schema_json),
+                       required_columns=required)
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """A table that exists names the hidden directories where it has the same transforms
