@@ -77,8 +77,11 @@ class SinkConfig:
     # (Iceberg: commit_protocol.tables.iceberg.ids); empty: columns resolved by name
     field_ids: tuple[tuple[str, int], ...] = ()
     # the table's NOT NULL columns (Delta) or required fields (Iceberg), read at planning:
-    # a task fails rather than write a null into one (commit_protocol.task.required)
+    # a task fails rather than write a null into one (commit_protocol.task.row_rules)
     required_columns: tuple[str, ...] = ()
+    # the table's generated columns (Delta's), read at planning: (name, expression, type),
+    # computed by the tasks where the stream lacks them (commit_protocol.tables.delta.generated)
+    generated_columns: tuple[tuple[str, str, str], ...] = ()
     # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)
     query_name: str = ""
     # Spark's streaming metrics on: the driver directory the commits leave the query's

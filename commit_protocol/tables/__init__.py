@@ -233,6 +233,12 @@ class TableFormat:
         default."""
         return config
 
+    def widened(self, config: SinkConfig, schema_json: str) -> str:
+        """Driver, for each micro-batch's writer: the stream's schema with the columns the
+        table computes for it (Delta's generated columns) appended, as the output's schema;
+        as given by default."""
+        return schema_json
+
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """Driver, when the first batch of an output is planned: every partition term of its
         directories, partitionBy's; a format whose tables name partition fields apart from

@@ -32,7 +32,7 @@ from commit_protocol.task.bulk_files import FinishedRatio, HeldRows, StagedPartF
 from commit_protocol.task.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.task.partitioning import split_by_partition
 from commit_protocol.task.pipeline import ChunkPipeline, EarlySync
-from commit_protocol.task.required import check_required
+from commit_protocol.task.row_rules import ruled
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.vocabulary.naming import INPROGRESS_DIR, final_name, partition_claim, temp_name
@@ -207,9 +207,7 @@ class TaskWriter:
     def _write_chunk(self, batch: pa.RecordBatch) -> None:
         """One chunk of the task's rows, split by partition directory (the pipeline's
         worker thread: the only one writing files while rows arrive)."""
-        if self.config.required_columns:
-            check_required(batch, self.config.required_columns, batch_id=self.batch_id,
-                           table=self.config.table_format)
+        batch = ruled(batch, self.config, batch_id=self.batch_id)
         for directory, rows in split_by_partition(batch, self.config.partition_by,
                                                  self.config.partition_terms):
             if rows.num_rows:

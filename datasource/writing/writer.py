@@ -29,7 +29,7 @@ from commit_protocol.records.schema_evolution import (
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.storage.access import check_access
-from commit_protocol.tables import recorded_table
+from commit_protocol.tables import recorded_table, table_format_of
 from commit_protocol.vocabulary.errors import (
     CommitError,
     OptionError,
@@ -187,6 +187,11 @@ def stream_writer(options: Mapping[str, str], schema: StructType) -> RotSinkStre
     from datasource.writing.schema_check import check_schema, check_table_schema
 
     config = parse_sink_options(options)
+    if config.table_format is not None:  # with the columns the table computes (generated)
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(json.loads(table_format_of(config).widened(
+            config, schema.json())))
     check_schema(config.format, config.partition_by, schema)
     if config.table_format is not None:
         check_table_schema(config.table_format, config.partition_by, schema)

@@ -283,3 +283,38 @@ if "delta" in READERS:
         shown("rotsink joined a Delta table Spark's SQL made (NOT NULL, deletion vectors, "
               "change feed, a column of its own); a null id failed the query, nothing "
               "committed")
+
+    def test_a_stream_fills_the_generated_day_of_a_delta_table_spark_s_sql_made(
+            spark, tmp_path, shown):
+        """The usual way to partition a Delta table by day: ``day DATE GENERATED ALWAYS AS
+        (CAST(ts AS DATE))``. The stream gives ``ts`` only and no partitionBy: rotsink
+        computes each row's day in the session's time zone, as Spark's own Delta writer does
+        (the expected days are Spark's CAST of the input, in the same zone)."""
+        out = tmp_path / "out"
+        table = f"delta.`{out}`"
+        zone = spark.conf.get("spark.sql.session.timeZone")
+        spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+        try:
+            spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING, grp STRING, score "
+                      "DOUBLE, ts TIMESTAMP, day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))) "
+                      "USING delta PARTITIONED BY (day)").collect()
+            write_input(tmp_path, 0, 3)
+            timed = "timestamp_seconds(1796068800 + id * 25000) AS ts"  # 2026-12-01T04:00Z
+            (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+             .json(str(tmp_path / "in")).selectExpr("*", timed)
+             .writeStream.format("rotsink").options(**{
+                 "format": "parquet", "table.format": "delta", "rotation.maxBatches": "1"})
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+             .start(str(out)).awaitTermination())
+            expected = {r.id: r.day for r in spark.read.schema(SCHEMA).json(
+                str(tmp_path / "in")).selectExpr("id", f"CAST({timed.split(' AS ')[0]} AS "
+                                                 "DATE) AS day").collect()}
+            found = {r.id: r.day for r in spark.sql(f"SELECT id, day FROM {table}").collect()}
+        finally:
+            spark.conf.set("spark.sql.session.timeZone", zone)
+        assert found == expected
+        assert len(set(expected.values())) > 1
+        assert sorted(p.name for p in out.glob("day=*")) == sorted(
+            f"day={d}" for d in set(expected.values()))
+        shown(f"rotsink filled a generated day column of a Delta table Spark's SQL made: "
+              f"{len(found)} rows over {len(set(found.values()))} days, each Spark's day")

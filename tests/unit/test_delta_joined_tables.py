@@ -6,6 +6,8 @@ or refused at start by name, and a NOT NULL column never receives a null."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import json
 import re
 
 import pyarrow as pa
@@ -164,12 +166,16 @@ def test_a_null_in_a_not_null_column_fails_the_task_before_anything_is_visible(t
     assert finalized(cfg) == listed
 
 
-def _commit_rows(cfg: SinkConfig, batch_id: int, rows: pa.RecordBatch) -> None:
+def _commit_rows(cfg: SinkConfig, batch_id: int, rows: pa.RecordBatch,
+                 schema_json: str = SCHEMA_JSON) -> None:
+    """One micro-batch of ``rows`` as Spark drives it: the output's schema as the writer
+    widens it, the plan, one task, the commit."""
     from commit_protocol.records.plan import WritePlan
+    from commit_protocol.tables.delta.format import FORMAT
     from commit_protocol.task.task_writer import TaskWriter
 
     storage = open_storage(cfg.path)
-    committer = Committer(storage, cfg, SCHEMA_JSON)
+    committer = Committer(storage, cfg, FORMAT.widened(cfg, schema_json))
     plan = WritePlan.from_state(committer.latest_state(), storage.root_uri)
     report = TaskWriter(storage, committer.planned(cfg), plan, batch_id=batch_id, partition=0,
                         attempt=0, query_id=QUERY).write([rows])
@@ -250,3 +256,72 @@ def _their_table_with(cfg: SinkConfig, schema: pa.Schema,
               for f in schema]
     DeltaTable.create(cfg.path, Schema(fields), partition_by=["grp"],
                       configuration=configuration)
+
+
+TS_SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
+    {"name": name, "type": kind, "nullable": True, "metadata": {}}
+    for name, kind in (("id", "long"), ("grp", "string"), ("ts", "timestamp"))]})
+ZONE = "America/Los_Angeles"  # the session's: Spark's Arrow batches carry it
+
+
+def timed_rows(batch_id: int, *, day: list | None = None) -> pa.RecordBatch:
+    """Six rows 7 hours apart from 2026-11-30 20:00 UTC, whose days differ in UTC and the
+    zone, and a null; each batch the same days (its files roll at the second)."""
+    ids = list(range(batch_id * 6, batch_id * 6 + 6))
+    start = dt.datetime(2026, 11, 30, 20, tzinfo=dt.timezone.utc)
+    ts = [None if i % 6 == 4 else start + dt.timedelta(hours=7 * (i % 6)) for i in ids]
+    columns = {"id": pa.array(ids, pa.int64()), "grp": pa.array(["a"] * 6),
+               "ts": pa.array(ts, pa.timestamp("us", ZONE))}
+    if day is not None:
+        columns["day"] = pa.array(day, pa.date32())
+    return pa.record_batch(columns)
+
+
+def generated_table(cfg: SinkConfig, expression: str = "CAST(ts AS DATE)") -> SinkConfig:
+    """Another writer's table partitioned by a generated day, as Spark's SQL makes it:
+    ``day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))``."""
+    from deltalake import DeltaTable, Field, Schema
+    from deltalake.schema import PrimitiveType
+
+    fields = [Field("id", PrimitiveType("long")), Field("grp", PrimitiveType("string")),
+              Field("ts", PrimitiveType("timestamp")),
+              Field("day", PrimitiveType("date"),
+                    metadata={"delta.generationExpression": expression})]
+    DeltaTable.create(cfg.path, Schema(fields), partition_by=["day"])
+    return dataclasses.replace(cfg, partition_by=("day",))
+
+
+def test_a_generated_day_the_stream_lacks_is_computed_in_the_session_s_zone(tmp_path):
+    from zoneinfo import ZoneInfo
+
+    cfg = generated_table(table_config(str(tmp_path / "out")))
+    start(dataclasses.replace(cfg))  # the start's check: the expression is one rotsink computes
+    for batch_id in range(2):
+        _commit_rows(cfg, batch_id, timed_rows(batch_id), TS_SCHEMA_JSON)
+    from deltalake import QueryBuilder
+
+    found = pa.table(QueryBuilder().register("t", delta(cfg)).execute(
+        "select id, ts, day from t").read_all()).to_pylist()
+    expected = {r["id"]: None if r["ts"] is None else r["ts"].astimezone(ZoneInfo(ZONE)).date()
+                for b in range(2) for r in timed_rows(b).to_pylist()}
+    assert {r["id"]: r["day"] for r in found} == expected
+    utc = {r["id"]: r["ts"] and r["ts"].astimezone(dt.timezone.utc).date()
+           for r in timed_rows(0).to_pylist()}
+    assert any(utc[i] != expected[i] for i in utc)  # the zone decides some rows' day
+    assert all(p.startswith("day=") for p in finalized(cfg))  # directories by the generated day
+
+
+def test_a_generated_value_the_stream_gives_is_checked(tmp_path):
+    cfg = generated_table(table_config(str(tmp_path / "out")))
+    given = json.loads(TS_SCHEMA_JSON)
+    given["fields"].append({"name": "day", "type": "date", "nullable": True, "metadata": {}})
+    def days(batch_id: int) -> list[dt.date | None]:  # PST in December: UTC-8
+        return [r["ts"] and r["ts"].astimezone(dt.timezone(dt.timedelta(hours=-8))).date()
+                for r in timed_rows(batch_id).to_pylist()]
+
+    _commit_rows(cfg, 0, timed_rows(0, day=days(0)), json.dumps(given))
+    wrong = [*days(1)[:-1], dt.date(2000, 1, 1)]
+    with pytest.raises(ConstraintError, match=re.escape(
+            "column 'day' is generated as CAST(ts AS DATE) in the delta table, and 1 row(s) "
+            "give it another value")):
+        _commit_rows(cfg, 1, timed_rows(1, day=wrong), json.dumps(given))

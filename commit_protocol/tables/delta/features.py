@@ -25,13 +25,16 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from commit_protocol.tables.delta.generated import SPELLED, Generated, parse_generated
+
 # Features rotsink's appends honour, and how (docs/tables.md, "Delta table features")
 WRITTEN = {
     "appendOnly": "rotsink only appends to a Delta table",
     "invariants": "NOT NULL columns are checked by the tasks before a file is written",
     "checkConstraints": "supported while the table has no CHECK constraint",
     "changeDataFeed": "an append's rows are inserts in the change data feed (no cdc files)",
-    "generatedColumns": "supported while the table has no generated column",
+    "generatedColumns": "the tasks compute a date, year, month, day or hour of a time "
+                        "column, and check a value the stream gives",
     "timestampNtz": "TIMESTAMP_NTZ columns are written as the stream gives them",
     "deletionVectors": "another writer's deletes in place are named; the table's readers "
                        "apply them",
@@ -61,6 +64,7 @@ REFUSED = {
     "inCommitTimestamp": "in-commit timestamps are written by the writer, which delta-rs "
                          "does not do for rotsink's commits",
 }
+_TIME_TYPES = ("timestamp", "timestamp_ntz", "date")
 # writer version below 7 -> the features it implies (Delta's protocol, "Table Features")
 _LEGACY = {2: ("appendOnly", "invariants"), 3: ("checkConstraints",),
            4: ("changeDataFeed", "generatedColumns"), 5: ("columnMapping",),
@@ -107,11 +111,12 @@ def check_table_features(uri: str, table: Any) -> None:
                        f"(ALTER TABLE ... DROP CONSTRAINT {name}) or check the rows in the "
                        "query before the sink")
     for path, key, value in _field_metadata(schema):
-        if key == "delta.generationExpression":
+        if key == "delta.generationExpression" and generated_column(schema, path) is None:
             raise _refusal(uri, f"the generated column {path} (GENERATED ALWAYS AS "
-                                f"({value}))", "rotsink does not compute Delta's generation "
-                                "expressions; compute the column in the query and drop "
-                                "its expression, or write to a table without it")
+                                f"({value}))", "rotsink computes a date, year, month, day or "
+                                f"hour of a timestamp or date column ({', '.join(SPELLED)}) "
+                                "and no other expression; compute the column in the query "
+                                "and drop its expression, or write to a table without it")
         if key.startswith("delta.identity."):
             raise _refusal(uri, f"the identity column {path}", REFUSED["identityColumns"])
         if key == "delta.invariants":
@@ -120,6 +125,28 @@ def check_table_features(uri: str, table: Any) -> None:
     for path in _nested_required(schema):
         raise _refusal(uri, f"the NOT NULL nested field {path}",
                        "rotsink checks NOT NULL on top-level columns only")
+
+
+def generated_columns(table: Any) -> tuple[Generated, ...]:
+    """The table's generated columns, each one rotsink computes (the check refused others)."""
+    schema = json.loads(table.schema().to_json())
+    found = (generated_column(schema, f["name"]) for f in schema["fields"])
+    return tuple(g for g in found if g is not None)
+
+
+def generated_column(schema: dict[str, Any], name: str) -> Generated | None:
+    """Top-level column ``name`` of ``schema`` as a generated column rotsink computes; None
+    for a column that is not generated, or whose expression it does not compute."""
+    fields = {f["name"]: f for f in schema["fields"]}
+    field = fields.get(name)
+    expression = field and (field.get("metadata") or {}).get("delta.generationExpression")
+    if field is None or not expression or not isinstance(field["type"], str):
+        return None
+    found = parse_generated(name, expression, field["type"])
+    source = None if found is None else fields.get(found.source)
+    if source is None or source["type"] not in _TIME_TYPES:
+        return None
+    return found
 
 
 def required_columns(table: Any) -> tuple[str, ...]:

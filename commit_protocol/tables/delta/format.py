@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
@@ -33,7 +34,24 @@ class DeltaFormat(TableFormat):
         return DeltaFollowedTable(uri, options, storage)
 
     def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
-        return replace(config, required_columns=self.open(storage, config).required_columns())
+        table = self.open(storage, config)
+        return replace(config, required_columns=table.required_columns(), generated_columns=tuple(
+            (g.name, g.expression, g.type_name) for g in table.generated_columns()))
+
+    def widened(self, config: SinkConfig, schema_json: str) -> str:
+        """The table's generated columns the stream lacks, appended (nullable, as Delta
+        stores a stream's columns): the tasks compute them, the log records them. (The
+        table as this process last read it: no request after the first.)"""
+        from commit_protocol.storage import open_storage
+
+        schema = json.loads(schema_json)
+        have = {f["name"] for f in schema["fields"]}
+        table = self.open(open_storage(config.path, config.fs_options), config)
+        added = [{"name": g.name, "type": g.type_name, "nullable": True, "metadata": {}}
+                 for g in table.generated_columns() if g.name not in have]
+        if not added:
+            return schema_json
+        return json.dumps({**schema, "fields": [*schema["fields"], *added]})
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """Without partitionBy, a table that exists gives its partition columns (each an

@@ -45,7 +45,12 @@ from commit_protocol.tables import (
     TableFile,
     TableHealth,
 )
-from commit_protocol.tables.delta.features import check_table_features, required_columns
+from commit_protocol.tables.delta.features import (
+    check_table_features,
+    generated_columns,
+    required_columns,
+)
+from commit_protocol.tables.delta.generated import Generated
 from commit_protocol.tables.delta.snapshots import Snapshot, forget, snapshot
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
@@ -148,6 +153,11 @@ class DeltaFollowedTable:
         """The table's partition columns; None where there is no table yet."""
         table = self.loaded(fresh=False)
         return None if table is None else tuple(table.metadata().partition_columns)
+
+    def generated_columns(self) -> tuple[Generated, ...]:
+        """The table's generated columns (as this process last knew the table)."""
+        table = self.loaded(fresh=False)
+        return () if table is None else generated_columns(table)
 
     def required_columns(self) -> tuple[str, ...]:
         """The table's NOT NULL top-level columns (as this process last knew the table: a

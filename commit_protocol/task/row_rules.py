@@ -1,4 +1,10 @@
-"""The table's NOT NULL columns, checked on each chunk of a task's rows before any is written.
+"""What the table asks of each chunk of a task's rows before any is written: its generated
+columns computed (or checked), then its NOT NULL columns checked.
+
+A Delta table's generated columns (``day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))``) are
+computed where the stream lacks them and checked where it gives them
+(:mod:`commit_protocol.tables.delta.generated`), before the rows are split into partition
+directories: a generated column is usually the one the table is partitioned by.
 
 A Delta table another writer made may declare columns NOT NULL, an Iceberg table required
 fields; their writers must never commit a null into one (Delta's invariants, Iceberg's
@@ -13,7 +19,22 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from commit_protocol.records.config import SinkConfig
 from commit_protocol.vocabulary.errors import ConstraintError
+
+
+def ruled(batch: pa.RecordBatch, config: SinkConfig, *, batch_id: int) -> pa.RecordBatch:
+    """``batch`` as the table takes it (see the module's docstring); as it is without a
+    table rule."""
+    if config.generated_columns:
+        from commit_protocol.tables.delta.generated import parse_generated, with_generated
+
+        generated = tuple(parse_generated(*g) for g in config.generated_columns)
+        batch = with_generated(batch, tuple(g for g in generated if g is not None))
+    if config.required_columns:
+        check_required(batch, config.required_columns, batch_id=batch_id,
+                       table=config.table_format)
+    return batch
 
 
 def check_required(batch: pa.RecordBatch, columns: tuple[str, ...], *, batch_id: int,
