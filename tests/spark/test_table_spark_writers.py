@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.jvm import table_reader_formats
-from tests.support.streams import SCHEMA, group_of, write_numbered_source
+from tests.support.streams import SCHEMA, group_of, refused_at_start, write_numbered_source
 from tests.support.table_spark import iceberg_catalog_options, identifier, sql_table
 
 pytestmark = [pytest.mark.compat, pytest.mark.spark_tables]
@@ -202,6 +202,23 @@ if "iceberg" in READERS:
             lambda: run_writer(spark, tmp_path, "iceberg", iceberg_catalog_db))
         assert error is not None and "Found conflicting files" in str(error), error
         assert scores(spark, "iceberg", tmp_path) == before | {i: i / 4 for i in new}
+
+
+    def test_a_format_version_3_table_spark_made_is_refused_at_start(
+            spark, tmp_path, iceberg_catalog_db):
+        """Spark's Iceberg makes v3 tables (row lineage); pyiceberg 0.12, which commits
+        rotsink's, cannot write them: refused when the query starts, naming the version,
+        with nothing written (found at the first table commit instead, after the batch's
+        log commit, every batch would fail there)."""
+        table = sql_table("iceberg", tmp_path / "out", tmp_path)
+        spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING, grp STRING, score DOUBLE) "
+                  "USING iceberg PARTITIONED BY (grp) "
+                  "TBLPROPERTIES ('format-version' = '3')").collect()
+        write_input(tmp_path, 0, 1)
+        with refused_at_start("is format version 3, which pyiceberg .* cannot write yet"):
+            run_writer(spark, tmp_path, "iceberg", iceberg_catalog_db)
+        assert not (tmp_path / "out").exists()
+        assert spark.sql(f"SELECT count(*) AS n FROM {table}").first().n == 0
 
 
 if "delta" in READERS:

@@ -84,6 +84,8 @@ DATA_PATH = "write.data.path"
 COPY_ON_WRITE = {f"write.{change}.mode": "copy-on-write"
                  for change in ("delete", "update", "merge")}
 _ATTEMPTS = 5
+# The newest Iceberg format version pyiceberg 0.12 writes (v3: apache/iceberg-python#1551)
+WRITTEN_VERSION = 2
 
 
 class IcebergFollowedTable:
@@ -164,6 +166,11 @@ class IcebergFollowedTable:
         table = self.loaded()
         if table is None:
             return
+        if table.format_version > WRITTEN_VERSION:  # else each table commit would fail
+            raise TableError(f"Iceberg table {self.identifier} is format version "
+                             f"{table.format_version}, which pyiceberg (the library that commits "
+                             f"it) cannot write yet (apache/iceberg-python#1551): join a table of "
+                             f"version {WRITTEN_VERSION} or lower, or write to a new table")
         found = terms_of(table.spec(), table.schema())
         if not same_spec(found, terms):
             raise TableError(f"Iceberg table {self.identifier} is partitioned by "
@@ -258,7 +265,7 @@ class IcebergFollowedTable:
         if namespace:
             self.catalog.create_namespace_if_not_exists(namespace)
         properties = {**COPY_ON_WRITE, **created_properties(commit.owner),
-                      DATA_PATH: self.root, "format-version": "2",
+                      DATA_PATH: self.root, "format-version": str(WRITTEN_VERSION),
                       "schema.name-mapping.default":
                           create_mapping_from_schema(schema).model_dump_json()}
         location: dict[str, Any] = {}
