@@ -37,6 +37,7 @@ from commit_protocol.reading import (
     split_files,
     spread,
 )
+from commit_protocol.reading.hidden_terms import may_hold
 from commit_protocol.reading.predicates import passes
 from commit_protocol.reading.splits import MAX_PARTITION_BYTES, MIN_PARTITIONS, OPEN_COST_BYTES
 from commit_protocol.records.state import SinkState
@@ -47,6 +48,7 @@ from commit_protocol.vocabulary.errors import (
     OptionError,
     RotsinkError,
 )
+from commit_protocol.vocabulary.naming import parse_partition_dir
 from commit_protocol.vocabulary.uris import from_uri
 from datasource.options.names import (
     AS_OF_BATCH,
@@ -138,6 +140,7 @@ class RotSinkReader(DataSourceReader):
         self.path = driver_path(options["path"])
         self.batch = batch
         self.layout = ReadLayout.of(state)
+        self.terms = state.partition_terms  # hidden ones prune by their source columns
         self.fs_options = fs_options(options)
         self.keys = KeyRefs.from_options(options)  # references only; resolved per task
         if state.encrypted:
@@ -163,8 +166,10 @@ class RotSinkReader(DataSourceReader):
 
     def planned_files(self) -> list:
         """The files this read plans: all of the state's, less the directories the pushed
-        partition filters rule out (driver)."""
-        if not self.planning_filters:
+        partition filters rule out, and those of hidden partitions (``ts_day=...``) whose
+        values rule out the filters on their source columns (driver)."""
+        hidden = [t for t in self.terms if t.hidden]
+        if not self.planning_filters and not (hidden and self.task_filters.data):
             return list(self.files)
         kept: dict[str, bool] = {}
         for f in self.files:
@@ -172,7 +177,9 @@ class RotSinkReader(DataSourceReader):
                 values = partition_values(f.directory, self.arrow_schema,
                                           self.layout.partition_by, "UTC")
                 kept[f.directory] = passes(self.planning_filters,
-                                           {k: v.as_py() for k, v in values.items()})
+                                           {k: v.as_py() for k, v in values.items()}) and \
+                    may_hold(self.task_filters.data, hidden, parse_partition_dir(f.directory),
+                             self.arrow_schema)
         return [f for f in self.files if kept[f.directory]]
 
     def partitions(self) -> list[FilesPartition]:

@@ -14,6 +14,7 @@ import decimal
 import json
 import struct
 from collections import Counter
+from pathlib import Path
 
 import mmh3
 import pyarrow as pa
@@ -393,3 +394,45 @@ def test_a_table_of_each_format_version_pyiceberg_writes_is_joined(tmp_path, ver
     assert table.format_version == version
     written = Counter(r["id"] for b in range(3) for r in rows_of(b).to_pylist())
     assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
+
+
+@pytest.mark.parametrize("spark_filter, passes", [
+    (("GreaterThanOrEqual", "ts", EPOCH + dt.timedelta(days=20_004, hours=5)),
+     lambda r: r["ts"] is not None and r["ts"] >= EPOCH + dt.timedelta(days=20_004, hours=5)),
+    (("LessThan", "ts", EPOCH + dt.timedelta(days=20_002)),
+     lambda r: r["ts"] is not None and r["ts"] < EPOCH + dt.timedelta(days=20_002)),
+    (("EqualTo", "id", 57), lambda r: r["id"] == 57),
+    (("In", "id", (3, 90)), lambda r: r["id"] in (3, 90)),
+    (("IsNull", "ts", None), lambda r: r["ts"] is None),
+], ids=["ts>=", "ts<", "id=", "id-in", "ts-null"])
+def test_rotsink_s_reader_skips_hidden_partitions_a_filter_on_their_column_rules_out(
+        tmp_path, spark_filter, passes):
+    """A filter on ``ts`` skips ``ts_day`` directories, one on ``id`` the ``id_bucket``
+    ones that cannot hold its value; every row that passes is still read (the expected
+    rows: the input, filtered here)."""
+    from pyspark.sql import datasource as spark_filters
+
+    from datasource.reading.reader import PruningRotSinkReader, committed_schema
+
+    cfg = config(str(tmp_path))
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    kind, column, value = spark_filter
+    made = getattr(spark_filters, kind)
+    pushed = made((column,)) if value is None else made((column,), value)
+    options = {"path": cfg.path}
+    reader = PruningRotSinkReader(options, committed_schema(options))
+    every = {f.directory for f in reader.planned_files()}
+    assert reader.pushFilters([pushed]) == [pushed]  # Spark still evaluates it on each row
+    planned = {f.directory for f in reader.planned_files()}
+    read = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+    wanted = [r for b in range(4) for r in rows_of(b).to_pylist() if passes(r)]
+    assert Counter(r["id"] for r in read if passes(r)) == Counter(r["id"] for r in wanted)
+    assert planned < every  # something skipped
+    holding = {d for d in every if any(passes(r) for r in read_directory(cfg, d))}
+    assert holding <= planned
+
+
+def read_directory(cfg: SinkConfig, directory: str) -> list[dict]:
+    return [r for p in Path(cfg.path, directory).glob("*.parquet")
+            for r in pq.read_table(p).to_pylist()]
