@@ -135,9 +135,8 @@ def test_a_stream_into_a_table_partitioned_by_days_and_buckets(spark, tmp_path, 
     stream's columns alone, skipping the directories a filter on ``ts`` or ``id`` rules out."""
     import datetime as dt
     import json
-    import struct
-
     import shutil
+    import struct
 
     import mmh3
     import pyarrow.parquet as pq
