@@ -325,3 +325,50 @@ def test_a_generated_value_the_stream_gives_is_checked(tmp_path):
             "column 'day' is generated as CAST(ts AS DATE) in the delta table, and 1 row(s) "
             "give it another value")):
         _commit_rows(cfg, 1, timed_rows(1, day=wrong), json.dumps(given))
+
+
+@pytest.mark.parametrize("point", ["table.before_follow", "table.after_follow",
+                                   "table.before_commit", "table.after_commit",
+                                   "driver.after_log_write"])
+@pytest.mark.parametrize("batch", [0, 3])
+def test_a_crash_at_each_table_step_of_a_joined_table_loses_and_doubles_nothing(
+        tmp_path, monkeypatch, point, batch):
+    """Another writer's table partitioned by a generated day, NOT NULL id: the driver dies
+    at a step of batch ``batch`` (the first one, which follows the table's own files in, or
+    a later one), a new driver starts the query again and replays the batch: every row of
+    theirs and of the stream's is in the table once, and the output's log lists what the
+    table does."""
+    from deltalake import DeltaTable, Field, Schema, write_deltalake
+    from deltalake.schema import PrimitiveType
+
+    cfg = dataclasses.replace(table_config(str(tmp_path / "out")), partition_by=("day",))
+    fields = [Field("id", PrimitiveType("long"), nullable=False),
+              Field("grp", PrimitiveType("string")), Field("ts", PrimitiveType("timestamp")),
+              Field("day", PrimitiveType("date"),
+                    metadata={"delta.generationExpression": "CAST(ts AS DATE)"})]
+    DeltaTable.create(cfg.path, Schema(fields), partition_by=["day"])
+    # delta-rs computes their day (in UTC: its session's zone)
+    write_deltalake(cfg.path, pa.table(timed_rows(100)), mode="append")
+    raised = []
+    for batch_id in range(5):
+        if batch_id == batch:  # another writer appends, then the driver dies at the step
+            write_deltalake(cfg.path, pa.table(timed_rows(200)), mode="append")
+            monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+        try:
+            _commit_rows(cfg, batch_id, timed_rows(batch_id), TS_SCHEMA_JSON)
+        except failpoints.FailpointError:
+            raised.append(batch_id)
+            monkeypatch.delenv(failpoints.ENV_VAR)
+            forget()  # a new driver starts the query again and replays the batch
+            start(cfg)
+            _commit_rows(cfg, batch_id, timed_rows(batch_id), TS_SCHEMA_JSON)
+    assert raised and raised[0] in (batch, batch + 1)  # the follow: at the next log file
+    expected = sorted(r["id"] for b in (100, 200, *range(5))
+                      for r in timed_rows(b).to_pylist())
+    found = table_ids(cfg)
+    finished = set(range(0, 4 * 6)) | {r["id"] for b in (100, 200)  # batch 4: still open
+                                       for r in timed_rows(b).to_pylist()}
+    assert found == sorted(i for i in expected if i in finished)
+    actions = delta(cfg).get_add_actions(flatten=True)
+    assert dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
+                    strict=True)) == finalized(cfg)
