@@ -292,7 +292,7 @@ class Committer:
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
         table = {} if self.config.table_format is None else \
-            table_format_of(self.config).record(self.config)
+            table_format_of(self.config).record(self.config, reports)
         extra = advanced({**state.extra, **table},
                          after=state.batch_id, batch_id=batch_id, files=files,
                          appended=appended, finalized=len(publish),

@@ -62,6 +62,8 @@ class TaskReport:
     ``claimed`` says the task won its (batch, partition) claim: no other attempt of it could
     append in place to the partition's committed in-progress files. ``basis`` is the state
     the task was planned from (None when its plan was not read from the log).
+    ``time_zone`` is the zone the task's timestamp partition columns arrived in (Spark's
+    session zone, which names their directories), None without one.
     """
 
     batch_id: int
@@ -72,3 +74,4 @@ class TaskReport:
     skipped: bool = False
     claimed: bool = False
     basis: PlanBasis | None = None
+    time_zone: str | None = None

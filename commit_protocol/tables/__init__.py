@@ -26,7 +26,7 @@ folder (``tables/hudi/``, its ``format`` module defining ``FORMAT``) and one lin
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,12 +37,16 @@ if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
     from commit_protocol.records.config import SinkConfig
+    from commit_protocol.records.messages import TaskReport
     from commit_protocol.storage import Storage
 
 
 # The keys under which a committed state records the table that follows the log and its
 # options (so that ``rotsink verify`` finds it): secrets only as references (env:, file:)
 TABLE_KEY, TABLE_OPTIONS_KEY = "table", "table_options"
+# ... and the zone its timestamp partition directories are named in (Spark's session zone, as
+# the batch's tasks found it), which a table recording instants needs to read them back
+PARTITION_ZONE_KEY = "partition_time_zone"
 SECRET_WORDS = ("secret", "credential", "token", "password")
 
 
@@ -85,6 +89,7 @@ class TableCommit:
     partition_by: tuple[str, ...]
     files: tuple[TableFile, ...]
     partition_terms: tuple[PartitionTerm, ...] = ()  # hidden partitioning's, in order
+    time_zone: str | None = None  # of timestamp partition directories (PARTITION_ZONE_KEY)
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,9 @@ class TableFormat:
     # table library takes as they are
     option_keys: tuple[str, ...] = ()
     option_prefixes: tuple[str, ...] = ()
+    # whether a timestamp column may be an identity partition column: the table records the
+    # instant from the directory's value and the zone the tasks report (Delta)
+    timestamp_partitions: bool = False
 
     def check_installed(self) -> None:
         """Refuse, when the query starts, a table whose library the driver lacks."""
@@ -252,11 +260,15 @@ class TableFormat:
         None by default (Delta's ``_delta_log`` is hidden from every listing already)."""
         return ()
 
-    def record(self, config: SinkConfig) -> dict[str, object]:
+    def record(self, config: SinkConfig, reports: Iterable[TaskReport] = ()) -> dict[str, object]:
         """What a committed state records of the table (``SinkState.extra``), so that
         ``rotsink verify`` and a restart find it: the format's name and its options,
-        secrets only as references."""
-        return {TABLE_KEY: self.name, TABLE_OPTIONS_KEY: recorded_options(config.table_options)}
+        secrets only as references; and the zone in which the batch's tasks named timestamp
+        partition directories (:data:`PARTITION_ZONE_KEY`), kept from an earlier batch when
+        this one's tasks had no row."""
+        zones = {r.time_zone for r in reports if r is not None and r.time_zone}
+        return {TABLE_KEY: self.name, TABLE_OPTIONS_KEY: recorded_options(config.table_options),
+                **({PARTITION_ZONE_KEY: min(zones)} if zones else {})}
 
 
 # table.format name -> the module defining its FORMAT

@@ -37,7 +37,14 @@ from commit_protocol.records.schema_evolution import recorded, with_columns_of
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.storage.concurrent import existing
-from commit_protocol.tables import Table, TableCommit, TableFile, owner_of, table_format_of
+from commit_protocol.tables import (
+    PARTITION_ZONE_KEY,
+    Table,
+    TableCommit,
+    TableFile,
+    owner_of,
+    table_format_of,
+)
 from commit_protocol.tables.footers import described_files
 from commit_protocol.tables.sharing import (
     FOLLOWED_KEY,
@@ -81,6 +88,7 @@ class _Batch:
     files: tuple[tuple[str, int], ...]
     schema_json: str
     changes_columns: bool
+    time_zone: str | None = None  # of timestamp partition directories
 
     @property
     def needs_commit(self) -> bool:
@@ -90,7 +98,7 @@ class _Batch:
     def of(cls, state: SinkState) -> _Batch:
         changed = any(batch == state.batch_id for batch, _ in recorded(state.extra))
         return cls(state.batch_id, tuple((p.name, p.size) for p in state.publish),
-                   state.schema_json, changed)
+                   state.schema_json, changed, _zone(state))
 
 
 class TableFollower:
@@ -204,7 +212,7 @@ class TableFollower:
         files = self._files(batch.files, now_ms)
         version = self.table.commit(TableCommit(batch.batch_id, owner, batch.schema_json,
                                                 self.config.partition_by, tuple(files),
-                                                self.config.partition_terms))
+                                                self.config.partition_terms, batch.time_zone))
         if version is None:
             return False
         _OWN_VERSIONS.setdefault(self.storage.root_uri, set()).add(version)
@@ -288,7 +296,7 @@ class TableFollower:
         listed = self._listing(latest, Followed.of(state.extra))
         missing = sorted(set(listed) - set(self.table.files()))
         batch = _Batch(latest, tuple((path, listed[path]) for path in missing),
-                       state.schema_json, changes_columns=True)
+                       state.schema_json, changes_columns=True, time_zone=_zone(state))
         logger.warning("table %s: log files of earlier batches are gone; reconciling: %d "
                        "finalized file(s) the table lacks, committed as batch %d",
                        self._name, len(missing), latest)
@@ -322,3 +330,8 @@ def forget() -> None:
     """Drop what this process remembers (tests that rewrite an output)."""
     _FOLLOWED.clear()
     _OWN_VERSIONS.clear()
+
+
+def _zone(state: SinkState) -> str | None:
+    zone = state.extra.get(PARTITION_ZONE_KEY)
+    return None if zone is None else str(zone)

@@ -37,6 +37,22 @@ def ruled(batch: pa.RecordBatch, config: SinkConfig, *, batch_id: int) -> pa.Rec
     return batch
 
 
+def partition_zone(batch: pa.RecordBatch, partition_by: tuple[str, ...]) -> str | None:
+    """The zone of the batch's timestamp partition columns (Spark's session zone, in which
+    their directories are named), for a table that records instants: None without one.
+
+    >>> partition_zone(pa.record_batch({"ts": pa.array([0], pa.timestamp("us", "Asia/Tokyo"))}),
+    ...                ("ts",))
+    'Asia/Tokyo'
+    """
+    for name in partition_by:
+        index = batch.schema.get_field_index(name)
+        kind = batch.schema.field(index).type if index >= 0 else None
+        if kind is not None and pa.types.is_timestamp(kind) and kind.tz:
+            return str(kind.tz)
+    return None
+
+
 def check_required(batch: pa.RecordBatch, columns: tuple[str, ...], *, batch_id: int,
                    table: str | None) -> None:
     """Refuse ``batch`` when one of ``columns`` holds a null.

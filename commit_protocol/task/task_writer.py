@@ -32,7 +32,7 @@ from commit_protocol.task.bulk_files import FinishedRatio, HeldRows, StagedPartF
 from commit_protocol.task.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.task.partitioning import split_by_partition
 from commit_protocol.task.pipeline import ChunkPipeline, EarlySync
-from commit_protocol.task.row_rules import ruled
+from commit_protocol.task.row_rules import partition_zone, ruled
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import CommitError, ConcurrentWriterError, TruncatedFileError
 from commit_protocol.vocabulary.naming import INPROGRESS_DIR, final_name, partition_claim, temp_name
@@ -72,6 +72,7 @@ class TaskWriter:
         self.touched: list[PartFile] = []
         self.rolls: dict[str, int] = {}
         self.claimed: bool | None = None  # None: not tried (no committed file resumed yet)
+        self.time_zone: str | None = None  # of timestamp partition columns (TaskReport's)
         self.row_size = RowSize()
         self.ratio = FinishedRatio()
         self.held = HeldRows(limit=config.row_group_bytes)
@@ -201,13 +202,15 @@ class TaskWriter:
     def _report(self, *, skipped: bool) -> TaskReport:
         return TaskReport(batch_id=self.batch_id, partition=self.partition, attempt=self.attempt,
                           query_id=self.query_id, files=tuple(f.report() for f in self.touched),
-                          skipped=skipped, claimed=bool(self.claimed), basis=self.plan.basis)
+                          skipped=skipped, claimed=bool(self.claimed), basis=self.plan.basis,
+                          time_zone=self.time_zone)
 
     # -- rows into files -----------------------------------------------------------------
     def _write_chunk(self, batch: pa.RecordBatch) -> None:
         """One chunk of the task's rows, split by partition directory (the pipeline's
         worker thread: the only one writing files while rows arrive)."""
         batch = ruled(batch, self.config, batch_id=self.batch_id)
+        self.time_zone = self.time_zone or partition_zone(batch, self.config.partition_by)
         for directory, rows in split_by_partition(batch, self.config.partition_by,
                                                  self.config.partition_terms):
             if rows.num_rows:

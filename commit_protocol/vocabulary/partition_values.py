@@ -145,6 +145,22 @@ def _timestamp(text: str, kind: pa.TimestampType, time_zone: str) -> pa.Scalar:
     return pa.scalar(wall.replace(tzinfo=zone(time_zone)).astimezone(dt.timezone.utc), kind)
 
 
+def utc_partition_value(text: str, time_zone: str | None, *, where: str) -> str:
+    """A timestamp directory's value, named in ``time_zone`` (the session's, as the tasks
+    found it), as the UTC instant Delta records: ISO 8601 with microseconds and ``Z``.
+
+    >>> utc_partition_value("2026-12-01 10:00:00.5", "America/Los_Angeles", where="f")
+    '2026-12-01T18:00:00.500000Z'
+    """
+    if time_zone is None:
+        from commit_protocol.vocabulary.errors import TableError
+
+        raise TableError(f"{where}: a timestamp partition value ({text!r}) whose time zone "
+                         "no batch recorded")
+    instant = _timestamp(text, pa.timestamp("us", "UTC"), time_zone).as_py()
+    return instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 _OFFSET = re.compile(r"^(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d\d))?$")
 
 

@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     UserDefinedType,
 )
 
+from commit_protocol.tables import table_format_named
 from commit_protocol.vocabulary.errors import OptionError
 
 # The types whose Arrow form every format round-trips (commit_protocol.formats encodes them).
@@ -89,18 +90,21 @@ def check_table_schema(table_format: str | None, partition_by: tuple[str, ...],
     Raises
     ------
     OptionError
-        For a void column (no table format has a null type) or a timestamp partition
-        column (its directory names the value in the session's time zone, which neither the
-        name nor the table records; partition by a date, or the hour as a string).
+        For a void column (no table format has a null type) or a timestamp identity
+        partition column of a format without ``timestamp_partitions`` (Iceberg: its
+        directory names the value in the session's time zone; partition by ``hours(ts)`` or
+        ``days(ts)``). Delta takes one: the tasks report the zone, and its commits record
+        the UTC instant.
     """
     if table_format is None:
         return
     for f in schema.fields:
-        if f.name in partition_by and isinstance(f.dataType, TimestampType):
+        if f.name in partition_by and isinstance(f.dataType, TimestampType) and \
+                not table_format_named(table_format).timestamp_partitions:
             raise OptionError(f"option table.format={table_format!r} with partitionBy column "
                               f"{f.name!r} of type timestamp: its directories name values in the "
-                              "session's time zone, which the table cannot record; partition by "
-                              "a date (to_date) or a formatted string (date_format) instead")
+                              "session's time zone; partition by hours(ts) or days(ts) (Iceberg's "
+                              "transforms, in UTC) instead")
         if _has_void(f.dataType):
             raise OptionError(f"option table.format={table_format!r}: column {f.name!r} of type "
                               f"{f.dataType.simpleString()} holds void, which {table_format} "

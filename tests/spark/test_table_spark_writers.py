@@ -335,3 +335,34 @@ if "delta" in READERS:
             f"day={d}" for d in set(expected.values()))
         shown(f"rotsink filled a generated day column of a Delta table Spark's SQL made: "
               f"{len(found)} rows over {len(set(found.values()))} days, each Spark's day")
+
+    def test_spark_s_delta_reader_reads_a_timestamp_partition_as_its_instant(
+            spark, tmp_path, shown):
+        """partitionBy a timestamp in a session of another zone than UTC: Spark's Delta
+        reader reads each row's instant from the table's partition values (rotsink records
+        them in UTC), in that session and in a UTC one."""
+        write_input(tmp_path, 0, 2)
+        zone = spark.conf.get("spark.sql.session.timeZone")
+        timed = "timestamp_seconds(1796068800 + id * 10000) AS ts"
+        spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+        try:
+            (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+             .json(str(tmp_path / "in")).selectExpr("id", timed)
+             .writeStream.format("rotsink").options(**{
+                 "format": "parquet", "table.format": "delta", "partitionBy": "ts",
+                 "rotation.maxBatches": "1"})
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+             .start(str(tmp_path / "out")).awaitTermination())
+            expected = {r.id: r.seconds for r in spark.read.schema(SCHEMA).json(
+                str(tmp_path / "in")).selectExpr("id", f"unix_seconds({timed.split(' AS ')[0]})"
+                                                 " AS seconds").collect()}
+            there = {r.id: r.seconds for r in spark.read.format("delta").load(
+                str(tmp_path / "out")).selectExpr("id", "unix_seconds(ts) AS seconds").collect()}
+            spark.conf.set("spark.sql.session.timeZone", "UTC")
+            utc = {r.id: r.seconds for r in spark.read.format("delta").load(
+                str(tmp_path / "out")).selectExpr("id", "unix_seconds(ts) AS seconds").collect()}
+        finally:
+            spark.conf.set("spark.sql.session.timeZone", zone)
+        assert there == utc == expected
+        shown(f"Spark's Delta reader read {len(expected)} timestamp partition values as the "
+              "input's instants, in a Los Angeles session and a UTC one")

@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -68,8 +69,6 @@ def table_ids(cfg: SinkConfig) -> list[int]:
 
 
 def tree(cfg: SinkConfig) -> list[str]:
-    from pathlib import Path
-
     root = Path(cfg.path)
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
@@ -372,3 +371,24 @@ def test_a_crash_at_each_table_step_of_a_joined_table_loses_and_doubles_nothing(
     actions = delta(cfg).get_add_actions(flatten=True)
     assert dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
                     strict=True)) == finalized(cfg)
+
+
+def test_timestamp_partitions_are_recorded_as_utc_instants(tmp_path):
+    """partitionBy a timestamp: the directories are named in the session's zone (Spark's
+    cast, for Spark's path readers), the table records each file's instant in UTC as Delta's
+    own writers do, so delta-rs reads the input's instants back (a null: a null)."""
+    from deltalake import QueryBuilder
+
+    cfg = dataclasses.replace(table_config(str(tmp_path / "out")), partition_by=("ts",))
+    for batch_id in range(2):
+        _commit_rows(cfg, batch_id, timed_rows(batch_id), TS_SCHEMA_JSON)
+    found = pa.table(QueryBuilder().register("t", delta(cfg)).execute(
+        "select id, ts from t").read_all()).to_pylist()
+    expected = {r["id"]: r["ts"] for b in range(2) for r in timed_rows(b).to_pylist()}
+    assert {r["id"]: r["ts"] for r in found} == expected
+    recorded = {json.loads(line)["add"]["partitionValues"]["ts"]
+                for log in Path(cfg.path, "_delta_log").glob("*.json")
+                for line in log.read_text().splitlines() if '"add"' in line}
+    assert recorded == {None if ts is None else ts.astimezone(dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ") for ts in expected.values()}
+    assert "ts=2026-11-30 12%3A00%3A00" in {p.split("/")[0] for p in finalized(cfg)}  # 20:00Z

@@ -271,15 +271,29 @@ def _adds(commit: TableCommit) -> list[Any]:
     # imports this module, and pyarrow alone costs a fresh Python process about 250 ms
     from commit_protocol.tables.delta.stats import delta_stats
 
-    return [AddAction(path=f.path, size=f.size, partition_values=_partition_values(f),
+    instants = {f["name"] for f in json.loads(commit.schema_json)["fields"]
+                if f["type"] == "timestamp" and f["name"] in commit.partition_by}
+    return [AddAction(path=f.path, size=f.size,
+                      partition_values=_partition_values(f, instants, commit.time_zone),
                       modification_time=f.mtime_ms, data_change=True,
                       stats=delta_stats(f.footer)) for f in commit.files]
 
 
-def _partition_values(f: TableFile) -> dict[str, str | None]:
+def _partition_values(f: TableFile, instants: set[str],
+                      zone: str | None) -> dict[str, str | None]:
     """Delta spells a partition value as Spark's cast to string, which is how Spark (and so
-    rotsink) names the directory; null (and Spark's empty string) as JSON null."""
-    return parse_partition_dir(f.directory)
+    rotsink) names the directory; null (and Spark's empty string) as JSON null. A timestamp
+    (an instant: ``instants``) is named in the session's ``zone``, and Delta records it in
+    UTC, as ISO 8601 with microseconds (``2026-12-01T18:00:00.000000Z``), what Delta's own
+    writers record (``utcTimestampPartitionValues``)."""
+    from commit_protocol.vocabulary.partition_values import utc_partition_value  # pyarrow
+
+    values = parse_partition_dir(f.directory)
+    for name in instants & set(values):
+        text = values[name]
+        if text is not None:
+            values[name] = utc_partition_value(text, zone, where=f.path)
+    return values
 
 
 def nullable(schema_json: str) -> str:
