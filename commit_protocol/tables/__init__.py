@@ -180,9 +180,6 @@ class TableFormat:
     # table library takes as they are
     option_keys: tuple[str, ...] = ()
     option_prefixes: tuple[str, ...] = ()
-    # whether a timestamp column may be an identity partition column: the table records the
-    # instant from the directory's value and the zone the tasks report (Delta)
-    timestamp_partitions: bool = False
 
     def check_installed(self) -> None:
         """Refuse, when the query starts, a table whose library the driver lacks."""

@@ -29,7 +29,6 @@ from pyspark.sql.types import (
     UserDefinedType,
 )
 
-from commit_protocol.tables import table_format_named
 from commit_protocol.vocabulary.errors import OptionError
 
 # The types whose Arrow form every format round-trips (commit_protocol.formats encodes them).
@@ -83,28 +82,21 @@ array<string>: CSV has no nested types (array, struct, map); use format jsonl or
                           "select one string column (e.g. to_json(struct(*))) or use jsonl")
 
 
-def check_table_schema(table_format: str | None, partition_by: tuple[str, ...],
-                       schema: StructType) -> None:
+def check_table_schema(table_format: str | None, schema: StructType) -> None:
     """Fail unless a ``table_format`` table can list files of ``schema`` (``table.format``).
+
+    A timestamp partition column is taken: its directories name the value in the session's
+    time zone, which the tasks report and each batch's log file records, and the table
+    records the instant (``TableCommit.time_zone``).
 
     Raises
     ------
     OptionError
-        For a void column (no table format has a null type) or a timestamp identity
-        partition column of a format without ``timestamp_partitions`` (Iceberg: its
-        directory names the value in the session's time zone; partition by ``hours(ts)`` or
-        ``days(ts)``). Delta takes one: the tasks report the zone, and its commits record
-        the UTC instant.
+        For a void column (no table format has a null type).
     """
     if table_format is None:
         return
     for f in schema.fields:
-        if f.name in partition_by and isinstance(f.dataType, TimestampType) and \
-                not table_format_named(table_format).timestamp_partitions:
-            raise OptionError(f"option table.format={table_format!r} with partitionBy column "
-                              f"{f.name!r} of type timestamp: its directories name values in the "
-                              "session's time zone; partition by hours(ts) or days(ts) (Iceberg's "
-                              "transforms, in UTC) instead")
         if _has_void(f.dataType):
             raise OptionError(f"option table.format={table_format!r}: column {f.name!r} of type "
                               f"{f.dataType.simpleString()} holds void, which {table_format} "

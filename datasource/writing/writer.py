@@ -111,7 +111,7 @@ class RotSinkStreamWriter(StreamWriterBase):
 
             schema = StructType.fromJson(json.loads(self.schema_json))
             check_schema(config.format, config.partition_by, schema)
-            check_table_schema(config.table_format, config.partition_by, schema)
+            check_table_schema(config.table_format, schema)
         return config
 
     def __getstate__(self) -> dict:
@@ -194,7 +194,7 @@ def stream_writer(options: Mapping[str, str], schema: StructType) -> RotSinkStre
             config, schema.json())))
     check_schema(config.format, config.partition_by, schema)
     if config.table_format is not None:
-        check_table_schema(config.table_format, config.partition_by, schema)
+        check_table_schema(config.table_format, schema)
     return RotSinkStreamWriter(config, schema.json())
 
 

@@ -436,3 +436,20 @@ def test_rotsink_s_reader_skips_hidden_partitions_a_filter_on_their_column_rules
 def read_directory(cfg: SinkConfig, directory: str) -> list[dict]:
     return [r for p in Path(cfg.path, directory).glob("*.parquet")
             for r in pq.read_table(p).to_pylist()]
+
+
+def test_a_timestamp_identity_partition_is_the_instant_in_the_table(tmp_path):
+    """partitionBy a timestamp column itself (identity): the directories name its wall-clock
+    time in the session's zone (here Asia/Tokyo, as the tasks' Arrow batches carry it), the
+    table's partition tuples hold the instants, and pyiceberg reads the input's back."""
+    cfg = config(str(tmp_path), "ts")
+    for batch_id in range(2):
+        zoned = rows_of(batch_id)
+        zoned = zoned.set_column(1, "ts", zoned.column(1).cast(pa.timestamp("us", "Asia/Tokyo")))
+        commit_batch(cfg, batch_id, rows=zoned)
+    table = IcebergFollowedTable(open_storage(cfg.path).root_uri, cfg).loaded()
+    assert table is not None
+    found = {r["id"]: r["ts"] for r in table.scan().to_arrow().to_pylist()}
+    assert found == {r["id"]: r["ts"] for b in range(2) for r in rows_of(b).to_pylist()}
+    tuples = {f["partition"]["ts"] for f in table.inspect.files().to_pylist()}
+    assert dt.datetime(2024, 10, 4, 9, tzinfo=UTC) in tuples  # an instant, not a wall time

@@ -74,4 +74,4 @@ class DeltaFormat(TableFormat):
 
 
 FORMAT = DeltaFormat("delta", library="deltalake", extra="delta",
-                     option_prefixes=(STORAGE_PREFIX,), timestamp_partitions=True)
+                     option_prefixes=(STORAGE_PREFIX,))

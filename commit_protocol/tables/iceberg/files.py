@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 DATA_CONTENT = 0  # a manifest entry's content: data; 1 and 2 are position and equality deletes
 
 
-def data_file(root: str, metadata: Any, f: TableFile) -> Any:
+def data_file(root: str, metadata: Any, f: TableFile, time_zone: str | None = None) -> Any:
     """The manifest entry of finalized file ``f`` (below ``root``): its metrics from its
-    Parquet footer, its partition tuple from its directory's typed values."""
+    Parquet footer, its partition tuple from its directory's typed values (a timestamp's
+    named in ``time_zone``)."""
     from pyiceberg.io.pyarrow import (
         compute_statistics_plan,
         data_file_statistics_from_parquet_metadata,
@@ -36,7 +37,7 @@ def data_file(root: str, metadata: Any, f: TableFile) -> Any:
         parquet_metadata=f.footer,
         stats_columns=compute_statistics_plan(schema, metadata.properties),
         parquet_column_mapping=parquet_path_to_id_mapping(schema))
-    partition = partition_tuple(f, spec, schema)
+    partition = partition_tuple(f, spec, schema, time_zone)
     return DataFile.from_args(
         content=DataFileContent.DATA, file_path=f"{root}/{f.path}",
         file_format=FileFormat.PARQUET, partition=partition,
@@ -44,7 +45,7 @@ def data_file(root: str, metadata: Any, f: TableFile) -> Any:
         equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
 
 
-def partition_tuple(f: TableFile, spec: Any, schema: Any) -> Any:
+def partition_tuple(f: TableFile, spec: Any, schema: Any, time_zone: str | None = None) -> Any:
     """File ``f``'s partition tuple under ``spec``, read from its directory: an identity
     field's value typed as its column (named by the field, or by the column as rotsink's
     directories name it), a transform's read back from Iceberg's spelling
@@ -64,7 +65,7 @@ def partition_tuple(f: TableFile, spec: Any, schema: Any) -> Any:
                              f"{source.name!r})")
         if isinstance(field.transform, IdentityTransform):
             tuple_values.append(partition_record_value(
-                field, partition_value(values[key], source.field_type), schema))
+                field, partition_value(values[key], source.field_type, time_zone), schema))
         else:
             tuple_values.append(record_value(field.transform, source.field_type, values[key],
                                              where=f.path))

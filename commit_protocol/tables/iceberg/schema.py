@@ -79,9 +79,10 @@ def _type(spark: Any, ids: Any, where: str) -> IcebergType:
                      "Iceberg type")
 
 
-def partition_value(text: str | None, kind: IcebergType) -> Any:
+def partition_value(text: str | None, kind: IcebergType, time_zone: str | None = None) -> Any:
     """A directory's partition value (unescaped; None for Spark's default partition) as the
-    Python value of its Iceberg type.
+    Python value of its Iceberg type; an instant (``timestamptz``) named in ``time_zone``,
+    the session's zone as the batch's tasks found it.
 
     >>> from pyiceberg.types import DateType, DoubleType, IntegerType
     >>> partition_value("2024-02-29", DateType()), partition_value("1.0E10", DoubleType())
@@ -105,6 +106,10 @@ def partition_value(text: str | None, kind: IcebergType) -> Any:
         return dt.date.fromisoformat(text)
     if isinstance(kind, t.TimestampType):
         return dt.datetime.fromisoformat(text)
+    if isinstance(kind, t.TimestamptzType):
+        from commit_protocol.vocabulary.partition_values import utc_partition_value
+
+        return dt.datetime.fromisoformat(utc_partition_value(text, time_zone, where=text))
     if isinstance(kind, t.BinaryType):
         return text.encode()
     return text

@@ -320,7 +320,8 @@ class IcebergFollowedTable:
             self._check_spec(tx.table_metadata, commit)
         with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:
             for f in commit.files:
-                append.append_data_file(data_file(self.root, tx.table_metadata, f))
+                append.append_data_file(data_file(self.root, tx.table_metadata, f,
+                                                  commit.time_zone))
         return append
 
     def _check_spec(self, metadata: Any, commit: TableCommit) -> None:
