@@ -3,6 +3,7 @@ and a micro-batch-per-commit table sink.
 
     python benchmarks/table_sink.py --table delta --seconds 300 --repeats 7
     python benchmarks/table_sink.py --table iceberg --seconds 300 --repeats 7
+    python benchmarks/table_sink.py --table delta --day generated --seconds 300 --repeats 7
 
 The sides run one after another in one session (after a short warm-up each), each fed one
 JSON file of ``--rows`` rows a second for ``--seconds`` by a ``ProcessingTime("1 second")``
@@ -23,6 +24,11 @@ query, rows spread over four days:
 * ``rotsink``: ``format=parquet``, ``table.format``, ``partitionBy=day``, default rotation
   (files finish after 60 s).
 
+With ``--day generated`` (Delta), the input has a timestamp ``ts`` and no day: every side writes
+into a table made first with ``day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))`` and
+partitioned by it (by Spark's SQL where its Delta jars are published, else by delta-rs), which
+each sink computes itself (rotsink's tasks, Delta's writer, delta-rs), without partitionBy.
+
 Printed per side: micro-batches, the median trigger time (Spark's ``triggerExecution``), input
 rows/s and MB/s, peak memory of the JVM, the driver and the Python workers, the table's files
 at the end and per hour (files / run seconds * 3600, which undercounts rotsink's steady state:
@@ -36,6 +42,7 @@ time over theirs (target <= 0.5x), trigger times over the floor's.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import shutil
 import sys
@@ -63,8 +70,36 @@ IDENTIFIER = "bench.events"
 SPARK_CATALOG_DB = "spark-catalog.db"  # the Spark Iceberg sink's catalog, under the run's root
 
 
+GENERATED_SCHEMA = "id LONG, name STRING, score DOUBLE, ts TIMESTAMP"
+GENERATED_DDL = ("id BIGINT, name STRING, score DOUBLE, ts TIMESTAMP, "
+                 "day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))")
+
+
 def input_row(i: int) -> dict:
     return {"id": i, "name": f"event {i}", "score": i / 7, "day": DAYS[i % len(DAYS)]}
+
+
+def timed_row(i: int) -> dict:
+    """``--day generated``: the day as a timestamp at 10:00 UTC (the same date in UTC, where
+    delta-rs computes it, and in the session's zone, where Spark and rotsink do)."""
+    return {"id": i, "name": f"event {i}", "score": i / 7,
+            "ts": f"{DAYS[i % len(DAYS)]}T10:{i % 60:02d}:00Z"}
+
+
+def generated_table(spark, out: Path, *, by_spark: bool) -> None:
+    """The table every side of ``--day generated`` writes into, made before its query."""
+    if by_spark:
+        spark.sql(f"CREATE TABLE delta.`{out}` ({GENERATED_DDL}) USING delta "
+                  "PARTITIONED BY (day)")
+        return
+    from deltalake import DeltaTable, Field, Schema
+    from deltalake.schema import PrimitiveType
+
+    fields = [Field("id", PrimitiveType("long")), Field("name", PrimitiveType("string")),
+              Field("score", PrimitiveType("double")), Field("ts", PrimitiveType("timestamp")),
+              Field("day", PrimitiveType("date"),
+                    metadata={"delta.generationExpression": "CAST(ts AS DATE)"})]
+    DeltaTable.create(str(out), Schema(fields), partition_by=["day"])
 
 
 def append_with_pyiceberg(out: str):
@@ -119,7 +154,7 @@ def start_spark_sink(spark, writer, out: Path, table: str):
     return writer.toTable(name, format="iceberg")
 
 
-def append_with_delta_rs(table: str):
+def append_with_delta_rs(table: str, generated: bool = False):
     """The per-batch Delta sink: each micro-batch appended by delta-rs, on the driver."""
     def append(frame, batch_id: int) -> None:
         from deltalake import write_deltalake
@@ -127,23 +162,33 @@ def append_with_delta_rs(table: str):
 
         data = frame.toArrow()
         if data.num_rows:  # Delta's sink records the batch in the same commit (txn)
-            write_deltalake(table, data, mode="append", partition_by=["day"],
+            write_deltalake(table, data, mode="append",
+                            partition_by=None if generated else ["day"],
                             commit_properties=CommitProperties(
                                 app_transactions=[Transaction("per-batch", batch_id)]))
     return append
 
 
-def start(spark, side: str, source: Path, out: Path, *, trigger: dict, table: str):
-    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+def start(spark, side: str, source: Path, out: Path, *, trigger: dict, table: str,
+          generated: bool = False, by_spark: bool = False):
+    schema = GENERATED_SCHEMA if generated else SCHEMA
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     writer = df.writeStream.option("checkpointLocation", f"{out}-ck").trigger(**trigger)
+    if generated and side != "floor":
+        generated_table(spark, out, by_spark=by_spark)
     if side == "spark":
+        if generated:
+            return writer.format("delta").start(str(out))
         return start_spark_sink(spark, writer, out, table)
     if side == "per-batch":
-        append = append_with_delta_rs if table == "delta" else append_with_pyiceberg
-        return writer.foreachBatch(append(str(out))).start()
+        if table == "delta":
+            return writer.foreachBatch(append_with_delta_rs(str(out), generated)).start()
+        return writer.foreachBatch(append_with_pyiceberg(str(out))).start()
     if side == "floor":
         return writer.format("floor").start(str(out))
-    options = {"format": "parquet", "table.format": table, "partitionBy": "day"}
+    options = {"format": "parquet", "table.format": table}
+    if not generated:
+        options["partitionBy"] = "day"
     if table == "iceberg":
         options["table.identifier"] = IDENTIFIER
     return writer.format("rotsink").options(**options).start(str(out))
@@ -154,9 +199,11 @@ def run(spark, root: Path, side: str, args) -> dict:
     source, out = root / f"{side}-src", root / side
     source.mkdir(parents=True)
     reset_peak_memory(spark)
+    generated = args.day == "generated"
     query = start(spark, side, source, out, trigger={"processingTime": "1 second"},
-                  table=args.table)
-    elapsed = feed_and_drain(query, source, args.rows, input_row, args.seconds)
+                  table=args.table, generated=generated, by_spark=args.by_spark)
+    elapsed = feed_and_drain(query, source, args.rows, timed_row if generated else input_row,
+                             args.seconds)
     # Spark keeps the last 100 progress reports: the trigger times of those; every input
     # file is one batch (maxFilesPerTrigger=1), all consumed (processAllAvailable)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
@@ -179,7 +226,7 @@ def table_files(out: Path, table: str, side: str) -> int:
     return len(DeltaTable(str(out)).file_uris())
 
 
-def one_day_query_s(out: Path, repeats: int, table: str, side: str
+def one_day_query_s(out: Path, repeats: int, table: str, side: str, generated: bool = False
                     ) -> tuple[float, int, float]:
     """Median seconds of ``count`` and ``sum(score)`` over one day, through the table's own
     reader with the day pushed down as a partition filter (a fresh table load each time, as
@@ -199,8 +246,9 @@ def one_day_query_s(out: Path, repeats: int, table: str, side: str
         else:
             from deltalake import DeltaTable
 
+            day = dt.date.fromisoformat(DAYS[1]) if generated else DAYS[1]
             data = DeltaTable(str(out)).to_pyarrow_dataset().to_table(
-                columns=["score"], filter=pc.field("day") == DAYS[1])
+                columns=["score"], filter=pc.field("day") == day)
         count, total = data.num_rows, pc.sum(data.column("score")).as_py() or 0.0
         times.append(time.monotonic() - started)
     return median(times), count, total
@@ -212,28 +260,35 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1000, help="rows per micro-batch")
     parser.add_argument("--repeats", type=int, default=5, help="runs of the one-day query")
     parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
+    parser.add_argument("--day", choices=("column", "generated"), default="column",
+                        help="the day a column of the input, or generated from ts (Delta)")
     args = parser.parse_args()
+    if args.day == "generated" and args.table != "delta":
+        parser.error("--day generated is Delta's (Iceberg's is days(ts): a partitionBy)")
     root = Path(tempfile.mkdtemp(prefix="rotsink-table-bench-"))
     from tests.support.jvm import table_reader_formats
     from tests.support.table_spark import reader_session
 
     own_sink = args.table in table_reader_formats()
+    args.by_spark = own_sink
+    generated = args.day == "generated"
     sides = SIDES if own_sink else tuple(side for side in SIDES if side != "spark")
     jars, conf = reader_session((args.table,) if own_sink else (),
                                 iceberg_db=root / SPARK_CATALOG_DB)
     spark = quiet_session("rotsink-table-sink", conf=conf, extra_jars=jars)
     floors.register(spark)
     print(f"table {args.table}: one micro-batch of {args.rows} rows a second for "
-          f"{args.seconds} s per side, partitioned by day ({len(DAYS)} days); PySpark "
+          f"{args.seconds} s per side, partitioned by day ({len(DAYS)} days"
+          + (", generated from ts" if generated else "") + "); PySpark "
           f"{spark.version}; the format's own Spark sink "
           + ("measured" if own_sink else "not published for this Spark: left out"))
     for side in sides:  # warm-up: a few batches each, not measured
         warm = root / f"warm-{side}-src"
         warm.mkdir()
-        (warm / "in.json").write_text(json.dumps({"id": 0, "name": "w", "score": 0.5,
-                                                  "day": DAYS[0]}) + "\n")
+        (warm / "in.json").write_text(json.dumps(timed_row(0) if generated else input_row(0))
+                                      + "\n")
         start(spark, side, warm, root / f"warm-{side}", trigger={"availableNow": True},
-              table=args.table).awaitTermination()
+              table=args.table, generated=generated, by_spark=own_sink).awaitTermination()
     results = {side: run(spark, root, side, args) for side in sides}
     for side, r in results.items():
         files = table_files(r["out"], args.table, side) if side != "floor" else 0
@@ -244,8 +299,8 @@ def main() -> int:
               + ("" if side == "floor" else f"; {files} table files, "
                                             f"{r['files_per_hour']:,.0f} files/hour"))
     tables = tuple(side for side in sides if side != "floor")
-    queried = {side: one_day_query_s(results[side]["out"], args.repeats, args.table, side)
-               for side in tables}
+    queried = {side: one_day_query_s(results[side]["out"], args.repeats, args.table, side,
+                                     generated) for side in tables}
     for side, (seconds, count, total) in queried.items():
         print(f"{side:>16}: one-day query {seconds * 1000:.1f} ms (count {count}, "
               f"sum {total:,.1f})")

@@ -324,14 +324,15 @@ def _check_columns(uri: str, table: dict[str, Any], output: dict[str, Any]) -> N
     """The table's columns must be the output's (same types; the output may have more,
     which its next commit adds, and fewer where the table's are nullable: readers see
     nulls in them, as Delta's own writers leave them)."""
-    ours = {f["name"]: json.dumps(f["type"], sort_keys=True) for f in
-            json.loads(nullable(json.dumps(output)))["fields"]}
+    def types(schema: dict[str, Any]) -> dict[str, str]:  # nullability aside
+        return {f["name"]: json.dumps(f["type"], sort_keys=True)
+                for f in json.loads(nullable(json.dumps(schema)))["fields"]}
+
+    ours, theirs = types(output), types(table)
     for f in table["fields"]:
         if f["name"] not in ours and not f.get("nullable", True):
             raise TableError(f"{uri}: the Delta table has a NOT NULL column {f['name']!r} "
                              f"the output does not (output columns: {sorted(ours)})")
-        theirs = json.dumps(json.loads(nullable(json.dumps(
-            {"fields": [f]})))["fields"][0]["type"], sort_keys=True)
-        if f["name"] in ours and theirs != ours[f["name"]]:
+        if f["name"] in ours and theirs[f["name"]] != ours[f["name"]]:
             raise TableError(f"{uri}: column {f['name']!r} is {json.dumps(f['type'])} in the "
                              f"Delta table, {ours[f['name']]} in the output")
