@@ -15,6 +15,7 @@ value for a zoned column) the directory is read: skipping only ever saves work.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -76,6 +77,7 @@ def _may_hold(p: Predicate, term: PartitionTerm, text: str | None, kind: pa.Data
     return True
 
 
+@functools.lru_cache(maxsize=1024)  # a filter's value, once per read: not once per directory
 def _transformed(term: PartitionTerm, kind: pa.DataType, value: Any) -> Any:
     """``value`` of the source column under ``term``, as a directory's ordinal."""
     from commit_protocol.tables.iceberg.transforms import directory_values
@@ -87,6 +89,7 @@ def _transformed(term: PartitionTerm, kind: pa.DataType, value: Any) -> Any:
     return _ordinal(term, kind, text)
 
 
+@functools.lru_cache(maxsize=4096)
 def _ordinal(term: PartitionTerm, kind: pa.DataType, text: str | None) -> Any:
     from commit_protocol.tables.iceberg.transforms import (
         iceberg_type,

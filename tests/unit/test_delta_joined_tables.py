@@ -392,3 +392,25 @@ def test_timestamp_partitions_are_recorded_as_utc_instants(tmp_path):
     assert recorded == {None if ts is None else ts.astimezone(dt.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%S.%fZ") for ts in expected.values()}
     assert "ts=2026-11-30 12%3A00%3A00" in {p.split("/")[0] for p in finalized(cfg)}  # 20:00Z
+
+
+@pytest.mark.parametrize("point", ["table.before_commit", "driver.after_log_write"])
+def test_a_timestamp_partition_s_zone_survives_a_crash_before_its_table_commit(
+        tmp_path, monkeypatch, point):
+    """The driver dies after batch 1's log commit, before its table commit: the restart
+    catches the batch up from its log file, whose recorded zone turns the directories'
+    wall-clock times into the same UTC instants (the restarted driver saw no task)."""
+    from deltalake import QueryBuilder
+
+    cfg = dataclasses.replace(table_config(str(tmp_path / "out")), partition_by=("ts",))
+    _commit_rows(cfg, 0, timed_rows(0), TS_SCHEMA_JSON)
+    monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+    with pytest.raises(failpoints.FailpointError):
+        _commit_rows(cfg, 1, timed_rows(1), TS_SCHEMA_JSON)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()
+    start(cfg)
+    found = pa.table(QueryBuilder().register("t", delta(cfg)).execute(
+        "select id, ts from t").read_all()).to_pylist()
+    assert {r["id"]: r["ts"] for r in found} == {
+        r["id"]: r["ts"] for b in range(2) for r in timed_rows(b).to_pylist()}

@@ -453,3 +453,48 @@ def test_a_timestamp_identity_partition_is_the_instant_in_the_table(tmp_path):
     assert found == {r["id"]: r["ts"] for b in range(2) for r in rows_of(b).to_pylist()}
     tuples = {f["partition"]["ts"] for f in table.inspect.files().to_pylist()}
     assert dt.datetime(2024, 10, 4, 9, tzinfo=UTC) in tuples  # an instant, not a wall time
+
+
+def test_pruned_reads_beside_a_committing_writer_return_their_snapshot_s_rows(tmp_path):
+    """A writer commits batch after batch (each file finalized at its batch, the table
+    committed with it) while reads with a filter on ``ts`` and one on ``id`` plan and read:
+    each read returns exactly the input rows of the batches its snapshot holds that pass its
+    filter, however the commits interleave with its planning and its reading."""
+    import threading
+
+    from pyspark.sql import datasource as spark_filters
+
+    from datasource.reading.reader import PruningRotSinkReader, committed_schema
+
+    cfg = config(str(tmp_path))
+    commit_batch(cfg, 0)
+    cutoff = EPOCH + dt.timedelta(days=20_003)
+    filters = [(spark_filters.GreaterThanOrEqual(("ts",), cutoff),
+                lambda r: r["ts"] is not None and r["ts"] >= cutoff),
+               (spark_filters.In(("id",), (5, 130, 301)), lambda r: r["id"] in (5, 130, 301))]
+    done, failures, reads = threading.Event(), [], []
+
+    def write() -> None:
+        try:
+            for batch_id in range(1, 9):
+                commit_batch(cfg, batch_id)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    options = {"path": cfg.path}
+    while not done.is_set() or len(reads) < 4:
+        pushed, passes = filters[len(reads) % 2]
+        reader = PruningRotSinkReader(options, committed_schema(options))
+        reader.pushFilters([pushed])
+        read = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+        wanted = [r["id"] for b in range(reader.batch + 1) for r in rows_of(b).to_pylist()
+                  if passes(r)]
+        assert sorted(r["id"] for r in read if passes(r)) == sorted(wanted), reader.batch
+        reads.append(reader.batch)
+    writer.join()
+    assert not failures, failures
+    assert len(set(reads)) > 1  # the reads saw the output move

@@ -16,6 +16,7 @@ one, and so does every query's planning (through the table's check).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -75,6 +76,7 @@ class Generated:
         return pc.cast(values, pa.type_for_alias(_TYPES[self.type_name]))
 
 
+@functools.lru_cache(maxsize=256)  # the tasks parse the planned columns once, not per chunk
 def parse_generated(name: str, expression: str, type_name: str) -> Generated | None:
     """``expression`` as one rotsink computes; None where it is not one.
 
