@@ -472,7 +472,8 @@ def test_pruned_reads_beside_a_committing_writer_return_their_snapshot_s_rows(tm
     filters = [(spark_filters.GreaterThanOrEqual(("ts",), cutoff),
                 lambda r: r["ts"] is not None and r["ts"] >= cutoff),
                (spark_filters.In(("id",), (5, 130, 301)), lambda r: r["id"] in (5, 130, 301))]
-    done, failures, reads = threading.Event(), [], []
+    done, failures = threading.Event(), []
+    reads: list[int] = []
 
     def write() -> None:
         try:
