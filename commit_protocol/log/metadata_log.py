@@ -233,15 +233,29 @@ class MetadataLog:
         Readers need the newest compaction and what follows; we also keep the compaction
         before it (a reader that listed the directory just before the newest appeared still
         reads it), so at least two ``.compact`` files always remain.
+
+        A compaction and the deltas after it go together, once all are older than the
+        delay: a delta's state and listing are read through the log files of its group before
+        it, so a delta whose compaction was deleted could not be read by the next clean-up
+        (which keeps expired states for change feeds) nor by a reader.
         """
         newest = last_compaction_at_or_before(latest, self.interval)
         if newest is None or newest < self.interval:
             return {}
         keep_from = newest - self.interval
-        found = {batch_id: [info for info in infos if info.mtime_ms < now_ms - delay_ms]
-                 for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
-                 if batch_id < keep_from}
-        return {batch_id: infos for batch_id, infos in found.items() if infos}
+        listed = {batch_id: infos for batch_id, infos in batch_files(self.storage, LOG_DIR).items()
+                  if batch_id < keep_from}
+        old = {batch_id: [info for info in infos if info.mtime_ms < now_ms - delay_ms]
+               for batch_id, infos in listed.items()}
+        young = {self._group(batch_id) for batch_id, infos in listed.items()
+                 if len(old[batch_id]) < len(infos)}
+        return {batch_id: infos for batch_id, infos in old.items()
+                if infos and self._group(batch_id) not in young}
+
+    def _group(self, batch_id: int) -> int:
+        """The compaction a batch's log file is read through (-1: before the first)."""
+        found = last_compaction_at_or_before(batch_id, self.interval)
+        return -1 if found is None else found
 
     def delete_expired(self, expired: dict[int, list[FileInfo]]) -> list[str]:
         """Delete the log files :meth:`expired` found."""

@@ -227,7 +227,8 @@ class AzureObjects(PreconditionObjects):
     def delete(self, paths: builtins.list[str]) -> None:
         self._run(self._delete_all, paths)
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
+    def abort_uploads(self, prefix: str, before_ms: int,
+                      owned: Callable[[str], bool]) -> builtins.list[str]:
         """Nothing to abort: a compose's staged blocks are invisible, and the service discards
         uncommitted blocks after a week."""
         return []

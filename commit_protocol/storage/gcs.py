@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import errno
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -159,9 +160,11 @@ class GCSObjects(PreconditionObjects):
     def delete(self, paths: builtins.list[str]) -> None:
         self._run(self._delete_all, paths)
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
+    def abort_uploads(self, prefix: str, before_ms: int,
+                      owned: Callable[[str], bool]) -> builtins.list[str]:
         """Delete the hidden intermediates of composes begun before ``before_ms`` (a process
-        that died mid-compose leaves them: GCS has no upload to abort)."""
+        that died mid-compose leaves them: GCS has no upload to abort); every one is a
+        compose's of this module, whoever ``owned`` says the target is."""
         stale = [b.path for b in self.list(prefix)
                  if b.path.rpartition("/")[2].startswith(_HIDDEN) and b.mtime_ms < before_ms]
         self.delete(stale)

@@ -7,7 +7,7 @@ import errno
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from commit_protocol.storage.base import FileInfo
@@ -273,7 +273,8 @@ class LocalStorage:
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(self._abs(path), ignore_errors=True)
 
-    def abort_stale_uploads(self, older_than_ms: int) -> builtins.list[str]:
+    def abort_stale_uploads(self, older_than_ms: int,
+                            owned: Callable[[str], bool]) -> builtins.list[str]:
         """Nothing to do: local files have no multipart uploads."""
         return []
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import errno
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from commit_protocol.storage.objects import epoch_ms
@@ -66,5 +67,6 @@ class MemoryObjects:
             for p in paths:
                 self.fs.store.pop(p, None)
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
+    def abort_uploads(self, prefix: str, before_ms: int,
+                      owned: Callable[[str], bool]) -> builtins.list[str]:
         return []  # memory has no multipart uploads

@@ -302,10 +302,13 @@ class ObjectStorage:
         prefix = self._abs(path) + "/"
         self._objects.delete([b.path for b in self._objects.list(prefix)])
 
-    def abort_stale_uploads(self, older_than_ms: int) -> builtins.list[str]:
+    def abort_stale_uploads(self, older_than_ms: int,
+                            owned: Callable[[str], bool]) -> builtins.list[str]:
         """Abort multipart uploads under the root initiated before ``older_than_ms`` (epoch
-        ms): the remains of a compose whose process died. Returns their paths."""
-        aborted = self._objects.abort_uploads(self.root + "/", older_than_ms)
+        ms) of the paths ``owned`` says this writer's (another writer of a shared table may be
+        uploading a big file below the root for longer): the remains of a compose whose
+        process died. Returns their paths."""
+        aborted = self._objects.abort_uploads(self.root + "/", older_than_ms, owned)
         return [p[len(self.root) + 1:] for p in aborted]
 
     def _plain_exists(self, path: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import importlib
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -71,8 +72,10 @@ class Objects(Protocol):
     def delete(self, paths: builtins.list[str]) -> None:
         """Remove ``paths`` (those already gone are no error)."""
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
-        """Abort the unfinished composes under ``prefix`` begun before ``before_ms``."""
+    def abort_uploads(self, prefix: str, before_ms: int,
+                      owned: Callable[[str], bool]) -> builtins.list[str]:
+        """Abort the unfinished composes under ``prefix`` begun before ``before_ms`` of the
+        paths (below ``prefix``) that ``owned`` says are the caller's."""
 
 
 def client_for(protocol: str, fs: Any) -> Objects | None:

@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import errno
 import uuid
+from collections.abc import Callable
 
 from commit_protocol.storage.objects import AsyncObjects, bounded, epoch_ms, split_path
 from commit_protocol.storage.segments import (
@@ -193,14 +194,16 @@ class S3Objects(AsyncObjects):
             if out.get("Errors"):
                 raise OSError(errno.EIO, f"delete failed: {out['Errors'][:3]}", paths[start])
 
-    def abort_uploads(self, prefix: str, before_ms: int) -> builtins.list[str]:
+    def abort_uploads(self, prefix: str, before_ms: int,
+                      owned: Callable[[str], bool]) -> builtins.list[str]:
         bucket, key = split_path(prefix)
         aborted: builtins.list[str] = []
         page: dict[str, str] = {}
         while True:
             out = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key, **page)
             for upload in out.get("Uploads", []):
-                if epoch_ms(upload["Initiated"]) < before_ms:
+                if epoch_ms(upload["Initiated"]) < before_ms and \
+                        owned(upload["Key"][len(key):]):
                     with contextlib.suppress(FileNotFoundError):  # completed or aborted meanwhile
                         self.fs.call_s3("abort_multipart_upload", Bucket=bucket,
                                         Key=upload["Key"], UploadId=upload["UploadId"])

@@ -176,6 +176,48 @@ def test_kept_states_expire_after_the_retention_and_the_feed_then_says_so(tmp_pa
         plan(log, FeedPosition(0), 39, bulk=False)
 
 
+def test_a_clean_up_cut_short_while_deleting_log_files_never_fails_a_later_batch(
+        tmp_path, monkeypatch, caplog):
+    """A driver killed after the first DELETE of a group's log files (its compaction
+    gone, its deltas left): every later clean-up skips the states it cannot read (kept
+    before any delete) and the query goes on, where reading them failed every compaction
+    batch after; a feed paused through it all reads every row once."""
+    import logging
+
+    from commit_protocol.log import STATES
+    from commit_protocol.storage import LocalStorage
+    from commit_protocol.vocabulary.failpoints import FailpointError
+
+    cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
+                 feed_retention_ms=3_600_000, rotation={"max_batches": 1})
+    for batch in range(7):
+        write_batch(tmp_path, cfg, batch, batch * 4, 4, now_ms=10**13 + batch)
+    real = LocalStorage.delete_all
+    failed: list[str] = []
+
+    def cut_short(self, files):
+        files = sorted(files, key=lambda f: f.path)
+        logs = [f for f in files if f.path.startswith("_spark_metadata/")]
+        if logs and not failed:  # the group's compaction first, then the store fails
+            compaction = next(f for f in logs if f.path.endswith(".compact"))
+            real(self, [compaction])
+            failed.append(compaction.path)
+            raise FailpointError("killed")
+        real(self, files)
+
+    monkeypatch.setattr(LocalStorage, "delete_all", cut_short)
+    with pytest.raises(FailpointError):  # batch 7: a compaction, and its clean-up
+        write_batch(tmp_path, cfg, 7, 7 * 4, 4, now_ms=10**13 + 7)
+    assert failed, "killed mid-delete"
+    STATES.clear()  # the next driver remembers nothing
+    with caplog.at_level(logging.WARNING, logger="rotsink.commit"):
+        for batch in range(8, 14):
+            write_batch(tmp_path, cfg, batch, batch * 4, 4, now_ms=10**13 + batch)
+    assert "is not kept for change feeds" in caplog.text
+    ids, _ = feed(cfg, FeedPosition(-1), 13)
+    assert sorted(ids) == list(range(14 * 4))
+
+
 def test_admission_limits_take_whole_sink_batches_and_never_stall(tmp_path):
     cfg = config(tmp_path, rotation={"max_batches": 1})
     for batch in range(6):

@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from commit_protocol.commit.housekeeping import rotsink_upload
 from commit_protocol.storage.gcs import MAX_COMPOSE, GCSObjects
 from commit_protocol.storage.object_store import ObjectStorage
 from commit_protocol.storage.objects import SMALL_BYTES
@@ -100,9 +101,10 @@ def test_the_intermediates_of_a_compose_that_died_are_deleted_by_age(front, gcs_
     stale = f"{storage.root}/.compose-part-0.jsonl-{uuid.uuid4().hex}-p0"
     objects.put(stale, b"half a compose")
     objects.put(f"{storage.root}/part-1.jsonl", b"a file")
-    assert storage.abort_stale_uploads(older_than_ms=0) == []  # younger than the cut-off
+    assert storage.abort_stale_uploads(0, rotsink_upload) == []  # younger than the cut-off
     future = 1 << 62
-    assert storage.abort_stale_uploads(older_than_ms=future) == [stale[len(storage.root) + 1:]]
+    assert storage.abort_stale_uploads(future, rotsink_upload) == \
+        [stale[len(storage.root) + 1:]]
     assert [b.path for b in objects.list(storage.root + "/")] == \
         [f"{storage.root}/part-1.jsonl"]
 

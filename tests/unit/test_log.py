@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 
 import pytest
@@ -78,6 +79,29 @@ def test_delete_expired_keeps_two_compactions(log, tmp_path):
     assert sorted(p.name for p in (tmp_path / "_spark_metadata").iterdir()) == \
         ["5.compact", "6", "7", "8.compact"]
     assert listed(log, 8) == [f"f{b}" for b in range(9)]
+
+
+def test_a_compaction_and_its_deltas_expire_together(log, tmp_path):
+    """A clean-up whose cut by age falls inside a group (5.compact and 6 old, 7 young)
+    deletes none of it: 7's state and listing are read through 5.compact and 6, and the
+    next clean-up reads the state of each file it deletes (to keep it for change feeds)."""
+    from commit_protocol.log import STATES
+
+    for b in range(12):
+        commit(log, b, [f"f{b}"])
+    meta = tmp_path / "_spark_metadata"
+    for path in meta.iterdir():
+        os.utime(path, (100, 100))  # 100 s after the epoch: old
+    os.utime(meta / "7", (10**6, 10**6))  # written after the cut
+    expired = log.expired(latest=11, now_ms=500_000, delay_ms=0)
+    assert sorted(expired) == [0, 1, 2, 3, 4]
+    log.delete_expired(expired)
+    STATES.clear()  # another process: nothing remembered
+    fresh = MetadataLog(LocalStorage(str(tmp_path)), compact_interval=3)
+    assert fresh.read_state(7).batch_id == 7
+    assert listed(fresh, 7) == [f"f{b}" for b in range(8)]
+    os.utime(meta / "7", (100, 100))  # the whole group old: it goes at once
+    assert sorted(fresh.expired(latest=11, now_ms=500_000, delay_ms=0)) == [5, 6, 7]
 
 
 @pytest.mark.parametrize("content, message", [

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from commit_protocol.commit.committer import Committer
+from commit_protocol.commit.housekeeping import rotsink_upload
 from commit_protocol.commit.publishing import publish_file
 from commit_protocol.reading import committed_files, open_committed, read_batches
 from commit_protocol.records.config import RotationPolicy, SinkConfig
@@ -665,7 +666,7 @@ def test_missing_files_raise_file_not_found(storage):
 
 
 def test_abort_stale_uploads_on_every_backend(storage):
-    assert storage.abort_stale_uploads(int(time.time() * 1000) + 60_000) == []
+    assert storage.abort_stale_uploads(int(time.time() * 1000) + 60_000, rotsink_upload) == []
 
 
 # -- damage ----------------------------------------------------------------------------------
@@ -826,18 +827,24 @@ def test_a_412_answering_our_own_create_is_success(s3_storage, monkeypatch):
 
 
 def test_abort_stale_uploads(s3_storage):
+    """rotsink's own stale uploads are aborted; another writer's big upload into the
+    output's directories (a shared table's backfill) and uploads beside the output are not."""
     bucket, prefix = s3_storage.root.split("/", 1)
-    s3_storage.fs.call_s3("create_multipart_upload", Bucket=bucket, Key=f"{prefix}/dead")
-    s3_storage.fs.call_s3("create_multipart_upload", Bucket=bucket, Key=f"{prefix}-other/x")
+    dead, theirs = "g=1/part-00000-000003-000.parquet", "g=1/00000-0-4f2c6a52.parquet"
+    for key in (f"{prefix}/{dead}", f"{prefix}/{theirs}", f"{prefix}-other/x"):
+        s3_storage.fs.call_s3("create_multipart_upload", Bucket=bucket, Key=key)
     initiated = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket,
                                       Prefix=prefix)["Uploads"][0]["Initiated"]
     # The server's clock, not ours: moto reports every upload as initiated at
     # 2010-11-10T20:48:33Z (S3 and SeaweedFS tell the truth), so "too young to abort" is a
     # cutoff at that moment
-    assert s3_storage.abort_stale_uploads(int(initiated.timestamp() * 1000)) == []
-    assert s3_storage.abort_stale_uploads(int(time.time() * 1000) + 2000) == ["dead"]
+    assert s3_storage.abort_stale_uploads(int(initiated.timestamp() * 1000),
+                                          rotsink_upload) == []
+    assert s3_storage.abort_stale_uploads(int(time.time() * 1000) + 2000,
+                                          rotsink_upload) == [dead]
     left = s3_storage.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
-    assert [u["Key"] for u in left.get("Uploads", [])] == [f"{prefix}-other/x"]
+    assert sorted(u["Key"] for u in left.get("Uploads", [])) == \
+        [f"{prefix}-other/x", f"{prefix}/{theirs}"]
 
 
 @pytest.mark.parametrize("s3_server", S3_SERVERS, indirect=True)
