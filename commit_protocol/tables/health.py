@@ -91,7 +91,7 @@ def _last_checkpoint(storage: Storage) -> int | None:
     return int(json.loads(data)["version"])
 
 
-def iceberg_health(storage: Storage, table: Any, *, policy: Any, embedded: bool,
+def iceberg_health(storage: Storage, table: Any, *, policy: Any, at_output: bool,
                    now_ms: int) -> TableHealth:
     """``table``: pyiceberg's; ``policy``: the snapshot expiry in effect."""
     from commit_protocol.tables.iceberg.maintenance import MERGE_KEY
@@ -109,7 +109,7 @@ def iceberg_health(storage: Storage, table: Any, *, policy: Any, embedded: bool,
              f"{age(now_ms - oldest)} "
              f"old; snapshots expire {expiry}; {manifests} manifest(s) in the current "
              f"snapshot; {kept} metadata file(s) in its log"]
-    if embedded:
+    if at_output:  # its metadata in <output>/metadata
         files, size = listed(storage, "metadata")
         facts[0] += f"; metadata/ on storage: {files} files, {size / 1e6:,.2f} MB"
     warnings = []

@@ -86,13 +86,17 @@ def new_bucket(spark, server: LocalS3) -> str:
 def start_moto_server() -> tuple[str, Callable[[], None]]:
     """Start moto's threaded server on a free loopback port; return its URL and a stop function.
 
-    Requests are handled one at a time: moto checks ``If-None-Match`` and then stores, in two
+    Its Glue serves Iceberg catalogs (:mod:`tests.support.glue`). Requests are handled one
+    at a time: moto checks ``If-None-Match`` and then stores, in two
     steps, so two concurrent conditional writes to one key could both succeed on it (seen
     with racing CompleteMultipartUploads), where S3 lets exactly one succeed. Serializing the
     application makes each request atomic, as on S3; connections stay concurrent.
     """
     from moto.server import ThreadedMotoServer
 
+    from tests.support.glue import honour_table_versions
+
+    honour_table_versions()  # its Glue (beside S3) commits conditionally, as AWS Glue does
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

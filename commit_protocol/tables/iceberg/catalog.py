@@ -28,6 +28,10 @@ CATALOG_PREFIX = "catalog."
 CATALOG_NAME = "name"  # table.catalog.name: the name the catalog is opened under
 DEFAULT_CATALOG_NAME = "rotsink"
 IDENTIFIER = "identifier"
+LOCATION = "location"  # table.location: output (default) | catalog | a URI
+OUTPUT_LOCATION, CATALOG_LOCATION = "output", "catalog"
+# pyiceberg's catalogs that place a new table under their warehouse property
+_WAREHOUSE_PLACED = ("glue", "hive", "sql", "dynamodb")
 _AZURE_SCHEMES = ("abfs", "abfss", "az", "wasb", "wasbs")
 # adlfs's keywords that pyiceberg's file IO takes as adls.<keyword with dashes>
 _ADLS_KEYWORDS = ("connection_string", "account_name", "account_key", "sas_token",
@@ -180,16 +184,50 @@ def _sqlite_file(properties: dict[str, str]) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-def is_embedded(options: dict[str, str]) -> bool:
-    """Whether the table lives at the output's root: in a SQL catalog (the embedded one
-    beside the output by default, or a database given by ``table.catalog.uri``); a REST
-    catalog places its tables itself.
+def new_table_location(root: str, options: dict[str, str]) -> str | None:
+    """Where a table rotsink creates lives (``table.location``): at the output's root by
+    default, on every catalog (its metadata in ``<root>/metadata``, where path-based readers
+    look, and no warehouse needed); ``catalog``: where the catalog places it (a catalog that
+    manages its tables' storage, as S3 Tables and SeaweedFS's table buckets do, refuses any
+    other); or the URI given. None: the catalog's choice. An existing table keeps its own.
 
-    >>> is_embedded({}), is_embedded({"catalog.type": "rest", "catalog.uri": "http://c"})
-    (True, False)
+    >>> new_table_location("s3://b/out", {}), new_table_location("s3://b/out",
+    ...                                                            {"location": "catalog"})
+    ('s3://b/out', None)
+    >>> new_table_location("s3://b/out", {"location": "s3a://lake/events/"})
+    's3://lake/events'
     """
-    given = option_values(options, CATALOG_PREFIX)
-    return given.get("type") == "sql" or ("type" not in given and "uri" not in given)
+    given = options.get(LOCATION, OUTPUT_LOCATION)
+    if given.lower() == OUTPUT_LOCATION:
+        return root
+    if given.lower() == CATALOG_LOCATION:
+        return None
+    return same_uri(given).rstrip("/")
+
+
+def check_location(options: dict[str, str]) -> None:
+    """Refuse at start a ``table.location`` that is neither a keyword nor a URI, and
+    ``catalog`` where the catalog has nowhere to place a table: pyiceberg's Glue, Hive, SQL
+    and DynamoDB catalogs place it under their ``warehouse`` (a REST catalog's server
+    decides), and without one would fail only at the first commit, after the query started.
+
+    >>> check_location({"location": "catalog", "catalog.type": "glue"})
+    Traceback (most recent call last):
+    ...
+    commit_protocol.vocabulary.errors.OptionError: option table.location='catalog': the glue ...
+    """
+    given = options.get(LOCATION, OUTPUT_LOCATION)
+    if given.lower() not in (OUTPUT_LOCATION, CATALOG_LOCATION) and "://" not in given:
+        raise OptionError(f"option table.location={given!r}: expected {OUTPUT_LOCATION} (the "
+                          f"default: a new table at the output's root), {CATALOG_LOCATION} "
+                          "(where the catalog places it) or a URI such as s3://bucket/table")
+    catalog = option_values(options, CATALOG_PREFIX)
+    kind = catalog.get("type", "sql" if "uri" not in catalog else "rest")
+    if given.lower() == CATALOG_LOCATION and kind in _WAREHOUSE_PLACED \
+            and "warehouse" not in catalog:
+        raise OptionError(f"option table.location={given!r}: the {kind} catalog has no "
+                          "warehouse to place a new table in; set table.catalog.warehouse, "
+                          "or leave table.location unset (the table at the output's root)")
 
 
 def catalog_name(options: dict[str, str]) -> str:

@@ -13,7 +13,8 @@ from commit_protocol.tables.iceberg.catalog import (
     CATALOG_NAME,
     CATALOG_PREFIX,
     IDENTIFIER,
-    is_embedded,
+    LOCATION,
+    check_location,
 )
 from commit_protocol.tables.iceberg.maintenance import RETENTION, retention_option
 from commit_protocol.tables.iceberg.table import METADATA_DIR, IcebergFollowedTable
@@ -33,6 +34,7 @@ class IcebergFormat(TableFormat):
             raise OptionError(f"option table.identifier={identifier!r}: expected "
                               "namespace.table, for table.format=iceberg")
         retention_option(config.table_options)  # a bad one fails at start, naming it
+        check_location(config.table_options)
         check_file_io(config.path)
 
     def check_partitioning(self, config: SinkConfig) -> None:
@@ -74,9 +76,9 @@ class IcebergFormat(TableFormat):
                      for theirs, ours in zip(found, config.all_terms, strict=True))
 
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
-        """The embedded catalog's table keeps its metadata in ``metadata/`` below the
-        output's root, where path-based readers look for it."""
-        return (METADATA_DIR,) if is_embedded(config.table_options) else ()
+        """A table at the output's root (every table rotsink creates, by default) keeps its
+        metadata in ``metadata/`` there, where path-based readers look for it."""
+        return (METADATA_DIR,)
 
     def read_back(self, out: str) -> TableRead:
         from commit_protocol.records.config import SinkConfig
@@ -114,5 +116,5 @@ def check_file_io(path: str) -> None:
 
 
 FORMAT = IcebergFormat("iceberg", library="pyiceberg", extra="iceberg",
-                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME, RETENTION),
+                       option_keys=(IDENTIFIER, CATALOG_PREFIX + CATALOG_NAME, LOCATION, RETENTION),
                        option_prefixes=(CATALOG_PREFIX,))

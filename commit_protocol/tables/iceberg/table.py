@@ -2,8 +2,9 @@
 through a catalog (:mod:`~commit_protocol.tables.iceberg.catalog`: an embedded SQLite catalog
 beside the output by default, a REST catalog for production), committed with pyiceberg.
 
-The table is ``table.identifier``. With a SQL catalog it lives at the output's root, its
-metadata in ``metadata/`` (where path-based readers look); its data files are rotsink's
+The table is ``table.identifier``. One rotsink creates lives at the output's root, its
+metadata in ``metadata/`` (where path-based readers look;
+:mod:`~commit_protocol.tables.iceberg.creation`); its data files are rotsink's
 finalized files where they are, by absolute path, partitioned by identity on ``partitionBy``
 (:mod:`~commit_protocol.tables.iceberg.files`), with the table's field ids
 (:mod:`~commit_protocol.tables.iceberg.ids`). One snapshot per micro-batch that finalizes
@@ -32,15 +33,14 @@ from commit_protocol.tables.iceberg.catalog import (
     catalog_properties,
     data_root,
     default_identifier,
-    is_embedded,
     same_uri,
 )
-from commit_protocol.tables.iceberg.files import DATA_CONTENT, data_file, listed, new_spec
+from commit_protocol.tables.iceberg.creation import DATA_PATH, WRITTEN_VERSION, create_table
+from commit_protocol.tables.iceberg.files import DATA_CONTENT, data_file, listed
 from commit_protocol.tables.iceberg.maintenance import (
     MERGE_KEY,
     ExpiryPolicy,
     created_by,
-    created_properties,
     expire,
     merged_away,
     missing_properties,
@@ -75,17 +75,7 @@ if TYPE_CHECKING:
 METADATA_DIR = "metadata"
 METADATA_PATH = "write.metadata.path"
 LEGACY_METADATA_DIR = "_iceberg/metadata"
-# Where every writer puts new data files: the output's root, so that another writer's files
-# (a DELETE's rewrite, a backfill) land in the output's partition directories, where the log
-# can list them for path readers (Iceberg's default, <location>/data/, is outside them)
-DATA_PATH = "write.data.path"
-# Asked of every engine at creation: row-level changes rewrite files (copy-on-write) rather
-# than add delete files, which path readers (Spark's, rotsink's) cannot apply
-COPY_ON_WRITE = {f"write.{change}.mode": "copy-on-write"
-                 for change in ("delete", "update", "merge")}
 _ATTEMPTS = 5
-# The newest Iceberg format version pyiceberg 0.12 writes (v3: apache/iceberg-python#1551)
-WRITTEN_VERSION = 2
 
 
 class IcebergFollowedTable:
@@ -98,7 +88,6 @@ class IcebergFollowedTable:
         self.properties = catalog_properties(root_uri, config.table_options,
                                              config.fs_options)
         self.identifier = config.table_options.get(IDENTIFIER) or default_identifier(root_uri)
-        self.embedded = is_embedded(config.table_options)
         self._catalog: Catalog | None = None
         self._read: IcebergTable | None = None  # as read by committed_batch, for the commit
         self._committed: IcebergTable | None = None  # as this process's last commit left it
@@ -239,8 +228,9 @@ class IcebergFollowedTable:
         policy = ExpiryPolicy.of(table.properties, self.retention, ours=created_by(table, owner))
         from commit_protocol.storage import open_storage
 
+        at_output = same_uri(table.location()).rstrip("/") == same_uri(self.root)
         return iceberg_health(open_storage(self.root_uri, self.fs_options), table,
-                              policy=policy, embedded=self.embedded, now_ms=now_ms)
+                              policy=policy, at_output=at_output, now_ms=now_ms)
 
     def maintain(self, *, owner: str, now_ms: int) -> None:
         """After this process's commit: expire the snapshots due (see
@@ -258,24 +248,8 @@ class IcebergFollowedTable:
             expire(table, due)
 
     def _create(self, commit: TableCommit) -> IcebergTable:
-        from pyiceberg.table.name_mapping import create_mapping_from_schema
-
-        schema = iceberg_schema(commit.schema_json)
-        namespace = self.identifier.rpartition(".")[0]
-        if namespace:
-            self.catalog.create_namespace_if_not_exists(namespace)
-        properties = {**COPY_ON_WRITE, **created_properties(commit.owner),
-                      DATA_PATH: self.root, "format-version": str(WRITTEN_VERSION),
-                      "schema.name-mapping.default":
-                          create_mapping_from_schema(schema).model_dump_json()}
-        location: dict[str, Any] = {}
-        if self.embedded:  # at the output's root, its metadata in <root>/metadata
-            location = {"location": self.root}
-        tx = self.catalog.create_table_transaction(
-            self.identifier, schema=schema, partition_spec=new_spec(schema, commit),
-            properties=properties, **location)
-        self._append_to(tx, commit)
-        return tx.commit_transaction()
+        return create_table(self.catalog, self.identifier, root=self.root,
+                            options=self.options, commit=commit, append_to=self._append_to)
 
     def _leftovers(self, table: IcebergTable) -> tuple[str, ...]:
         """Table properties an earlier rotsink set that this one removes: retries off, which

@@ -1,0 +1,349 @@
+"""The catalogs teams keep Iceberg tables in, each a real server on 127.0.0.1 (AWS Glue on
+moto's server, with its S3): a new table at the output without a warehouse, a table the catalog
+placed joined where it is, another writer committing through the same catalog while rotsink
+does (the catalog's conditional commit under contention), a crash between the two commits,
+snapshot expiry; and ``table.location`` refused or taken where the catalog says."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from commit_protocol.checks.verification import verify_output
+from commit_protocol.commit.committer import Committer
+from commit_protocol.records.config import SinkConfig
+from commit_protocol.storage import open_storage
+from commit_protocol.vocabulary import failpoints
+from commit_protocol.vocabulary.errors import OptionError, TableError
+from tests.unit.test_delta_commits import QUERY, ROWS, SCHEMA_JSON, commit_batch, forget
+from tests.unit.test_iceberg_commits import batches_of, iceberg_config, table_of
+
+MARK = f"rotsink.batch.rotsink-{QUERY}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory():
+    forget()
+    yield
+    forget()
+
+
+@dataclass
+class CatalogServer:
+    """One catalog on a server of its own kind, and the S3 bucket its tables' files are in."""
+
+    kind: str
+    properties: dict[str, str]  # pyiceberg's, as another writer opens the catalog
+    endpoint: str               # the S3 endpoint of the bucket
+    bucket: str
+    namespace: str = field(default_factory=lambda: f"db_{uuid.uuid4().hex[:8]}")
+
+    @property
+    def out(self) -> str:
+        return f"s3://{self.bucket}/{self.namespace}/out"
+
+    def config(self, name: str = "events", **table_options: str) -> SinkConfig:
+        """A sink's config for the table ``<namespace>.<name>`` in this catalog."""
+        options = {f"catalog.{key}": value for key, value in self.properties.items()
+                   if not key.startswith("s3.")}
+        return iceberg_config(self.out, fs_options={"endpoint_url": self.endpoint},
+                              table_options={**options, "identifier":
+                                             f"{self.namespace}.{name}", **table_options})
+
+    def other_writer(self):
+        """The same catalog as another process opens it (its own client)."""
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog(f"other-{uuid.uuid4().hex[:6]}", **self.properties)
+
+
+@pytest.fixture(params=["glue"])
+def server(request) -> Iterator[CatalogServer]:
+    from tests.support.s3server import create_bucket
+
+    endpoint = request.getfixturevalue("s3_endpoint")  # moto serves Glue beside S3
+    bucket = create_bucket(endpoint, f"lake-{uuid.uuid4().hex[:10]}")
+    yield CatalogServer("glue", {"type": "glue", "glue.endpoint": endpoint,
+                                 "glue.region": "us-east-1", "s3.endpoint": endpoint,
+                                 "s3.region": "us-east-1"}, endpoint, bucket)
+
+
+def input_ids(batches: int) -> Counter:
+    """The ids of ``batches`` batches' input (commit_batch writes ROWS per batch)."""
+    return Counter(range(batches * ROWS))
+
+
+def scanned_ids(table) -> Counter:
+    return Counter(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def test_a_new_table_lives_at_the_output_and_needs_no_warehouse(server):
+    """No ``warehouse`` in the catalog's properties (pyiceberg's Glue catalog would refuse
+    to place a table): the table is at the output's root, and another client of the catalog
+    reads exactly the finalized rows (batches 0-5 roll every other batch: all rows)."""
+    cfg = server.config()
+    for batch_id in range(6):
+        commit_batch(cfg, batch_id)
+    table = server.other_writer().load_table(f"{server.namespace}.events")
+    assert table.location() == server.out
+    assert table.metadata_location.startswith(f"{server.out}/metadata/")
+    assert scanned_ids(table) == input_ids(6)
+    assert batches_of(table) == ["0", "1", "3", "5"]
+    files = table.inspect.files().column("file_path").to_pylist()
+    assert files and all(f.startswith(f"{server.out}/grp=") for f in files)
+    storage = open_storage(cfg.path, cfg.fs_options)
+    checked = verify_output(storage, commit_timeout_s=0, fs_options=cfg.fs_options)
+    assert checked.ok, checked.problems  # metadata/ is the table's, not an unlisted file
+
+
+def test_a_table_the_catalog_placed_is_joined_where_it_is(server):
+    """A table another writer made in the catalog, elsewhere, partitioned as the output is,
+    holding its own rows: the stream joins it; the table keeps its location, rotsink's
+    files are at the output."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    elsewhere = f"s3://{server.bucket}/{server.namespace}/warehouse/events"
+    catalog = server.other_writer()
+    catalog.create_namespace(server.namespace)
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "grp", StringType()))
+    by_grp = PartitionSpec(PartitionField(source_id=2, field_id=1000, name="grp",
+                                          transform=IdentityTransform()))
+    theirs = catalog.create_table(f"{server.namespace}.events", schema=schema,
+                                  location=elsewhere, partition_spec=by_grp)
+    theirs.append(pa.table({"id": [-1, -2], "grp": ["x", "y"]}, schema=schema.as_arrow()))
+    cfg = server.config()
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    table = catalog.load_table(f"{server.namespace}.events")
+    assert table.location() == elsewhere
+    assert scanned_ids(table) == input_ids(4) + Counter([-1, -2])
+    ours = [f for f in table.inspect.files().column("file_path").to_pylist()
+            if not f.startswith(elsewhere)]
+    assert ours and all(f.startswith(f"{server.out}/") for f in ours)
+    assert table.properties[MARK] == "3"
+
+
+def test_another_writer_committing_through_the_catalog_loses_nothing(server):
+    """A backfill appends through its own client of the catalog while rotsink commits
+    batches: each commit is conditional in the catalog (Glue's table version), the loser of
+    a race reads the table again, and every batch and every backfill append is in the table
+    once."""
+    cfg = server.config()
+    commit_batch(cfg, 0)
+    table_name = f"{server.namespace}.events"
+    other = server.other_writer().load_table(table_name)
+    schema = other.schema().as_arrow()
+    stop, appended, errors = threading.Event(), [], []
+
+    def backfill() -> None:
+        from pyiceberg.exceptions import CommitFailedException
+
+        try:
+            n = 0
+            while not stop.is_set() or n < 3:
+                rows = pa.table({"id": [-n - 1], "grp": ["x"]}).cast(schema)
+                try:
+                    server.other_writer().load_table(table_name).append(rows)
+                except CommitFailedException:
+                    continue  # lost its own retries' races too: the job tries again
+                n += 1
+                appended.append(-n)
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    thread = threading.Thread(target=backfill)
+    thread.start()
+    try:
+        for batch_id in range(1, 8):
+            commit_batch(cfg, batch_id)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    table = server.other_writer().load_table(table_name)
+    assert scanned_ids(table) == input_ids(8) + Counter(appended)
+    summaries = [s.summary.additional_properties for s in table.snapshots()]
+    assert [s["rotsink.batch"] for s in summaries if "rotsink.batch" in s] == \
+        ["0", "1", "3", "5", "7"]
+    assert sum("rotsink.batch" not in s for s in summaries) == len(appended)
+
+
+@pytest.mark.parametrize("recovery", ["restart", "repair"])
+def test_a_crash_between_the_two_commits_is_caught_up_once(server, monkeypatch, recovery):
+    cfg = server.config()
+    for batch_id in range(3):
+        commit_batch(cfg, batch_id)
+    monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
+    with pytest.raises(failpoints.FailpointError):
+        commit_batch(cfg, 3)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()
+    storage = open_storage(cfg.path, cfg.fs_options)
+    if recovery == "restart":
+        committer = Committer(storage, cfg, SCHEMA_JSON)
+        committer.start_table(committer.latest_state())
+    else:
+        found = verify_output(storage, commit_timeout_s=0, fs_options=cfg.fs_options)
+        assert any("lacks" in p for p in found.problems), found.problems
+        assert verify_output(storage, commit_timeout_s=0, fs_options=cfg.fs_options,
+                             repair=True).ok
+    table = table_of(cfg)
+    assert batches_of(table) == ["0", "1", "3"]
+    assert scanned_ids(table) == input_ids(4)
+
+
+def test_snapshot_expiry_through_the_catalog_keeps_the_mark(server):
+    cfg = server.config(snapshotRetention="1ms")
+    for batch_id in range(6):
+        commit_batch(cfg, batch_id)
+    table = server.other_writer().load_table(f"{server.namespace}.events")
+    assert len(table.snapshots()) < 4  # expired after each commit, the newest kept
+    assert table.properties[MARK] == "5"
+    assert scanned_ids(table) == input_ids(6)
+
+
+def test_a_location_the_user_names_is_the_new_table_s(server):
+    elsewhere = f"s3://{server.bucket}/{server.namespace}/tables/events"
+    cfg = server.config(location=elsewhere)
+    for batch_id in range(2):
+        commit_batch(cfg, batch_id)
+    table = table_of(cfg)
+    assert table.location() == elsewhere
+    assert all(f.startswith(f"{server.out}/")
+               for f in table.inspect.files().column("file_path").to_pylist())
+    assert scanned_ids(table) == input_ids(2)
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"location": "catalog", "catalog.type": "glue"},
+     r"table.location='catalog': the glue catalog has no warehouse .* "
+     r"set table.catalog.warehouse"),
+    ({"location": "events"}, r"table.location='events': expected output .*, catalog .* or a URI"),
+])
+def test_a_location_no_catalog_can_take_is_refused_before_the_query_starts(options,
+                                                                           expected):
+    from datasource.options.sink import parse_sink_options
+
+    given = {f"table.{key}": value for key, value in options.items()}
+    with pytest.raises(OptionError, match=expected):
+        parse_sink_options({"path": "s3://b/out", "format": "parquet",
+                            "table.format": "iceberg", **given})
+
+
+def test_a_catalog_that_places_its_tables_itself_gets_its_way_or_names_the_option(
+        tmp_path, monkeypatch, caplog, seaweedfs_catalog):
+    """SeaweedFS's REST catalog (as S3 Tables) refuses any location outside its table
+    bucket: with ``table.location`` unset the table is created where the catalog places it
+    (a WARNING says so); a location the user named is refused naming the option."""
+    from tests.support.s3server import DUMMY_CREDENTIALS, rest_catalog_options
+
+    endpoint, catalog = seaweedfs_catalog
+    monkeypatch.setenv("ICEBERG_TEST_SECRET", DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    options = rest_catalog_options(catalog, endpoint, name)
+    named = iceberg_config(str(tmp_path / "named"), table_options={
+        **options, "location": f"file://{tmp_path}/named", "identifier": f"rotsink.{name}_n"})
+    with pytest.raises(TableError, match=r"option table.location='file://.*/named': the "
+                                         r"catalog refused it"):
+        commit_batch(named, 0)
+    cfg = iceberg_config(str(tmp_path / "out"), table_options=options)
+    with caplog.at_level(logging.WARNING, logger="rotsink.table"):
+        for batch_id in range(2):
+            commit_batch(cfg, batch_id)
+    assert "refused the output's root" in caplog.text
+    table = table_of(cfg)
+    assert not table.location().startswith(f"file://{tmp_path}")
+    assert scanned_ids(table) == input_ids(2)
+
+
+class Recorded:
+    """Stands in for a snippet's DataFrame: what its ``writeStream`` chain set."""
+
+    def __init__(self) -> None:
+        self.options: dict[str, str] = {}
+        self.format_name = self.path = ""
+
+    @property
+    def writeStream(self) -> Recorded:  # noqa: N802 - Spark's name
+        return self
+
+    def format(self, name: str) -> Recorded:
+        self.format_name = name
+        return self
+
+    def option(self, key: str, value: object) -> Recorded:
+        self.options[key] = str(value)
+        return self
+
+    def start(self, path: str) -> Recorded:
+        self.path = path
+        return self
+
+
+def docs_snippet(title: str) -> str:
+    """The code block of docs/tables.md that begins with the comment ``# <title>``."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tables.md").read_text()
+    (code,) = [block for block in re.findall(r"```python\n(.*?)```", page, re.S)
+               if block.startswith(f"# {title}\n")]
+    return code
+
+
+def test_the_glue_snippet_of_the_docs_runs_as_printed(s3_endpoint):
+    """docs/tables.md's AWS Glue options, as printed, with only the local server's address
+    added (on AWS the clients find Glue and S3 themselves): the table is created at the
+    output, partitioned by days(ts) as Iceberg computes it, and Glue's other clients find it
+    under the snippet's name."""
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+    from datasource.writing.writer import stream_writer
+    from tests.support.s3server import create_bucket
+    from tests.support.spark_like import SparkLikeQuery
+
+    recorded = Recorded()
+    exec(docs_snippet("AWS Glue"), {"events": recorded})
+    assert recorded.format_name == "rotsink"
+    create_bucket(s3_endpoint, recorded.path.split("/")[2])
+    options = {key: value for key, value in recorded.options.items()
+               if key != "checkpointLocation"}  # Spark's, not the sink's
+    options.update({"path": recorded.path, "fs.endpoint_url": s3_endpoint,
+                    "table.catalog.glue.endpoint": s3_endpoint})
+    schema = StructType([StructField("id", LongType()), StructField("ts", TimestampType())])
+    config = stream_writer(options, schema).config
+    start = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)
+
+    def rows(batch_id: int) -> pa.RecordBatch | None:
+        if batch_id == 3:
+            return None  # no input: a trigger an hour later rolls every file on time
+        ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
+        return pa.record_batch({"id": pa.array(ids, pa.int64()), "ts": pa.array(
+            [start + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
+
+    query = SparkLikeQuery(config, rows=rows, schema_json=lambda _: schema.json())
+    now_ms = int(time.time() * 1000)
+    for batch_id in range(4):
+        query.run(batch_id, now_ms=now_ms + batch_id * 3_600_000)
+    from pyiceberg.catalog import load_catalog
+
+    glue = load_catalog("athena", type="glue", **{"glue.endpoint": s3_endpoint,
+                                                  "glue.region": "eu-west-1",
+                                                  "s3.endpoint": s3_endpoint})
+    table = glue.load_table(options["table.identifier"])
+    assert table.location() == recorded.path
+    assert [str(f.transform) for f in table.spec().fields] == ["day"]
+    assert scanned_ids(table) == input_ids(3)
+    days = {row["partition"]["ts_day"] for row in table.inspect.files().to_pylist()}
+    assert days == {(start + dt.timedelta(hours=i)).date() for i in range(3 * ROWS)}
