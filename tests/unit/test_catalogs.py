@@ -25,7 +25,8 @@ from commit_protocol.commit.committer import Committer
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
 from commit_protocol.vocabulary import failpoints
-from commit_protocol.vocabulary.errors import OptionError, TableError
+from commit_protocol.vocabulary.errors import AfterCommitError, OptionError, TableError
+from tests.unit.test_catalog_faults import no_waits  # noqa: F401  (a fixture)
 from tests.unit.test_delta_commits import QUERY, ROWS, SCHEMA_JSON, commit_batch, forget
 from tests.unit.test_iceberg_commits import batches_of, iceberg_config, table_of
 
@@ -214,6 +215,61 @@ def test_snapshot_expiry_through_the_catalog_keeps_the_mark(server):
     assert len(table.snapshots()) < 4  # expired after each commit, the newest kept
     assert table.properties[MARK] == "5"
     assert scanned_ids(table) == input_ids(6)
+
+
+def test_a_table_of_another_kind_under_the_name_is_refused_before_anything_is_written(server):
+    """A Hive table registered in Glue under the stream's identifier: refused at the query's
+    start naming the table and the catalog, where pyiceberg's own words were a ValueError
+    about a missing property (or a create racing a table that is there, five times)."""
+    import boto3
+
+    glue = boto3.client("glue", endpoint_url=server.endpoint, region_name="us-east-1")
+    glue.create_database(DatabaseInput={"Name": server.namespace})
+    glue.create_table(DatabaseName=server.namespace, TableInput={
+        "Name": "events", "TableType": "EXTERNAL_TABLE", "Parameters": {"classification": "csv"},
+        "StorageDescriptor": {"Location": f"s3://{server.bucket}/hive/events",
+                              "Columns": [{"Name": "id", "Type": "bigint"}]}})
+    cfg = server.config()
+    storage = open_storage(cfg.path, cfg.fs_options)
+    committer = Committer(storage, cfg, SCHEMA_JSON)
+    with pytest.raises(TableError, match=rf"{server.namespace}.events in the Iceberg catalog "
+                                         r"\(table.catalog.type=glue, .*\) is not an Iceberg "
+                                         r"table .*choose another table.identifier"):
+        committer.start_table(committer.latest_state())
+    assert not storage.exists("_spark_metadata/0")
+
+
+@pytest.mark.usefixtures("no_waits")
+def test_a_catalog_that_cannot_be_reached_is_named(server):
+    """Glue unreachable at the start (nothing listening) fails naming the catalog's address;
+    Glue failing every commit mid-stream fails the batch after its log commit, naming the
+    step, and the next batch catches the table up once."""
+    from tests.support.faulty_proxy import FailingProxy
+
+    closed = server.config(**{"catalog.glue.endpoint": "http://127.0.0.1:9",
+                              "catalog.glue.max-retries": "1"})
+    storage = open_storage(closed.path, closed.fs_options)
+    committer = Committer(storage, closed, SCHEMA_JSON)
+    with pytest.raises(TableError, match=r"cannot load .* \(table.catalog.type=glue, "
+                                         r"table.catalog.glue.endpoint=http://127.0.0.1:9, "
+                                         r".*\): EndpointConnectionError"):
+        committer.start_table(committer.latest_state())
+    proxy = FailingProxy(server.endpoint)
+    try:
+        cfg = server.config(**{"catalog.glue.endpoint": proxy.endpoint,
+                               "catalog.glue.max-retries": "1"})  # botocore's: 10 by default
+        commit_batch(cfg, 0)
+        proxy.fail("POST", "/", 99, body_contains=b'"VersionId"')  # Glue's UpdateTable
+        with pytest.raises(AfterCommitError, match=r"batch 1 is committed .* its table "
+                                                   r"commit \(iceberg\) failed"):
+            commit_batch(cfg, 1)
+        proxy.clear()
+        commit_batch(cfg, 2)
+    finally:
+        proxy.stop()
+    table = table_of(cfg)
+    assert batches_of(table) == ["0", "1"]  # batch 2 rolls nothing
+    assert scanned_ids(table) == input_ids(2)
 
 
 def test_a_location_the_user_names_is_the_new_table_s(server):

@@ -30,6 +30,10 @@ DEFAULT_CATALOG_NAME = "rotsink"
 IDENTIFIER = "identifier"
 LOCATION = "location"  # table.location: output (default) | catalog | a URI
 OUTPUT_LOCATION, CATALOG_LOCATION = "output", "catalog"
+# Properties pyiceberg 0.12 passes to botocore as given (Glue's client), which needs an int
+_INT_PROPERTIES = ("glue.max-retries",)
+# What names a catalog that has no uri, in errors: AWS Glue's endpoint and region
+_ADDRESS_KEYS = ("glue.endpoint", "glue.region")
 # pyiceberg's catalogs that place a new table under their warehouse property
 _WAREHOUSE_PLACED = ("glue", "hive", "sql", "dynamodb")
 _AZURE_SCHEMES = ("abfs", "abfss", "az", "wasb", "wasbs")
@@ -59,7 +63,7 @@ def catalog_properties(root_uri: str, options: dict[str, str],
     'http://127.0.0.1:9000'
     """
     given = option_values(options, CATALOG_PREFIX)
-    properties = {key: _resolved(key, value) for key, value in given.items()
+    properties = {key: _typed(key, _resolved(key, value)) for key, value in given.items()
                   if key != CATALOG_NAME}
     properties = {**_file_io_properties(root_uri, fs_options or {}), **properties}
     if "type" not in properties and "uri" not in properties:
@@ -136,7 +140,7 @@ class _OpenCatalogs:
             catalog = open_catalog(name, properties)
         except Exception as e:  # a missing folder, a refused connection: pyiceberg's own words
             raise TableError(f"cannot open the Iceberg catalog {name!r} "
-                             f"({_described(properties)}): {type(e).__name__}: {e}") from e
+                             f"({described(properties)}): {type(e).__name__}: {e}") from e
         key = (*key[:2], _sqlite_file(properties))  # (a SQL catalog makes its file)
         with self._lock:
             replaced = self._open.pop(key, None)
@@ -160,15 +164,18 @@ class _OpenCatalogs:
 OPEN_CATALOGS = _OpenCatalogs()
 
 
-def _described(properties: dict[str, str]) -> str:
-    """The catalog's type and URI for an error message, a password in the URI masked.
+def described(properties: dict[str, str]) -> str:
+    """The catalog's type and address for an error message, a password in the URI masked.
 
-    >>> _described({"type": "sql", "uri": "postgresql://u:secret@db/lake"})
+    >>> described({"type": "sql", "uri": "postgresql://u:secret@db/lake"})
     'table.catalog.type=sql, table.catalog.uri=postgresql://u:***@db/lake'
+    >>> described({"type": "glue", "glue.region": "eu-west-1", "s3.endpoint": "http://s3"})
+    'table.catalog.type=glue, table.catalog.glue.region=eu-west-1'
     """
     uri = re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", properties.get("uri", ""))
     return ", ".join(f"table.catalog.{key}={value}" for key, value in
-                     (("type", properties.get("type", "")), ("uri", uri)) if value)
+                     (("type", properties.get("type", "")), ("uri", uri),
+                      *((k, properties.get(k, "")) for k in _ADDRESS_KEYS)) if value)
 
 
 def _sqlite_file(properties: dict[str, str]) -> tuple[int, int] | None:
@@ -239,6 +246,22 @@ def catalog_name(options: dict[str, str]) -> str:
     ('rotsink', 'lake')
     """
     return options.get(CATALOG_PREFIX + CATALOG_NAME, DEFAULT_CATALOG_NAME)
+
+
+def _typed(key: str, value: str) -> Any:
+    """A property pyiceberg hands on as it is to a client that needs a number (botocore's
+    retries: the string fails the opening of the catalog with a TypeError) as a number.
+
+    >>> _typed("glue.max-retries", "2"), _typed("glue.region", "eu-west-1")
+    (2, 'eu-west-1')
+    """
+    if key not in _INT_PROPERTIES:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise OptionError(f"option table.catalog.{key}={value!r}: expected a whole "
+                          "number") from None
 
 
 def _resolved(key: str, value: str) -> str:

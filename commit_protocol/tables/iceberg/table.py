@@ -33,6 +33,7 @@ from commit_protocol.tables.iceberg.catalog import (
     catalog_properties,
     data_root,
     default_identifier,
+    described,
     same_uri,
 )
 from commit_protocol.tables.iceberg.creation import DATA_PATH, WRITTEN_VERSION, create_table
@@ -102,12 +103,30 @@ class IcebergFollowedTable:
 
     # -- reading -------------------------------------------------------------------------
     def loaded(self) -> IcebergTable | None:
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+        """The table as the catalog has it now; None when there is none. A table of another
+        kind under the name (a Hive or Delta table in Glue or a metastore) is refused; a
+        catalog that cannot answer is a TableError naming it, with the cause (tried again
+        after the commit point, as any catalog error)."""
+        from pyiceberg.exceptions import (
+            NoSuchIcebergTableError,
+            NoSuchNamespaceError,
+            NoSuchPropertyException,
+            NoSuchTableError,
+        )
 
+        where = f"{self.identifier} in the Iceberg catalog ({described(self.properties)})"
         try:
             return self.catalog.load_table(self.identifier)
+        except TableError:
+            raise  # the catalog could not be opened: said so already
+        except (NoSuchIcebergTableError, NoSuchPropertyException, ValueError) as e:
+            # pyiceberg's words for a table of another kind (Glue: no table_type ICEBERG)
+            raise TableError(f"{where} is not an Iceberg table ({type(e).__name__}: {e}): "
+                             "choose another table.identifier") from None
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
+        except Exception as e:  # down, refusing the credentials: the client's own words
+            raise TableError(f"cannot load {where}: {type(e).__name__}: {e}") from e
 
     def committed_batch(self, owner: str, *, fresh: bool = True) -> int | None:
         """Read fresh (a catalog lookup), or not ``fresh``: from the table the version read
