@@ -154,6 +154,16 @@ def seaweedfs_catalog() -> Iterator[tuple[str, str]]:
     stop()
 
 
+@pytest.fixture(scope="session")
+def iceberg_rest() -> Iterator[str]:
+    """URL of Apache Iceberg's own REST catalog server on 127.0.0.1 for the session."""
+    from tests.support.iceberg_rest import start_iceberg_rest
+
+    url, stop = start_iceberg_rest()
+    yield url
+    stop()
+
+
 @pytest.fixture
 def s3_server(request) -> LocalS3:
     """The local S3 server of a test: moto, or the one a test names through indirect

@@ -9,6 +9,8 @@ dependencies into a folder of its own (they must not share a classpath):
 - ``table-reader``: Spark's own Delta and Iceberg readers built for the installed PySpark's
   Spark release, where one is published (:data:`TABLE_READERS`);
 - ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`;
+- ``iceberg-rest``: Apache Iceberg's own REST catalog server, run by
+  :mod:`tests.support.iceberg_rest`;
 - ``cloud-readers``: Spark's readers of ``gs://`` (gcs-connector) and ``wasb://`` (hadoop-azure),
   for the tests of Spark's readers on the stores' emulators (:mod:`tests.support.cloud_readers`).
 
@@ -119,6 +121,13 @@ def kafka_broker_classpath() -> str:
     return ":".join(str(j) for j in sorted(folder.glob("*.jar")))
 
 
+def iceberg_rest_classpath() -> str:
+    """Apache Iceberg's REST catalog server and what it runs on
+    (:mod:`tests.support.iceberg_rest`)."""
+    folder = _fetch("iceberg-rest")
+    return ":".join(str(j) for j in sorted(folder.glob("*.jar")))
+
+
 def table_reader_formats() -> tuple[str, ...]:
     """The table formats whose Spark reader is published for the installed PySpark."""
     from datasource.spark.compat import pyspark_version
@@ -221,13 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         packages = spark_packages()
         cloud_reader_jars()
         kafka_broker_classpath()
+        iceberg_rest_classpath()
         readers = table_reader_formats()
         for table_format in readers:
             table_reader_jars(table_format)
     except JvmSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, Spark's table "
+    print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, Iceberg's REST "
+          f"catalog server, Spark's table "
           f"readers: {', '.join(readers) or 'none for this Spark'}")
     from tests.support.class_archive import class_archive
 

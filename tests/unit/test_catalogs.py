@@ -1,8 +1,11 @@
 """The catalogs teams keep Iceberg tables in, each a real server on 127.0.0.1 (AWS Glue on
-moto's server, with its S3): a new table at the output without a warehouse, a table the catalog
-placed joined where it is, another writer committing through the same catalog while rotsink
-does (the catalog's conditional commit under contention), a crash between the two commits,
-snapshot expiry; and ``table.location`` refused or taken where the catalog says."""
+moto's server, with its S3; Apache Iceberg's own REST catalog server, on a JDBC catalog): a
+new table at the output without a warehouse, a table the catalog placed joined where it is,
+another writer committing through the same catalog while rotsink does (the catalog's
+conditional commit under contention), a crash between the two commits, snapshot expiry;
+``table.location`` refused or taken where the catalog says; Glue's errors (a table of
+another kind under the name, Glue unreachable at the start and failing mid-stream); and
+docs/tables.md's Glue snippet, run as printed."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from commit_protocol.checks.verification import verify_output
 from commit_protocol.commit.committer import Committer
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
+from commit_protocol.tables.iceberg.catalog import same_uri
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import AfterCommitError, OptionError, TableError
 from tests.unit.test_catalog_faults import no_waits  # noqa: F401  (a fixture)
@@ -42,23 +45,30 @@ def fresh_process_memory():
 
 @dataclass
 class CatalogServer:
-    """One catalog on a server of its own kind, and the S3 bucket its tables' files are in."""
+    """One catalog on a server of its own kind, and where its tables' files go: an S3
+    bucket (Glue) or local files (Iceberg's REST server writes metadata with Hadoop's
+    local FileIO)."""
 
     kind: str
     properties: dict[str, str]  # pyiceberg's, as another writer opens the catalog
-    endpoint: str               # the S3 endpoint of the bucket
-    bucket: str
+    files: str                  # the test's place for outputs and tables (a URI)
+    fs_options: dict[str, str]  # the sink's fs.* options that reach it
+    endpoint: str = ""          # the server's address (Glue: moto's, beside its S3)
     namespace: str = field(default_factory=lambda: f"db_{uuid.uuid4().hex[:8]}")
 
     @property
     def out(self) -> str:
-        return f"s3://{self.bucket}/{self.namespace}/out"
+        return f"{self.files}/{self.namespace}/out"
+
+    def place(self, name: str) -> str:
+        """A location in the test's place that is not the output."""
+        return f"{self.files}/{self.namespace}/{name}"
 
     def config(self, name: str = "events", **table_options: str) -> SinkConfig:
         """A sink's config for the table ``<namespace>.<name>`` in this catalog."""
         options = {f"catalog.{key}": value for key, value in self.properties.items()
                    if not key.startswith("s3.")}
-        return iceberg_config(self.out, fs_options={"endpoint_url": self.endpoint},
+        return iceberg_config(self.out, fs_options=self.fs_options,
                               table_options={**options, "identifier":
                                              f"{self.namespace}.{name}", **table_options})
 
@@ -69,15 +79,26 @@ class CatalogServer:
         return load_catalog(f"other-{uuid.uuid4().hex[:6]}", **self.properties)
 
 
-@pytest.fixture(params=["glue"])
-def server(request) -> Iterator[CatalogServer]:
+@pytest.fixture
+def glue(s3_endpoint) -> CatalogServer:
+    """AWS Glue on moto's server (its Glue beside its S3), a bucket of the test's own."""
     from tests.support.s3server import create_bucket
 
-    endpoint = request.getfixturevalue("s3_endpoint")  # moto serves Glue beside S3
-    bucket = create_bucket(endpoint, f"lake-{uuid.uuid4().hex[:10]}")
-    yield CatalogServer("glue", {"type": "glue", "glue.endpoint": endpoint,
-                                 "glue.region": "us-east-1", "s3.endpoint": endpoint,
-                                 "s3.region": "us-east-1"}, endpoint, bucket)
+    bucket = create_bucket(s3_endpoint, f"lake-{uuid.uuid4().hex[:10]}")
+    return CatalogServer("glue", {"type": "glue", "glue.endpoint": s3_endpoint,
+                                  "glue.region": "us-east-1", "s3.endpoint": s3_endpoint,
+                                  "s3.region": "us-east-1"}, f"s3://{bucket}",
+                         {"endpoint_url": s3_endpoint}, s3_endpoint)
+
+
+@pytest.fixture(params=["glue", "iceberg-rest"])
+def server(request, tmp_path) -> CatalogServer:
+    """Each catalog: Glue, and Apache Iceberg's own REST catalog server."""
+    if request.param == "glue":
+        return request.getfixturevalue("glue")
+    url = request.getfixturevalue("iceberg_rest")
+    return CatalogServer("iceberg-rest", {"type": "rest", "uri": url}, f"file://{tmp_path}",
+                         {}, url)
 
 
 def input_ids(batches: int) -> Counter:
@@ -97,8 +118,8 @@ def test_a_new_table_lives_at_the_output_and_needs_no_warehouse(server):
     for batch_id in range(6):
         commit_batch(cfg, batch_id)
     table = server.other_writer().load_table(f"{server.namespace}.events")
-    assert table.location() == server.out
-    assert table.metadata_location.startswith(f"{server.out}/metadata/")
+    assert same_uri(table.location()) == same_uri(server.out)  # Java's server: file:/...
+    assert same_uri(table.metadata_location).startswith(f"{same_uri(server.out)}/metadata/")
     assert scanned_ids(table) == input_ids(6)
     assert batches_of(table) == ["0", "1", "3", "5"]
     files = table.inspect.files().column("file_path").to_pylist()
@@ -117,7 +138,7 @@ def test_a_table_the_catalog_placed_is_joined_where_it_is(server):
     from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import LongType, NestedField, StringType
 
-    elsewhere = f"s3://{server.bucket}/{server.namespace}/warehouse/events"
+    elsewhere = server.place("warehouse/events")
     catalog = server.other_writer()
     catalog.create_namespace(server.namespace)
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "grp", StringType()))
@@ -130,7 +151,7 @@ def test_a_table_the_catalog_placed_is_joined_where_it_is(server):
     for batch_id in range(4):
         commit_batch(cfg, batch_id)
     table = catalog.load_table(f"{server.namespace}.events")
-    assert table.location() == elsewhere
+    assert same_uri(table.location()) == same_uri(elsewhere)
     assert scanned_ids(table) == input_ids(4) + Counter([-1, -2])
     ours = [f for f in table.inspect.files().column("file_path").to_pylist()
             if not f.startswith(elsewhere)]
@@ -217,22 +238,22 @@ def test_snapshot_expiry_through_the_catalog_keeps_the_mark(server):
     assert scanned_ids(table) == input_ids(6)
 
 
-def test_a_table_of_another_kind_under_the_name_is_refused_before_anything_is_written(server):
+def test_a_table_of_another_kind_under_the_name_is_refused_before_anything_is_written(glue):
     """A Hive table registered in Glue under the stream's identifier: refused at the query's
     start naming the table and the catalog, where pyiceberg's own words were a ValueError
     about a missing property (or a create racing a table that is there, five times)."""
     import boto3
 
-    glue = boto3.client("glue", endpoint_url=server.endpoint, region_name="us-east-1")
-    glue.create_database(DatabaseInput={"Name": server.namespace})
-    glue.create_table(DatabaseName=server.namespace, TableInput={
+    client = boto3.client("glue", endpoint_url=glue.endpoint, region_name="us-east-1")
+    client.create_database(DatabaseInput={"Name": glue.namespace})
+    client.create_table(DatabaseName=glue.namespace, TableInput={
         "Name": "events", "TableType": "EXTERNAL_TABLE", "Parameters": {"classification": "csv"},
-        "StorageDescriptor": {"Location": f"s3://{server.bucket}/hive/events",
+        "StorageDescriptor": {"Location": glue.place("hive/events"),
                               "Columns": [{"Name": "id", "Type": "bigint"}]}})
-    cfg = server.config()
+    cfg = glue.config()
     storage = open_storage(cfg.path, cfg.fs_options)
     committer = Committer(storage, cfg, SCHEMA_JSON)
-    with pytest.raises(TableError, match=rf"{server.namespace}.events in the Iceberg catalog "
+    with pytest.raises(TableError, match=rf"{glue.namespace}.events in the Iceberg catalog "
                                          r"\(table.catalog.type=glue, .*\) is not an Iceberg "
                                          r"table .*choose another table.identifier"):
         committer.start_table(committer.latest_state())
@@ -240,13 +261,13 @@ def test_a_table_of_another_kind_under_the_name_is_refused_before_anything_is_wr
 
 
 @pytest.mark.usefixtures("no_waits")
-def test_a_catalog_that_cannot_be_reached_is_named(server):
+def test_a_catalog_that_cannot_be_reached_is_named(glue):
     """Glue unreachable at the start (nothing listening) fails naming the catalog's address;
     Glue failing every commit mid-stream fails the batch after its log commit, naming the
     step, and the next batch catches the table up once."""
     from tests.support.faulty_proxy import FailingProxy
 
-    closed = server.config(**{"catalog.glue.endpoint": "http://127.0.0.1:9",
+    closed = glue.config(**{"catalog.glue.endpoint": "http://127.0.0.1:9",
                               "catalog.glue.max-retries": "1"})
     storage = open_storage(closed.path, closed.fs_options)
     committer = Committer(storage, closed, SCHEMA_JSON)
@@ -254,9 +275,9 @@ def test_a_catalog_that_cannot_be_reached_is_named(server):
                                          r"table.catalog.glue.endpoint=http://127.0.0.1:9, "
                                          r".*\): EndpointConnectionError"):
         committer.start_table(committer.latest_state())
-    proxy = FailingProxy(server.endpoint)
+    proxy = FailingProxy(glue.endpoint)
     try:
-        cfg = server.config(**{"catalog.glue.endpoint": proxy.endpoint,
+        cfg = glue.config(**{"catalog.glue.endpoint": proxy.endpoint,
                                "catalog.glue.max-retries": "1"})  # botocore's: 10 by default
         commit_batch(cfg, 0)
         proxy.fail("POST", "/", 99, body_contains=b'"VersionId"')  # Glue's UpdateTable
@@ -273,12 +294,12 @@ def test_a_catalog_that_cannot_be_reached_is_named(server):
 
 
 def test_a_location_the_user_names_is_the_new_table_s(server):
-    elsewhere = f"s3://{server.bucket}/{server.namespace}/tables/events"
+    elsewhere = server.place("tables/events")
     cfg = server.config(location=elsewhere)
     for batch_id in range(2):
         commit_batch(cfg, batch_id)
     table = table_of(cfg)
-    assert table.location() == elsewhere
+    assert same_uri(table.location()) == same_uri(elsewhere)
     assert all(f.startswith(f"{server.out}/")
                for f in table.inspect.files().column("file_path").to_pylist())
     assert scanned_ids(table) == input_ids(2)
