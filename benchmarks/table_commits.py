@@ -3,6 +3,12 @@ local disk and on S3, without Spark (the commit is the same code Spark's commit 
 
     python benchmarks/table_commits.py --table delta --batches 40 --latency-ms 0,20 --repeats 3
     python benchmarks/table_commits.py --table iceberg --batches 40 --latency-ms 0,20 --repeats 3
+    python benchmarks/table_commits.py --table iceberg --catalog glue,iceberg-rest --latency-ms 0,20
+
+``--catalog`` (Iceberg) puts the table in another catalog, each a server on 127.0.0.1 behind
+the recording proxy: ``glue`` (moto's Glue, the output in its S3, both through the proxy) or
+``iceberg-rest`` (Apache Iceberg's own REST catalog server, the output on the local disk, the
+catalog's requests through the proxy); the anchor writes the same output without the table.
 
 A driver process commits ``--batches`` micro-batches of 4,000 rows into four ``day``
 directories (Parquet, ``rotation.maxBatches=2``: every other batch finalizes four files),
@@ -109,8 +115,10 @@ def another_writer_appends(storage: Any, cfg: Any, batch_id: int) -> None:
     rows = pa.table({"id": pa.array(range(-10 * batch_id, -10 * batch_id + 10), pa.int64()),
                      "name": pa.array(["backfill"] * 10), "score": pa.array([0.0] * 10),
                      "day": pa.array([DAYS[0]] * 10)})
-    table = cfg.table_format.open(storage, cfg).loaded()
-    if cfg.table_format.name == "delta":
+    from commit_protocol.tables import table_format_named
+
+    table = table_format_named(cfg.table_format).open(storage, cfg).loaded()
+    if cfg.table_format == "delta":
         from deltalake import write_deltalake
 
         write_deltalake(table, rows, mode="append", partition_by=["day"])
@@ -158,6 +166,25 @@ def iceberg_options(catalog: str, s3: str) -> dict[str, str]:
             "identifier": f"bench.t{uuid.uuid4().hex[:8]}"}
 
 
+def catalog_output(catalog: str, latency_ms: int, server: str, table: str
+                   ) -> tuple[str, str, dict[str, str], list[Any]]:
+    """The output, its S3 endpoint, the table's options and the proxies for ``catalog``
+    (``glue``: moto at ``server``; ``iceberg-rest``: Iceberg's REST server at ``server``)."""
+    from tests.support.faulty_proxy import FailingProxy
+    from tests.support.s3server import create_bucket
+
+    proxy = FailingProxy(server, latency_s=latency_ms / 1000)
+    name = f"bench.t{uuid.uuid4().hex[:8]}"
+    if catalog == "iceberg-rest":
+        options = {"catalog.type": "rest", "catalog.uri": proxy.endpoint, "identifier": name}
+        return tempfile.mkdtemp(prefix="table-bench-"), "", options, [proxy]
+    bucket = create_bucket(server, f"table-bench-{uuid.uuid4().hex[:8]}")
+    options = {"catalog.type": "glue", "catalog.glue.endpoint": proxy.endpoint,
+               "catalog.glue.region": "us-east-1", "identifier": name,
+               "catalog.py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}  # (see above)
+    return f"s3://{bucket}/out", proxy.endpoint, options, [proxy]
+
+
 def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None) -> None:
     from tests.support.faulty_proxy import FailingProxy, sequential
     from tests.support.s3server import create_bucket
@@ -174,7 +201,13 @@ def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None)
         proxies: list[FailingProxy] = []
         for table in (args.table, f"{args.table}:shared", "plain"):
             options: dict[str, str] = {}
-            if storage == "s3":
+            if storage in ("glue", "iceberg-rest"):  # a catalog's server: server[0]
+                assert server is not None
+                url, endpoint, options, proxies = catalog_output(storage, latency_ms,
+                                                                 server[0], table)
+                if table == "plain":
+                    options = {}
+            elif storage == "s3":
                 assert server is not None
                 proxies = [FailingProxy(target, latency_s=latency_ms / 1000)
                            for target in server if target]
@@ -203,7 +236,7 @@ def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None)
                         chains.append(sequential(sent))
             for proxy in proxies:
                 proxy.stop()
-    where = storage if storage == "local" else f"s3, {latency_ms} ms a request"
+    where = storage if storage == "local" else f"{storage}, {latency_ms} ms a request"
     print(f"{args.table}, {where}: table step per rolling batch {median(table_ms):.1f} ms"
           + (f", {median(requests):.0f} requests ({median(chains):.0f} sequential)"
              if requests else "")
@@ -226,7 +259,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--storage", default="local,s3")
     parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
+    parser.add_argument("--catalog", default="",
+                        help="glue,iceberg-rest: Iceberg in those catalogs instead")
     args = parser.parse_args()
+    if args.catalog:
+        return measure_catalogs(args)
     from tests.support.s3server import DUMMY_CREDENTIALS, start_seaweedfs_with_catalog
 
     os.environ.update(DUMMY_CREDENTIALS)
@@ -243,6 +280,24 @@ def main() -> int:
                 measure("s3", latency, args, server)
     finally:
         if stop is not None:
+            stop()
+    return 0
+
+
+def measure_catalogs(args) -> int:
+    """Iceberg's table step in each catalog of ``--catalog``, at each latency."""
+    from tests.support.iceberg_rest import start_iceberg_rest
+    from tests.support.s3server import DUMMY_CREDENTIALS, start_moto_server
+
+    os.environ.update(DUMMY_CREDENTIALS)
+    args.table = "iceberg"
+    starts = {"glue": start_moto_server, "iceberg-rest": start_iceberg_rest}
+    for catalog in args.catalog.split(","):
+        url, stop = starts[catalog]()
+        try:
+            for latency in map(int, args.latency_ms.split(",")):
+                measure(catalog, latency, args, (url, ""))
+        finally:
             stop()
     return 0
 

@@ -330,3 +330,40 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         assert sorted(r.id for r in joined) == sorted([*IDS, *(i + 1000 for i in IDS[:80])])
         for r in joined:  # Iceberg's own functions, in Spark, give each row its tuple
             assert tuple(r["_partition"]) == (r.day, r.bucket, r.trunc), r
+
+
+if "iceberg" in READERS:
+    def test_spark_reads_through_the_rest_catalog_the_stream_commits_to(spark, tmp_path,
+                                                                      iceberg_rest, shown):
+        """Apache Iceberg's own REST catalog server between rotsink and Spark: the stream
+        creates its table there (at the output, no warehouse named) and commits each batch;
+        a Spark Iceberg catalog of type ``rest`` over the same server reads exactly the rows
+        of the files the log lists as finalized at the batch the table carries, run after
+        run."""
+        catalog = "rest_" + "".join(c for c in tmp_path.name if c.isalnum())[-12:]
+        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest",
+                           ".uri": iceberg_rest, ".cache-enabled": "false"}.items():
+            spark.conf.set(f"spark.sql.catalog.{catalog}{key}", value)
+        out, table = tmp_path / "out", identifier(tmp_path)
+        options = {"format": "parquet", "table.format": "iceberg", "partitionBy": "grp",
+                   "rotation.maxBatches": "2", "table.catalog.type": "rest",
+                   "table.catalog.uri": iceberg_rest, "table.identifier": table}
+        batches = set()
+        for run in range(RUNS):
+            write_numbered_source(tmp_path / "in", files=FILES_PER_RUN, rows_per_file=20,
+                                  start_file=run * FILES_PER_RUN)
+            df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(
+                str(tmp_path / "in"))
+            (df.writeStream.format("rotsink").options(**options)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+             .start(str(out)).awaitTermination())
+            version, batch, ids = read_table(spark, "iceberg", table, catalog=catalog)
+            assert batch is not None, f"table version {version} carries no rotsink batch"
+            assert Counter(ids) == finalized_ids(out, batch), (version, batch)
+            batches.add(batch)
+        assert len(batches) == RUNS, "each run moves the table"
+        location = spark.sql(f"DESCRIBE TABLE EXTENDED {catalog}.{table}").where(
+            "col_name = 'Location'").first()
+        assert location is not None and location.data_type.rstrip("/").endswith(str(out))
+        shown(f"Spark's Iceberg reader through Iceberg's REST catalog server: {RUNS} runs, "
+              "each read equal to the log's finalized files at its batch")
