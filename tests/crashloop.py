@@ -703,6 +703,28 @@ def cloud_table_loop(workdir: Path, store: str, endpoint: str, table_format: str
     return loop
 
 
+def catalog_table_loop(workdir: Path, catalog: str, server: str, *,
+                       seed: int = 7) -> CrashLoop:
+    """An Iceberg table loop (:func:`table_loop`) whose table is in a catalog server:
+    ``glue`` (moto's at ``server``, the output in a bucket of its S3) or ``iceberg-rest``
+    (Apache Iceberg's REST catalog server at ``server``, the output local). The table is
+    created at the output (no warehouse), as ``table.location`` says by default."""
+    import uuid
+
+    loop = table_loop(workdir, "iceberg", seed=seed)
+    loop.options["table.identifier"] = f"crash_{uuid.uuid4().hex[:8]}.events"
+    if catalog == "iceberg-rest":
+        loop.options.update({"table.catalog.type": "rest", "table.catalog.uri": server})
+        return loop
+    from tests.support.s3server import create_bucket
+
+    loop.out_url = f"s3://{create_bucket(server, f'crash-{uuid.uuid4().hex[:8]}')}/out"
+    loop.options.update({"fs.endpoint_url": server, "table.catalog.type": "glue",
+                         "table.catalog.glue.endpoint": server,
+                         "table.catalog.glue.region": "us-east-1"})
+    return loop
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The row-by-row check of the output after the loop."""

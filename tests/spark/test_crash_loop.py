@@ -30,6 +30,7 @@ from tests.crashloop import (
     CrashLoop,
     Outcome,
     bulk_loop,
+    catalog_table_loop,
     check_output,
     cloud_table_loop,
     encrypted_s3_output,
@@ -168,6 +169,23 @@ def test_crash_loop_with_an_iceberg_table_on_cloud_storage(spark, tmp_path, show
     loop.raises = False  # a store's errors: tests/unit/test_store_faults.py
     run_loop(spark, loop, shown, random_kills=KILLS // 10,
              points=sized((*S3_POINTS, "table.before_commit", "table.after_commit"),
+                          ("table.before_commit",)))
+    assert loop.tally.table_checks == loop.tally.lives
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("catalog", ["glue", "iceberg-rest"])
+def test_crash_loop_with_an_iceberg_table_in_a_catalog(spark, tmp_path, shown, request,
+                                                       catalog):
+    """Parquet into an Iceberg table in AWS Glue (moto's, with its S3) or in Apache Iceberg's
+    own REST catalog server: kills between the log file and the table commit, after it and
+    at random; after every life the table, read through the catalog by pyiceberg, holds
+    exactly the finalized rows. At CI size: between the log file and the table commit."""
+    server = request.getfixturevalue("s3_endpoint" if catalog == "glue" else "iceberg_rest")
+    loop = catalog_table_loop(tmp_path, catalog, server, seed=SEED)
+    loop.raises = False  # a catalog's errors: tests/unit/test_catalogs.py
+    run_loop(spark, loop, shown, random_kills=KILLS // 10,
+             points=sized(("table.before_commit", "table.after_commit", "driver.after_rename"),
                           ("table.before_commit",)))
     assert loop.tally.table_checks == loop.tally.lives
 
