@@ -5,8 +5,9 @@ A new table lives at the output's root (``table.location``, default ``output``),
 catalog: its metadata in ``<root>/metadata`` where path-based readers look, its data files
 rotsink's finalized files, and no catalog needs a warehouse for it. Some catalogs manage their
 tables' storage and place every table themselves (S3 Tables, SeaweedFS's table buckets: "table
-location must be within bucket warehouse", a 400): where the location was not given, such a
-refusal creates the table where the catalog places it, with a WARNING; a location the user
+location must be within bucket warehouse", a 400; Polaris outside a catalog's allowed locations,
+a 403): where the location was not given, such a refusal creates the table where the catalog
+places it, with a WARNING; a location the user
 named and the catalog refuses is an error naming the option. A table that exists keeps its
 location whatever the option says.
 """
@@ -47,7 +48,7 @@ def create_table(catalog: Catalog, identifier: str, *, root: str, options: dict[
                  ) -> IcebergTable:
     """Create ``identifier`` with ``commit``'s batch (staged by ``append_to`` on the
     creating transaction) as its first snapshot; the table as committed."""
-    from pyiceberg.exceptions import BadRequestError
+    from pyiceberg.exceptions import BadRequestError, ForbiddenError
     from pyiceberg.table.name_mapping import create_mapping_from_schema
 
     schema = iceberg_schema(commit.schema_json)
@@ -71,7 +72,7 @@ def create_table(catalog: Catalog, identifier: str, *, root: str, options: dict[
         return created(None)
     try:
         return created(location)
-    except BadRequestError as e:
+    except (BadRequestError, ForbiddenError) as e:  # 400 (S3 Tables), 403 (Polaris)
         if LOCATION in options:
             raise TableError(f"option table.location={options[LOCATION]!r}: the catalog "
                              f"refused it as the location of the new Iceberg table "
