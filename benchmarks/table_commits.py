@@ -117,7 +117,8 @@ def another_writer_appends(storage: Any, cfg: Any, batch_id: int) -> None:
                      "day": pa.array([DAYS[0]] * 10)})
     from commit_protocol.tables import table_format_named
 
-    table = table_format_named(cfg.table_format).open(storage, cfg).loaded()
+    followed: Any = table_format_named(cfg.table_format).open(storage, cfg)
+    table = followed.loaded()
     if cfg.table_format == "delta":
         from deltalake import write_deltalake
 

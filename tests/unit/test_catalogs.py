@@ -23,15 +23,19 @@ import pyarrow as pa
 import pytest
 
 from commit_protocol.checks.verification import verify_output
-from commit_protocol.commit.committer import Committer
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
 from commit_protocol.tables.iceberg.catalog import same_uri
-from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import AfterCommitError, OptionError, TableError
 from tests.unit.test_catalog_faults import no_waits  # noqa: F401  (a fixture)
-from tests.unit.test_delta_commits import QUERY, ROWS, SCHEMA_JSON, commit_batch, forget
-from tests.unit.test_iceberg_commits import batches_of, iceberg_config, table_of
+from tests.unit.test_delta_commits import QUERY, ROWS, commit_batch, forget
+from tests.unit.test_iceberg_commits import (
+    batches_of,
+    crash_before_the_table_commit,
+    iceberg_config,
+    start_table,
+    table_of,
+)
 
 MARK = f"rotsink.batch.rotsink-{QUERY}"
 
@@ -207,17 +211,10 @@ def test_another_writer_committing_through_the_catalog_loses_nothing(server):
 @pytest.mark.parametrize("recovery", ["restart", "repair"])
 def test_a_crash_between_the_two_commits_is_caught_up_once(server, monkeypatch, recovery):
     cfg = server.config()
-    for batch_id in range(3):
-        commit_batch(cfg, batch_id)
-    monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
-    with pytest.raises(failpoints.FailpointError):
-        commit_batch(cfg, 3)
-    monkeypatch.delenv(failpoints.ENV_VAR)
-    forget()
+    crash_before_the_table_commit(cfg, monkeypatch)
     storage = open_storage(cfg.path, cfg.fs_options)
     if recovery == "restart":
-        committer = Committer(storage, cfg, SCHEMA_JSON)
-        committer.start_table(committer.latest_state())
+        start_table(cfg)
     else:
         found = verify_output(storage, commit_timeout_s=0, fs_options=cfg.fs_options)
         assert any("lacks" in p for p in found.problems), found.problems
@@ -251,13 +248,11 @@ def test_a_table_of_another_kind_under_the_name_is_refused_before_anything_is_wr
         "StorageDescriptor": {"Location": glue.place("hive/events"),
                               "Columns": [{"Name": "id", "Type": "bigint"}]}})
     cfg = glue.config()
-    storage = open_storage(cfg.path, cfg.fs_options)
-    committer = Committer(storage, cfg, SCHEMA_JSON)
     with pytest.raises(TableError, match=rf"{glue.namespace}.events in the Iceberg catalog "
                                          r"\(table.catalog.type=glue, .*\) is not an Iceberg "
                                          r"table .*choose another table.identifier"):
-        committer.start_table(committer.latest_state())
-    assert not storage.exists("_spark_metadata/0")
+        start_table(cfg)
+    assert not open_storage(cfg.path, cfg.fs_options).exists("_spark_metadata/0")
 
 
 @pytest.mark.usefixtures("no_waits")
@@ -268,13 +263,11 @@ def test_a_catalog_that_cannot_be_reached_is_named(glue):
     from tests.support.faulty_proxy import FailingProxy
 
     closed = glue.config(**{"catalog.glue.endpoint": "http://127.0.0.1:9",
-                              "catalog.glue.max-retries": "1"})
-    storage = open_storage(closed.path, closed.fs_options)
-    committer = Committer(storage, closed, SCHEMA_JSON)
+                            "catalog.glue.max-retries": "1"})
     with pytest.raises(TableError, match=r"cannot load .* \(table.catalog.type=glue, "
                                          r"table.catalog.glue.endpoint=http://127.0.0.1:9, "
                                          r".*\): EndpointConnectionError"):
-        committer.start_table(committer.latest_state())
+        start_table(closed)
     proxy = FailingProxy(glue.endpoint)
     try:
         cfg = glue.config(**{"catalog.glue.endpoint": proxy.endpoint,

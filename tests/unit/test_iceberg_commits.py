@@ -140,9 +140,9 @@ def test_the_table_lists_exactly_the_finalized_files(cfg):
     assert checked.ok, checked.problems
 
 
-@pytest.mark.parametrize("recovery", ["next-commit", "restart", "repair"])
-def test_a_crash_between_the_two_commits_is_caught_up_once(tmp_path, monkeypatch, recovery):
-    cfg = iceberg_config(str(tmp_path / "out"))
+def crash_before_the_table_commit(cfg: SinkConfig, monkeypatch) -> None:
+    """Batches 0-2 committed; batch 3's driver dies between its log file and its table
+    commit (batch 3 finalizes files); the next driver remembers nothing."""
     for batch_id in range(3):
         commit_batch(cfg, batch_id)
     monkeypatch.setenv(failpoints.ENV_VAR, "table.before_commit=raise")
@@ -150,12 +150,23 @@ def test_a_crash_between_the_two_commits_is_caught_up_once(tmp_path, monkeypatch
         commit_batch(cfg, 3)
     monkeypatch.delenv(failpoints.ENV_VAR)
     forget()
+
+
+def start_table(cfg: SinkConfig) -> None:
+    """What a query's start does to the table (the check, the catch-up)."""
+    committer = Committer(open_storage(cfg.path, cfg.fs_options), cfg, SCHEMA_JSON)
+    committer.start_table(committer.latest_state())
+
+
+@pytest.mark.parametrize("recovery", ["next-commit", "restart", "repair"])
+def test_a_crash_between_the_two_commits_is_caught_up_once(tmp_path, monkeypatch, recovery):
+    cfg = iceberg_config(str(tmp_path / "out"))
+    crash_before_the_table_commit(cfg, monkeypatch)
     storage = open_storage(cfg.path)
     if recovery == "next-commit":
         commit_batch(cfg, 4)
     elif recovery == "restart":
-        committer = Committer(storage, cfg, SCHEMA_JSON)
-        committer.start_table(committer.latest_state())
+        start_table(cfg)
     else:
         found = verify_output(storage, commit_timeout_s=0)
         assert any("iceberg table (holding batches up to 1) lacks" in p for p in found.problems)
