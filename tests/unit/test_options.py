@@ -78,9 +78,9 @@ def test_durations(text, ms):
     ({"table.fromat": "delta"}, "unknown option table.fromat='delta'; did you mean table.format"),
     ({"table.identifer": "a.b"}, "unknown option table.identifer='a.b'; did you mean "
                                  "table.identifier"),
-    ({"table.format": "delta", "format": "parquet", "table.identifier": "lake.events"},
-     r"option table.identifier='lake.events' is not taken by table.format=delta \(it takes "
-     r"table.storage.\*\)"),
+    ({"table.format": "delta", "format": "parquet", "table.snapshotRetention": "2d"},
+     r"option table.snapshotRetention='2d' is not taken by table.format=delta \(it takes "
+     r"table.identifier, table.storage.\*, table.catalog.\*\)"),
     ({"format": "parquet", "table.identifier": "lake.events"},
      "option table.identifier='lake.events' is for a table: set table.format"),
 ], ids=["no-path", "format", "row-lz4", "parquet-codec", "size", "negative", "duration",

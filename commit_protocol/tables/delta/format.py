@@ -9,6 +9,12 @@ from dataclasses import dataclass, replace
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableFormat, TableRead
+from commit_protocol.tables.delta.names import (
+    CATALOG_PREFIX,
+    IDENTIFIER,
+    check_name_options,
+    names_of,
+)
 from commit_protocol.tables.delta.storage import STORAGE_PREFIX, delta_location
 from commit_protocol.tables.delta.table import DeltaFollowedTable
 from commit_protocol.vocabulary.errors import OptionError, TableError
@@ -23,6 +29,7 @@ class DeltaFormat(TableFormat):
         """Also refuse at start a store delta-rs is not set up for here (see
         :func:`delta_location`), before the first log commit finds it."""
         super().check_options(config)
+        check_name_options(config.table_options)
         try:
             delta_location(config.path if "://" in config.path else f"file://{config.path}",
                            config)
@@ -31,7 +38,7 @@ class DeltaFormat(TableFormat):
 
     def open(self, storage: Storage, config: SinkConfig) -> DeltaFollowedTable:
         uri, options = delta_location(storage.root_uri, config)
-        return DeltaFollowedTable(uri, options, storage)
+        return DeltaFollowedTable(uri, options, storage, names=names_of(config.table_options))
 
     def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
         table = self.open(storage, config)
@@ -73,5 +80,5 @@ class DeltaFormat(TableFormat):
                          f"{len(delta.file_uris())} files, {len(ids)} rows", ids)
 
 
-FORMAT = DeltaFormat("delta", library="deltalake", extra="delta",
-                     option_prefixes=(STORAGE_PREFIX,))
+FORMAT = DeltaFormat("delta", library="deltalake", extra="delta", option_keys=(IDENTIFIER,),
+                     option_prefixes=(STORAGE_PREFIX, CATALOG_PREFIX))

@@ -61,6 +61,8 @@ from commit_protocol.vocabulary.release import RELEASE
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+    from commit_protocol.tables.delta.names import GlueNames
+
 logger = logging.getLogger("rotsink.table")
 
 # Asked of every engine at creation: a DELETE, UPDATE or MERGE rewrites files (copy-on-write)
@@ -73,10 +75,12 @@ _ATTEMPTS = 5  # reads and commits when other writers' commits (an OPTIMIZE) lan
 class DeltaFollowedTable:
     """The Delta table of one output path (see the module's docstring)."""
 
-    def __init__(self, uri: str, options: dict[str, str], storage: Storage) -> None:
+    def __init__(self, uri: str, options: dict[str, str], storage: Storage,
+                 names: GlueNames | None = None) -> None:
         self.uri = uri
         self.options = options
         self.storage = storage
+        self.names = names  # the catalog that keeps the table's name (table.identifier)
 
     # -- reading -------------------------------------------------------------------------
     def loaded(self, *, fresh: bool = True) -> DeltaTable | None:
@@ -131,6 +135,8 @@ class DeltaFollowedTable:
         # partition_terms: none but columns reach a Delta table (TableFormat.check_partitioning)
         # planned_columns: nothing to allow, Delta's columns come in the batch's table commit,
         # after its log file
+        if self.names is not None:
+            self.names.ensure(self.uri)
         known = snapshot(self.uri, self.options, fresh=True)
         if known is None:
             return
