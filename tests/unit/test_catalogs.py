@@ -417,3 +417,21 @@ def test_the_glue_snippet_of_the_docs_runs_as_printed(s3_endpoint):
     assert scanned_ids(table) == input_ids(3)
     days = {row["partition"]["ts_day"] for row in table.inspect.files().to_pylist()}
     assert days == {(start + dt.timedelta(hours=i)).date() for i in range(3 * ROWS)}
+
+
+def test_a_catalog_that_refuses_the_credentials_is_named_before_anything_is_written(
+        tmp_path, monkeypatch, seaweedfs_catalog):
+    """SeaweedFS's REST catalog checks each request's SigV4 signature: a wrong secret fails
+    the query's start naming the catalog and its answer (the secret itself never shown)."""
+    from tests.support.s3server import rest_catalog_options
+
+    endpoint, catalog = seaweedfs_catalog
+    monkeypatch.setenv("ICEBERG_TEST_SECRET", "not-the-secret")
+    cfg = iceberg_config(str(tmp_path / "out"), table_options=rest_catalog_options(
+        catalog, endpoint, f"t_{uuid.uuid4().hex[:10]}"))
+    with pytest.raises(TableError, match=rf"Iceberg catalog .*table.catalog.type=rest, "
+                                         rf"table.catalog.uri={re.escape(catalog)}.*: "
+                                         r"\w+Error: .*(Forbidden|Signature|denied|403)") as e:
+        start_table(cfg)
+    assert "not-the-secret" not in str(e.value)
+    assert not (tmp_path / "out" / "_spark_metadata").exists()
