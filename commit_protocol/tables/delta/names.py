@@ -15,6 +15,7 @@ in its log.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Any
 
@@ -46,6 +47,9 @@ def check_name_options(table_options: dict[str, str]) -> None:
     if identifier is None or identifier.count(".") != 1 or "" in identifier.split("."):
         raise OptionError(f"option table.identifier={identifier!r}: expected database.table, "
                           f"the Delta table's name in {kind}")
+    if importlib.util.find_spec("boto3") is None:
+        raise OptionError("option table.catalog.type='glue' needs boto3 on the driver: "
+                          "pip install 'rotsink[glue]'")
 
 
 def same_location(a: str, b: str) -> bool:
