@@ -4,8 +4,8 @@ new table at the output without a warehouse, a table the catalog placed joined w
 another writer committing through the same catalog while rotsink does (the catalog's
 conditional commit under contention), a crash between the two commits, snapshot expiry;
 ``table.location`` refused or taken where the catalog says; Glue's errors (a table of
-another kind under the name, Glue unreachable at the start and failing mid-stream); and
-docs/tables.md's Glue snippet, run as printed."""
+another kind under the name, Glue unreachable at the start and failing mid-stream), a REST
+catalog refusing the credentials; and docs/tables.md's Glue snippet, run as printed."""
 
 from __future__ import annotations
 
