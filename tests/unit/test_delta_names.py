@@ -117,16 +117,3 @@ def test_without_a_catalog_the_table_is_found_by_its_path(tmp_path):
     start_table(cfg)
     commit_batch(cfg, 0)
 
-
-def test_a_driver_without_boto3_is_told_what_to_install(monkeypatch):
-    import importlib.util
-
-    from datasource.options.sink import parse_sink_options
-
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "boto3" else find_spec(name, *a))
-    with pytest.raises(OptionError, match=r"needs boto3 on the driver: pip install "
-                                          r"'rotsink\[glue\]'"):
-        parse_sink_options({"path": "s3://b/out", "format": "parquet", "table.format": "delta",
-                            "table.catalog.type": "glue", "table.identifier": "db.events"})

@@ -204,15 +204,22 @@ def test_unknown_options_are_refused_with_a_suggestion(options, reading, message
         reject_unknown(options, reading=reading)
 
 
-def test_a_table_format_whose_library_is_missing_says_how_to_install_it(monkeypatch):
+@pytest.mark.parametrize("missing, options, expected", [
+    ("deltalake", {}, r"needs the deltalake package in the driver's Python: pip install "
+                      r"'rotsink\[delta\]'"),
+    ("boto3", {"table.catalog.type": "glue", "table.identifier": "db.events"},
+     r"table.catalog.type='glue' needs boto3 on the driver: pip install 'rotsink\[glue\]'"),
+], ids=["delta-rs", "boto3-for-a-name-in-glue"])
+def test_a_table_whose_library_is_missing_says_how_to_install_it(monkeypatch, missing,
+                                                                   options, expected):
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "deltalake" else real(name, *a))
-    with pytest.raises(RotsinkError, match=r"needs the deltalake package in the driver's "
-                                           r"Python: pip install 'rotsink\[delta\]'"):
-        parse_sink_options({"path": "/out", "format": "parquet", "table.format": "delta"})
+                        lambda name, *a: None if name == missing else real(name, *a))
+    with pytest.raises(RotsinkError, match=expected):
+        parse_sink_options({"path": "s3://b/out", "format": "parquet", "table.format": "delta",
+                            **options})
 
 
 def test_what_sparks_writer_api_puts_among_the_options_is_accepted():
