@@ -326,3 +326,22 @@ def owner_of(query_id: str) -> str:
 def option_values(options: Mapping[str, str], prefix: str) -> dict[str, str]:
     """The options under ``prefix`` (``catalog.`` of ``table.catalog.uri``), prefix removed."""
     return {k[len(prefix):]: v for k, v in options.items() if k.startswith(prefix)}
+
+
+def same_uri(uri: str) -> str:
+    """``uri`` as every writer's spelling of it compares: Spark's Iceberg writers name a local
+    file ``file:/data/x`` (Hadoop's), pyiceberg and rotsink ``file:///data/x``; S3 as s3://.
+
+    >>> same_uri("file:/data/out/a.parquet"), same_uri("file:///data/out/a.parquet")
+    ('file:///data/out/a.parquet', 'file:///data/out/a.parquet')
+    >>> same_uri("s3a://b/out/a.parquet")
+    's3://b/out/a.parquet'
+    """
+    scheme, colon, rest = uri.partition(":")
+    if not colon:
+        return uri
+    if scheme.lower() == "file":
+        return "file:///" + rest.lstrip("/")
+    if scheme.lower() in ("s3", "s3a", "s3n"):
+        return "s3:" + rest
+    return uri

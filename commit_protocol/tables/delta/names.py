@@ -19,7 +19,7 @@ import importlib.util
 import logging
 from typing import Any
 
-from commit_protocol.tables import option_values
+from commit_protocol.tables import option_values, same_uri
 from commit_protocol.vocabulary.errors import OptionError, TableError
 
 logger = logging.getLogger("rotsink.table")
@@ -53,18 +53,14 @@ def check_name_options(table_options: dict[str, str]) -> None:
 
 
 def same_location(a: str, b: str) -> bool:
-    """Whether two spellings of a table's location name one place (s3a:// is s3://,
-    ``file:/x`` is ``file:///x``, a trailing slash is none).
+    """Whether two spellings of a table's location name one place (:func:`same_uri`; a
+    plain path is a local file's, a trailing slash is none).
 
     >>> same_location("s3a://b/events/", "s3://b/events"), same_location("/d/x", "file:/d/x")
     (True, True)
     """
     def plain(uri: str) -> str:
-        scheme, sep, rest = uri.partition("://")
-        if not sep:
-            scheme, _, rest = ("file", "", uri.removeprefix("file:"))
-        scheme = "s3" if scheme.lower() in ("s3a", "s3n") else scheme.lower()
-        return f"{scheme}://{'/' + rest.lstrip('/') if scheme == 'file' else rest}".rstrip("/")
+        return same_uri(uri if ":" in uri else f"file:{uri}").rstrip("/")
 
     return plain(a) == plain(b)
 

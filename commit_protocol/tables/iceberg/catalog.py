@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from commit_protocol.tables import SECRET_WORDS, option_values
+from commit_protocol.tables import SECRET_WORDS, option_values, same_uri
 from commit_protocol.vocabulary.errors import OptionError, TableError
 
 if TYPE_CHECKING:
@@ -279,25 +279,6 @@ def _resolved(key: str, value: str) -> str:
             return f.read().strip()
     raise OptionError(f"option table.catalog.{key}: expected a reference env:VAR or file:/path "
                       "to the secret, not the secret itself (options are logged by Spark)")
-
-
-def same_uri(uri: str) -> str:
-    """``uri`` as every writer's spelling of it compares: Spark's Iceberg writers name a local
-    file ``file:/data/x`` (Hadoop's), pyiceberg and rotsink ``file:///data/x``; S3 as s3://.
-
-    >>> same_uri("file:/data/out/a.parquet"), same_uri("file:///data/out/a.parquet")
-    ('file:///data/out/a.parquet', 'file:///data/out/a.parquet')
-    >>> same_uri("s3a://b/out/a.parquet")
-    's3://b/out/a.parquet'
-    """
-    scheme, colon, rest = uri.partition(":")
-    if not colon:
-        return uri
-    if scheme.lower() == "file":
-        return "file:///" + rest.lstrip("/")
-    if scheme.lower() in ("s3", "s3a", "s3n"):
-        return "s3:" + rest
-    return uri
 
 
 def below(path: str, prefix: str) -> str:
