@@ -331,6 +331,35 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         for r in joined:  # Iceberg's own functions, in Spark, give each row its tuple
             assert tuple(r["_partition"]) == (r.day, r.bucket, r.trunc), r
 
+        # Spark SQL evolves rotsink's table (hours, not days); the first query's restart
+        # goes on adding its files under the spec they are laid out by, which Spark reads
+        spark.sql(f"ALTER TABLE {SESSION_CATALOG}.{ours} REPLACE PARTITION FIELD days(ts) "
+                  "WITH hours(ts)")
+        (source / "in-3.json").write_text("".join(
+            json.dumps({**r, "id": r["id"] + 2000}) + "\n" for r in rows[:40]))
+        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+                 .writeStream.format("rotsink")
+                 .options(**{"format": "parquet", "table.format": "iceberg", "partitionBy": terms,
+                             "rotation.maxBatches": "1", "table.identifier": ours,
+                             **iceberg_catalog_options(iceberg_catalog_db)})
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+                 .start(str(tmp_path / "out")))
+        query.awaitTermination()
+        table = f"{SESSION_CATALOG}.{ours}"
+        assert sorted(r.id for r in spark.table(table).collect()) == \
+            sorted([*IDS, *(i + 2000 for i in IDS[:40])])
+        by_spec = {r.spec_id: r.n for r in spark.sql(
+            f"SELECT spec_id, count(*) AS n FROM {table}.files GROUP BY spec_id").collect()}
+        assert set(by_spec) == {0}, by_spec  # the new files under the output's spec
+        assert [t for _, t in spec(ours) if "(ts)" in t] == ["hours(ts)"], spec(ours)
+        day = start + dt.timedelta(days=2)
+        window = spark.sql(f"SELECT id FROM {table} WHERE ts >= TIMESTAMP '{day.isoformat()}' "
+                           f"AND ts < TIMESTAMP '{(day + dt.timedelta(days=1)).isoformat()}'")
+        assert sorted(r.id for r in window.collect()) == sorted(
+            i + offset for offset in (0, 2000) for i, r in zip(IDS, rows, strict=True)
+            if (offset == 0 or i in IDS[:40]) and r["ts"] is not None
+            and day <= dt.datetime.fromisoformat(r["ts"]) < day + dt.timedelta(days=1))
+
 
 if "iceberg" in READERS:
     def test_spark_reads_through_the_rest_catalog_the_stream_commits_to(spark, tmp_path,

@@ -284,32 +284,86 @@ def test_a_transform_of_a_column_it_cannot_take_is_refused_at_start(tmp_path, pa
         check(config(str(tmp_path), partition_by))
 
 
-def test_a_spec_another_writer_changes_mid_stream_fails_the_commit_until_it_is_changed_back(
-        tmp_path):
-    """The batch after another writer added a partition field fails its table commit saying
-    what changed and what brings its files in (pyiceberg adds files under the current spec
-    only), and the table gets nothing of it; once the spec is changed back, the replay of
-    the batch adds them, every row once."""
-    from pyiceberg.transforms import BucketTransform
+def test_a_spec_another_writer_evolves_mid_stream_keeps_the_output_s_files_under_their_spec(
+        tmp_path, caplog):
+    """Another writer replaces ``days(ts)`` by ``hours(ts)`` and appends under the new spec;
+    the stream's next batches go on (a WARNING), their files added under the spec
+    they are laid out by, each file's tuple the one the spec computes for its rows; the
+    table holds every row of both writers once, a filter reads files of both specs, a
+    restart's check takes the table, and path readers still see one layout."""
+    cfg = config(str(tmp_path))
+    commit_batch(cfg, 0)
+    hourly_spec(cfg)
+    theirs = pa.table({"id": pa.array([9_001, 9_002], pa.int64()),
+                       "ts": pa.array([EPOCH + dt.timedelta(days=20_001)] * 2,
+                                      pa.timestamp("us", "UTC")),
+                       "grp": ["x", "y"]})
+    loaded(cfg).append(theirs)  # pyiceberg's files under spec 1, in its own directories
+    with caplog.at_level("WARNING", logger="rotsink.table"):
+        for batch_id in (1, 2):
+            commit_batch(cfg, batch_id)
+    said = [r.getMessage() for r in caplog.records if "spec 1, changed" in r.getMessage()]
+    assert said and "adds its files under spec 0 (days(ts), bucket(4, id), " \
+        "grp)" in said[0], said
+    table = loaded(cfg)
+    assert table.spec().spec_id == 1
+    written = Counter(r["id"] for b in range(3) for r in rows_of(b).to_pylist())
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == \
+        written + Counter([9_001, 9_002])
+    ours = [f for f in table.inspect.files().to_pylist() if f["spec_id"] == 0]
+    assert {f["file_path"] for f in table.inspect.files().to_pylist() if f["spec_id"] == 1} \
+        and len(ours) == len(table.inspect.files()) - 1 - (len(theirs) - 1)
+    for f in ours:  # tuples under spec 0, computed from each file's rows
+        rows = pq.read_table(f["file_path"].removeprefix("file://")).to_pylist()
+        assert {spec_bucket(r["id"], 4) for r in rows} == {f["partition"]["id_bucket"]}
+        assert {spec_day(r["ts"]) for r in rows} == {f["partition"]["ts_day"]}
+    ids = set(table.scan(row_filter="id == 9001 or id == 45").to_arrow().column("id").to_pylist())
+    assert ids == {9_001, 45}
+    check(cfg)  # a restart, or a new output with the same partitionBy, takes the table
+    # path readers see the output's layout only: verify names the other writer's files
+    # under the new spec, and nothing else
+    problems = verify_output(open_storage(cfg.path), commit_timeout_s=0).problems
+    assert len(problems) == 2 and all("/ts_hour=" in p and "lies outside the output's "
+                                      "partition directories" in p for p in problems), problems
+
+
+def hourly_spec(cfg: SinkConfig) -> None:
+    """Another writer's partition evolution: ``days(ts)`` replaced by ``hours(ts)``."""
+    from pyiceberg.transforms import HourTransform
+
+    with loaded(cfg).update_spec() as spec:
+        spec.remove_field("ts_day")
+        spec.add_field("ts", HourTransform(), "ts_hour")
+
+
+@pytest.mark.parametrize("point,merging", [("table.before_commit", "true"),
+                                           ("table.after_commit", "false")])
+def test_a_crash_at_the_table_commit_after_the_spec_evolved_is_caught_up_once(
+        tmp_path, monkeypatch, point, merging):
+    """The driver dies at the table step of the first batch after another writer changed
+    the spec: the restart's catch-up adds the batch's files under the output's spec, once
+    (by pyiceberg's merging append and by its fast append)."""
+    from commit_protocol.vocabulary import failpoints
 
     cfg = config(str(tmp_path))
     commit_batch(cfg, 0)
-    with loaded(cfg).update_spec() as spec:
-        spec.add_field("id", BucketTransform(8), "id_bucket_8")
-    snapshots = len(loaded(cfg).snapshots())
-    with pytest.raises(TableError, match=(
-            r"is now partitioned by days\(ts\), bucket\(4, id\), grp, bucket\(8, id\) .*, "
-            r"this output's files by days\(ts\), bucket\(4, id\), grp \(partitionBy\): .* "
-            r"batch 1's files are in the output's log but not in the table. Change the "
-            r"table's partitioning back")):
+    hourly_spec(cfg)
+    with loaded(cfg).transaction() as tx:
+        tx.set_properties({"commit.manifest-merge.enabled": merging})
+    monkeypatch.setenv(failpoints.ENV_VAR, f"{point}=raise")
+    with pytest.raises(failpoints.FailpointError):
         commit_batch(cfg, 1)
-    assert len(loaded(cfg).snapshots()) == snapshots
-    with loaded(cfg).update_spec() as spec:
-        spec.remove_field("id_bucket_8")
-    commit_batch(cfg, 1)  # Spark's replay of the batch after the restart
-    written = Counter(r["id"] for b in range(2) for r in rows_of(b).to_pylist())
-    assert Counter(loaded(cfg).scan().to_arrow().column("id").to_pylist()) == written
-    assert verify_output(open_storage(cfg.path), commit_timeout_s=0).ok
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    forget()
+    storage = open_storage(cfg.path)
+    committer = Committer(storage, cfg, json.dumps(SCHEMA))
+    committer.start_table(committer.latest_state())  # the restarted query's start
+    commit_batch(cfg, 2)
+    table = loaded(cfg)
+    written = Counter(r["id"] for b in range(3) for r in rows_of(b).to_pylist())
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == written
+    assert set(table.inspect.files().column("spec_id").to_pylist()) == {0}
+    assert verify_output(storage, commit_timeout_s=0).ok
 
 
 def test_a_crash_after_the_first_log_commit_of_a_joined_table_is_caught_up(tmp_path,

@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 DATA_CONTENT = 0  # a manifest entry's content: data; 1 and 2 are position and equality deletes
 
 
-def data_file(root: str, metadata: Any, f: TableFile, time_zone: str | None = None) -> Any:
+def data_file(root: str, metadata: Any, f: TableFile, spec: Any,
+              time_zone: str | None = None) -> Any:
     """The manifest entry of finalized file ``f`` (below ``root``): its metrics from its
-    Parquet footer, its partition tuple from its directory's typed values (a timestamp's
-    named in ``time_zone``)."""
+    Parquet footer, its partition tuple under ``spec`` (one of the table's) from its
+    directory's typed values (a timestamp's named in ``time_zone``)."""
     from pyiceberg.io.pyarrow import (
         compute_statistics_plan,
         data_file_statistics_from_parquet_metadata,
@@ -31,7 +32,7 @@ def data_file(root: str, metadata: Any, f: TableFile, time_zone: str | None = No
     )
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-    schema, spec = metadata.schema(), metadata.spec()
+    schema = metadata.schema()
     check_ids(f, schema)
     stats = data_file_statistics_from_parquet_metadata(
         parquet_metadata=f.footer,

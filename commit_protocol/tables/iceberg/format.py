@@ -61,17 +61,20 @@ class IcebergFormat(TableFormat):
         of the same columns (pyiceberg names ``bucket(16, id)`` ``id_bucket_16``, Spark
         ``id_bucket``), and gives its whole spec where partitionBy was not given; identity
         directories keep the column's name, which path readers read back."""
-        from commit_protocol.tables.iceberg.transforms import same_spec, terms_of
+        from commit_protocol.tables.iceberg.specs import output_spec
+        from commit_protocol.tables.iceberg.transforms import terms_of
 
         table = self.open(storage, config).loaded() \
             if config.partition_terms or not config.partition_by_given else None
         if table is None:
             return config.all_terms
-        found = terms_of(table.spec(), table.schema())
         if not config.partition_by_given:
+            found = terms_of(table.spec(), table.schema())
             return tuple(t if t.hidden else PartitionTerm(t.source, t.source) for t in found)
-        if not same_spec(found, config.all_terms):
+        spec = output_spec(table.metadata, config.all_terms)  # an earlier spec may be it
+        if spec is None:
             return config.all_terms  # refused by the table's check, naming both
+        found = terms_of(spec, table.schema())
         return tuple(theirs if theirs.hidden else ours
                      for theirs, ours in zip(found, config.all_terms, strict=True))
 

@@ -58,8 +58,9 @@ from commit_protocol.tables.iceberg.marks import (
     writers,
 )
 from commit_protocol.tables.iceberg.schema import iceberg_schema
+from commit_protocol.tables.iceberg.specs import appending, output_spec, spelled
 from commit_protocol.tables.iceberg.transaction import transaction
-from commit_protocol.tables.iceberg.transforms import check_sources, same_spec, terms_of
+from commit_protocol.tables.iceberg.transforms import check_sources, terms_of
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.partition_terms import PartitionTerm
 from commit_protocol.vocabulary.release import RELEASE
@@ -93,6 +94,7 @@ class IcebergFollowedTable:
         self._read: IcebergTable | None = None  # as read by committed_batch, for the commit
         self._committed: IcebergTable | None = None  # as this process's last commit left it
         self._merged_away: list[str] = []  # manifests its commits wrote that no snapshot names
+        self._spec_said = False  # whether an evolved spec was logged (once a process)
         self.retention = retention_option(config.table_options)
 
     @property
@@ -179,11 +181,11 @@ class IcebergFollowedTable:
                              f"{table.format_version}, which pyiceberg (the library that commits "
                              f"it) cannot write yet (apache/iceberg-python#1551): join a table of "
                              f"version {WRITTEN_VERSION} or lower, or write to a new table")
-        found = terms_of(table.spec(), table.schema())
-        if not same_spec(found, terms):
+        if output_spec(table.metadata, terms) is None:
             raise TableError(f"Iceberg table {self.identifier} is partitioned by "
-                             f"{', '.join(t.ddl for t in found) or 'nothing'}, the output by "
-                             f"{', '.join(t.ddl for t in terms) or 'nothing'} (partitionBy)")
+                             f"{spelled(terms_of(table.spec(), table.schema()))}, the output "
+                             f"by {spelled(terms)} (partitionBy), which no spec of the "
+                             "table's was")
         ours = {f.name: str(f.field_type) for f in iceberg_schema(schema_json).fields}
         for field in table.schema().fields:
             if field.name not in ours and planned_columns:
@@ -309,30 +311,37 @@ class IcebergFollowedTable:
         summary = {MARK: str(commit.batch_id), OWNER: commit.owner, "rotsink.release": RELEASE}
         snapshot = tx.update_snapshot(snapshot_properties=summary)
         merging = tx.table_metadata.properties.get(MERGE_KEY, "false").lower() == "true"
-        if commit.files:
-            self._check_spec(tx.table_metadata, commit)
-        with (snapshot.merge_append() if merging else snapshot.fast_append()) as append:
+        spec = self._output_spec(tx.table_metadata, commit) if commit.files else \
+            tx.table_metadata.spec()
+        with appending(snapshot, merging=merging, spec=spec) as append:
             for f in commit.files:
-                append.append_data_file(data_file(self.root, tx.table_metadata, f,
+                append.append_data_file(data_file(self.root, tx.table_metadata, f, spec,
                                                   commit.time_zone))
         return append
 
-    def _check_spec(self, metadata: Any, commit: TableCommit) -> None:
-        """The output's files are laid out by its terms for good; pyiceberg adds files under
-        the table's current spec only: a spec another writer changed meanwhile fails the
-        commit saying what brings the files in (a restart alone would fail the same way)."""
+    def _output_spec(self, metadata: Any, commit: TableCommit) -> Any:
+        """The table's spec the output's files are laid out by (:mod:`~commit_protocol.
+        tables.iceberg.specs`): its current one, or the earlier one another writer evolved
+        it from; a table that never had it (replaced under the name) fails the commit."""
         terms = spelled_terms(commit.partition_terms, commit.partition_by)
-        found = terms_of(metadata.spec(), metadata.schema())
-        if same_spec(found, terms):
-            return
-        ours, theirs = (", ".join(t.ddl for t in ts) or "nothing" for ts in (terms, found))
-        raise TableError(
-            f"Iceberg table {self.identifier} is now partitioned by {theirs} (its spec "
-            f"{metadata.spec().spec_id}, changed by another writer), this output's files by "
-            f"{ours} (partitionBy): pyiceberg adds files under a table's current spec only, so "
-            f"batch {commit.batch_id}'s files are in the output's log but not in the table. "
-            f"Change the table's partitioning back to {ours} and restart the query (its "
-            f"replay adds them), or write to a new path with partitionBy={theirs!r}")
+        spec = output_spec(metadata, terms)
+        if spec is None:
+            raise TableError(
+                f"Iceberg table {self.identifier} is partitioned by "
+                f"{spelled(terms_of(metadata.spec(), metadata.schema()))} and never was by "
+                f"{spelled(terms)}, this output's partitioning (partitionBy), so batch "
+                f"{commit.batch_id}'s files are in the output's log but not in the table: "
+                "was the table replaced? Write to a new path, or give the table that spec "
+                "again and restart the query (its replay adds them)")
+        if spec.spec_id != metadata.spec().spec_id and not self._spec_said:
+            self._spec_said = True
+            logger.warning(
+                "Iceberg table %s is now partitioned by %s (spec %d, changed by another "
+                "writer): this output adds its files under spec %d (%s), the one they are "
+                "laid out by; Iceberg's readers read both. A new output path takes up the new "
+                "spec", self.identifier, spelled(terms_of(metadata.spec(), metadata.schema())),
+                metadata.spec().spec_id, spec.spec_id, spelled(terms))
+        return spec
 
 
 def spelled_terms(terms: tuple[PartitionTerm, ...],
