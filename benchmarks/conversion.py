@@ -2,6 +2,7 @@
 
     python benchmarks/conversion.py                  # 2,000,000 rows; row groups of 8 and 64 MB
     python benchmarks/conversion.py --rows 200000 --row-group-mb 8 --repeats 1
+    python benchmarks/conversion.py --sorted         # also with an Iceberg table's sort order
 
 rotsink stages a Parquet slot's in-progress rows as Arrow IPC streams and encodes them into
 the finished file when the slot rolls (``commit_protocol/task/conversion.py``). This measures that
@@ -20,6 +21,9 @@ a timestamp and a double.
   same codec, the same dictionary columns (``parquet_dictionary_columns``) and row groups of
   the same byte size. The finished file should be within 5% of its size; staging plus
   conversion is compared with its time.
+* **sorted** (``--sorted``): the conversion with an Iceberg table's sort order
+  (``commit_protocol/task/sorting.py``), which holds the whole file's rows, against the same
+  conversion unsorted and against pyarrow sorting the rows and writing them in one call.
 * **reading**: ``commit_protocol.reading.read_batches``, what each task of
   ``spark.read.format("rotsink")`` runs, over the committed staged rows and over each
   finished file (``read_throughput.py --staged`` measures the same through Spark).
@@ -57,6 +61,8 @@ SPARK_BATCH_ROWS = 10_000
 SCHEMA_JSON = '{"type":"struct","fields":[]}'  # the log's copy of Spark's schema: unread here
 EPOCH_2026_US = 1_767_225_600_000_000
 T = TypeVar("T")
+# --sorted: an Iceberg table's sort order, by the hash-like key (the rows come in id order)
+SORT_ORDER = (("key", "identity", True, False),)
 
 
 def make_rows(n: int) -> pa.Table:
@@ -78,7 +84,8 @@ def sink_config(spec: dict):
     return SinkConfig(path=spec["out"], format="parquet", compression=spec["compression"],
                       file_suffix=".parquet",
                       row_group_bytes=spec.get("row_group_bytes", 128 << 20),
-                      rotation=RotationPolicy(max_bytes=0, interval_ms=0, inactivity_ms=0))
+                      rotation=RotationPolicy(max_bytes=0, interval_ms=0, inactivity_ms=0),
+                      sort_order=SORT_ORDER if spec.get("sorted") else (), sort_order_id=1)
 
 
 def storage_for(spec: dict):
@@ -169,12 +176,16 @@ def child_direct(spec: dict) -> dict:
     first = warm_up()
     config = sink_config(spec)
     table = make_rows(spec["rows"])
+    if spec.get("sorted"):  # the floor of a sorted file: pyarrow sorts, then writes
+        unsorted = table
+        table, sort_s, _ = measured(lambda: unsorted.sort_by([("key", "ascending")]))
     dictionary = parquet_dictionary_columns(table)
     rows_per_group = max(1, config.row_group_bytes * table.num_rows // max(table.nbytes, 1))
     path = Path(spec["out"]) / f"direct-{config.row_group_bytes}.parquet"
     _, seconds, peak = measured(lambda: pq.write_table(
         table, path, compression=config.compression, compression_level=config.compression_level,
         use_dictionary=dictionary, row_group_size=rows_per_group))
+    seconds += sort_s if spec.get("sorted") else 0.0
     return {**first, "seconds": seconds, "peak_mb": peak, "size": path.stat().st_size,
             "row_groups": pq.ParquetFile(path).metadata.num_row_groups}
 
@@ -240,6 +251,11 @@ def measure(args, root: Path) -> dict[str, list[dict]]:
             runs.setdefault(f"direct {mb}", []).append(child("direct", sized))
             runs.setdefault(f"read finished {mb}", []).append(
                 child("read", {**spec, "staged": False, "path": converted["temp"]}))
+            if args.sorted:
+                ordered = {**sized, "sorted": True}
+                runs.setdefault(f"convert sorted {mb}", []).append(child(
+                    "convert", {**ordered, **{k: staged[k] for k in ("temp", "end", "name")}}))
+                runs.setdefault(f"direct sorted {mb}", []).append(child("direct", ordered))
         shutil.rmtree(spec["out"], ignore_errors=True)
         print(f"  repeat {repeat + 1} of {args.repeats} done", flush=True)
     return runs
@@ -265,6 +281,24 @@ def report_writes(args, runs: dict[str, list[dict]], arrow_mb: float) -> None:
          f"  staged {med(stage, 'end') / 1e6:.1f} MB")
     for mb in args.row_group_mb:
         report_row_groups(args, mb, stage, runs[f"convert {mb}"], runs[f"direct {mb}"], arrow_mb)
+        if args.sorted:
+            report_sorted(args, mb, runs, arrow_mb)
+
+
+def report_sorted(args, mb: int, runs: dict[str, list[dict]], arrow_mb: float) -> None:
+    """A table's sort order: the whole file sorted at the roll, against the same conversion
+    unsorted and pyarrow sorting the rows and writing them."""
+    converted, ordered = runs[f"convert {mb}"], runs[f"convert sorted {mb}"]
+    direct = runs[f"direct sorted {mb}"]
+    print(f"  sorted by key (a table's sort order), row groups of {mb} MiB:")
+    for label, rs in (("conversion, sorted", ordered), ("pyarrow sort + write", direct)):
+        line(label, rs, args.rows, arrow_mb, f"; {med(rs, 'size') / 1e6:.2f} MB")
+    seconds = med(ordered, "seconds")
+    peak = med(ordered, "peak_mb")
+    print(f"  sorted/unsorted conversion: time {seconds / med(converted, 'seconds'):.2f}x, "
+          f"peak {peak / med(converted, 'peak_mb'):.2f}x ({peak / arrow_mb:.2f}x the "
+          f"file's Arrow MB); sorted conversion / pyarrow floor "
+          f"{seconds / med(direct, 'seconds'):.2f}x")
 
 
 def report_row_groups(args, mb: int, stage: list[dict], converted: list[dict],
@@ -315,6 +349,8 @@ def main() -> None:
     parser.add_argument("--compression", default="snappy",
                         help="the Parquet codec (the sink's default: snappy)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sorted", action="store_true",
+                        help="also convert with a table's sort order (by the hash-like key)")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args()

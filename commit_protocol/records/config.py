@@ -82,6 +82,11 @@ class SinkConfig:
     # the table's generated columns (Delta's), read at planning: (name, expression, type),
     # computed by the tasks where the stream lacks them (commit_protocol.tables.delta.generated)
     generated_columns: tuple[tuple[str, str, str], ...] = ()
+    # the table's sort order (Iceberg's), read at planning: (column, transform, ascending,
+    # nulls first) per key, and its id; a roll writes each finished file in it
+    # (commit_protocol.task.sorting)
+    sort_order: tuple[tuple[str, str, bool, bool], ...] = ()
+    sort_order_id: int = 0
     # .queryName(...): names the query in rotsink's log lines and its log (`rotsink inspect`)
     query_name: str = ""
     # Spark's streaming metrics on: the driver directory the commits leave the query's

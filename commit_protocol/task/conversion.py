@@ -68,7 +68,8 @@ class FinishedPartFile(PartFile):
     Batches are buffered and written as one row group (Parquet; ORC cuts stripes itself)
     once they hold ``flush_bytes`` of Arrow data, or when the file finishes: each write of
     a 10,000-row Arrow batch would make a row group of its own (small row groups compress
-    worse, dictionaries restart, readers pay per group).
+    worse, dictionaries restart, readers pay per group). A table's sort order
+    (:mod:`commit_protocol.task.sorting`) buffers the whole file, sorted when it finishes.
     """
 
     def __init__(self, storage: Storage, config: SinkConfig, **kwargs: Any) -> None:
@@ -88,8 +89,8 @@ class FinishedPartFile(PartFile):
             self.buffered_bytes += rows.nbytes
             self.records += rows.num_rows
             self.new_records += rows.num_rows
-            if self.buffered_bytes >= self.flush_bytes:
-                self.flush()
+            if self.buffered_bytes >= self.flush_bytes and not self.config.sort_order:
+                self.flush()  # (a sorted file is written whole at its release)
         return rows.num_rows
 
     def full(self) -> bool:
@@ -121,6 +122,13 @@ class FinishedPartFile(PartFile):
 
     def release(self) -> None:
         # A bulk file has no reopen: giving back the handle finishes the file.
+        if self.config.sort_order and self.buffered:
+            from commit_protocol.task.sorting import sorted_rows
+
+            whole = sorted_rows(pa.Table.from_batches(self.buffered), self.config.sort_order,
+                                self.config.sort_order_id,
+                                partition_columns=self.config.partition_by)
+            self.buffered = whole.to_batches()
         self.flush(final=True)
         if self._handle is not None and self._writer is not None:
             self._writer.close()

@@ -335,6 +335,9 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         # goes on adding its files under the spec they are laid out by, which Spark reads
         spark.sql(f"ALTER TABLE {SESSION_CATALOG}.{ours} REPLACE PARTITION FIELD days(ts) "
                   "WITH hours(ts)")
+        before = {r.file_path for r in spark.sql(
+            f"SELECT file_path FROM {SESSION_CATALOG}.{ours}.files").collect()}
+        spark.sql(f"ALTER TABLE {SESSION_CATALOG}.{ours} WRITE ORDERED BY id DESC")
         (source / "in-3.json").write_text("".join(
             json.dumps({**r, "id": r["id"] + 2000}) + "\n" for r in rows[:40]))
         query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
@@ -351,6 +354,15 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         by_spec = {r.spec_id: r.n for r in spark.sql(
             f"SELECT spec_id, count(*) AS n FROM {table}.files GROUP BY spec_id").collect()}
         assert set(by_spec) == {0}, by_spec  # the new files under the output's spec
+        # ... and in the order Spark SQL gave the table, which their entries name
+        import pyarrow.parquet as pq
+
+        new_files = [r for r in spark.sql(f"SELECT file_path, sort_order_id FROM {table}.files")
+                     .collect() if r.file_path not in before]
+        assert new_files and {r.sort_order_id for r in new_files} == {1}, new_files
+        for r in new_files:
+            ids = pq.read_table(r.file_path.removeprefix("file:")).column("id").to_pylist()
+            assert ids == sorted(ids, reverse=True), r.file_path
         assert [t for _, t in spec(ours) if "(ts)" in t] == ["hours(ts)"], spec(ours)
         day = start + dt.timedelta(days=2)
         window = spark.sql(f"SELECT id FROM {table} WHERE ts >= TIMESTAMP '{day.isoformat()}' "

@@ -10,6 +10,7 @@ from commit_protocol.tables import TableCommit, TableFile
 from commit_protocol.tables.iceberg.ids import file_ids, ids_of
 from commit_protocol.tables.iceberg.schema import partition_value
 from commit_protocol.tables.iceberg.transforms import record_value
+from commit_protocol.task.sorting import claimed_order
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
 from commit_protocol.vocabulary.partition_terms import PartitionTerm
@@ -42,8 +43,18 @@ def data_file(root: str, metadata: Any, f: TableFile, spec: Any,
     return DataFile.from_args(
         content=DataFileContent.DATA, file_path=f"{root}/{f.path}",
         file_format=FileFormat.PARQUET, partition=partition,
-        file_size_in_bytes=f.size, sort_order_id=None, spec_id=spec.spec_id,
+        file_size_in_bytes=f.size, sort_order_id=sort_order_id(f, metadata),
+        spec_id=spec.spec_id,
         equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
+def sort_order_id(f: TableFile, metadata: Any) -> int | None:
+    """The table's sort order file ``f`` was written in, as its footer says
+    (:mod:`commit_protocol.task.sorting`); None for a file written unsorted, or in an order
+    the table no longer has (a table replaced under the name)."""
+    claimed = claimed_order(f.footer.metadata)
+    known = {order.order_id for order in metadata.sort_orders}
+    return claimed if claimed in known else None
 
 
 def partition_tuple(f: TableFile, spec: Any, schema: Any, time_zone: str | None = None) -> Any:

@@ -5,6 +5,7 @@ plans and the directories its table owns; the table itself is
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
@@ -54,7 +55,7 @@ class IcebergFormat(TableFormat):
         required = () if table is None else tuple(f.name for f in table.schema().fields
                                                   if f.required)
         return replace(config, field_ids=planned_ids(table, schema_json),
-                       required_columns=required)
+                       required_columns=required, **sort_order_of(table))
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """A table that exists names the hidden directories where it has the same transforms
@@ -97,6 +98,21 @@ class IcebergFormat(TableFormat):
         return TableRead(f"Iceberg table {followed.identifier} (pyiceberg, embedded catalog "
                          f"{out}/_iceberg/catalog.db): {len(table.snapshots())} snapshots, "
                          f"{len(table.inspect.files())} files, {len(ids)} rows", ids)
+
+
+def sort_order_of(table: Any) -> dict[str, Any]:
+    """The table's sort order as the tasks apply it (:mod:`commit_protocol.task.sorting`):
+    its keys by column name and its id; none for an unsorted table."""
+    from pyiceberg.table.sorting import NullOrder, SortDirection
+
+    order = None if table is None else table.sort_order()
+    if order is None or order.is_unsorted:
+        return {}
+    schema = table.schema()
+    keys = tuple((schema.find_column_name(f.source_id) or "", str(f.transform),
+                  f.direction == SortDirection.ASC, f.null_order == NullOrder.NULLS_FIRST)
+                 for f in order.fields)
+    return {"sort_order": keys, "sort_order_id": order.order_id}
 
 
 def check_file_io(path: str) -> None:

@@ -100,14 +100,24 @@ def directory_values(column: pa.Array | pa.ChunkedArray, term: PartitionTerm) ->
         raise TableError(f"partitionBy {term.ddl}: column {term.source!r} arrives as "
                          f"{column.type}, which Iceberg's {term.transform} transform does not "
                          "take")
-    transformed = transform.pyarrow_transform(source)(_as_transform_input(column))
-    if isinstance(transformed, pa.ChunkedArray):
-        transformed = transformed.combine_chunks()
+    transformed = transformed_values(column, transform, source)
     encoded = pc.dictionary_encode(transformed)
     result_type = transform.result_type(source)
     spelled = pa.array([transform.to_human_string(result_type, value.as_py())
                         for value in encoded.dictionary], pa.string())
     return pc.take(spelled, encoded.indices)
+
+
+def transformed_values(column: pa.Array, transform: Transform[Any, Any],
+                       source: IcebergType) -> pa.Array:
+    """Each row's value under ``transform`` as Iceberg computes it (a day's ordinal, a
+    bucket's number), by pyiceberg-core; null for a null."""
+    import pyarrow as pa
+
+    transformed = transform.pyarrow_transform(source)(_as_transform_input(column))
+    if isinstance(transformed, pa.ChunkedArray):
+        transformed = transformed.combine_chunks()
+    return transformed
 
 
 def _as_transform_input(column: pa.Array) -> pa.Array:
