@@ -301,6 +301,51 @@ if "delta" in READERS:
               "change feed, a column of its own); a null id failed the query, nothing "
               "committed")
 
+    def test_a_stream_joins_a_delta_table_spark_s_sql_turned_column_mapping_on(
+            spark, tmp_path, shown):
+        """Column mapping as Spark turns it on for a table that exists (``ALTER TABLE ...
+        SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')``, to allow renames and
+        drops): the stream joins it, its files carry the ids of Spark's schema, Spark's Delta
+        reader reads every row once; after Spark renames a column, a restart is refused
+        naming it, before anything is written."""
+        import json
+
+        import pyarrow.parquet as pq
+
+        out = tmp_path / "out"
+        table = f"delta.`{out}`"
+        spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING, grp STRING, score DOUBLE) "
+                  "USING delta PARTITIONED BY (grp)").collect()
+        spark.sql(f"INSERT INTO {table} VALUES (5000, 'x', 'g0', 1.0)").collect()
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
+                  "('delta.columnMapping.mode' = 'name')").collect()
+        before = {r.path for r in spark.sql(f"SELECT input_file_name() AS path FROM {table}")
+                  .collect()}
+        written = write_input(tmp_path, 0, 3)
+        run_writer(spark, tmp_path, "delta", Path())
+        assert sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect()) == \
+            sorted(written | {5000})
+        from deltalake import DeltaTable
+
+        schema = json.loads(DeltaTable(str(out)).schema().to_json())  # as Spark committed it
+        ids = {f["name"]: f["metadata"]["delta.columnMapping.id"] for f in schema["fields"]}
+        ours = {r.path for r in spark.sql(f"SELECT input_file_name() AS path FROM {table}")
+                .collect()} - before
+        assert ours
+        for path in ours:  # each column of rotsink's files under Spark's id for it
+            file_schema = pq.read_schema(path.removeprefix("file:"))
+            assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in file_schema} == \
+                {name: ids[name] for name in file_schema.names}, path
+
+        spark.sql(f"ALTER TABLE {table} RENAME COLUMN name TO title").collect()
+        version = table_version(spark, "delta", tmp_path)
+        write_input(tmp_path, 3, 1)
+        with refused_at_start(r"its column\(s\) title have physical names other than"):
+            run_writer(spark, tmp_path, "delta", Path())
+        assert table_version(spark, "delta", tmp_path) == version
+        shown("rotsink joined a Delta table Spark turned column mapping on for, its files "
+              "under Spark's column ids; refused after a rename, naming the column")
+
     def test_a_stream_fills_the_generated_day_of_a_delta_table_spark_s_sql_made(
             spark, tmp_path, shown):
         """The usual way to partition a Delta table by day: ``day DATE GENERATED ALWAYS AS

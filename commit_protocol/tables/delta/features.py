@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from commit_protocol.tables.delta.generated import SPELLED, Generated, parse_generated
+from commit_protocol.tables.delta.mapping import mapping_mode, refusal_reason
 
 # Features rotsink's appends honour, and how (docs/tables.md, "Delta table features")
 WRITTEN = {
@@ -45,11 +46,9 @@ WRITTEN = {
     "variantType": "a table may have variant columns the stream does not write",
     "variantType-preview": "a table may have variant columns the stream does not write",
     "timestampNanos": "a table may have nanosecond columns the stream does not write",
-    "columnMapping": "supported while the table maps no column (delta.columnMapping.mode "
-                     "none)",
+    "columnMapping": "the files carry the columns' ids, where each column's physical name "
+                     "is its name (a table that turned column mapping on after it was made)",
 }
-_COLUMN_MAPPING = ("column mapping names each column's data by a physical name and id, "
-                   "which rotsink's files do not carry yet")
 REFUSED = {
     "identityColumns": "identity values are assigned by the writer, and delta-rs commits to "
                        "no table with identity columns",
@@ -96,15 +95,15 @@ def check_table_features(uri: str, table: Any) -> None:
     legacy = protocol.min_writer_version < 7
     for feature in sorted(supported):
         if feature in WRITTEN:
-            continue  # column mapping: refused below when the table sets a mode
+            continue  # column mapping: refused below where a column's physical name differs
         if legacy and feature == "identityColumns":
             continue  # implied by writer version 6: refused below where a column is one
         reason = REFUSED.get(feature, "rotsink does not know what it asks of a writer")
         raise _refusal(uri, f"the table feature {feature!r}", reason)
-    mode = configuration.get("delta.columnMapping.mode", "none")
-    if mode != "none":
-        raise _refusal(uri, f"column mapping (delta.columnMapping.mode={mode})",
-                       _COLUMN_MAPPING)
+    mode = mapping_mode(configuration)
+    unmapped = None if mode == "none" else refusal_reason(schema)
+    if unmapped is not None:
+        raise _refusal(uri, f"column mapping (delta.columnMapping.mode={mode})", unmapped)
     for name, expression in sorted(_constraints(configuration).items()):
         raise _refusal(uri, f"the CHECK constraint {name} ({expression})",
                        "rotsink does not evaluate Delta's SQL expressions; drop it "

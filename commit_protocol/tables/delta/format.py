@@ -43,7 +43,8 @@ class DeltaFormat(TableFormat):
     def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
         table = self.open(storage, config)
         return replace(config, required_columns=table.required_columns(), generated_columns=tuple(
-            (g.name, g.expression, g.type_name) for g in table.generated_columns()))
+            (g.name, g.expression, g.type_name) for g in table.generated_columns()),
+            field_ids=table.mapped_ids(schema_json))
 
     def widened(self, config: SinkConfig, schema_json: str) -> str:
         """The table's generated columns the stream lacks, appended (nullable, as Delta

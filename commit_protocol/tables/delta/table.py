@@ -51,6 +51,7 @@ from commit_protocol.tables.delta.features import (
     required_columns,
 )
 from commit_protocol.tables.delta.generated import Generated
+from commit_protocol.tables.delta.mapping import planned_ids
 from commit_protocol.tables.delta.snapshots import Snapshot, forget, snapshot
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
@@ -164,6 +165,10 @@ class DeltaFollowedTable:
         """The table's generated columns (as this process last knew the table)."""
         table = self.loaded(fresh=False)
         return () if table is None else generated_columns(table)
+
+    def mapped_ids(self, schema_json: str) -> tuple[tuple[str, int], ...]:
+        """The files' field ids under the table's column mapping (as last known)."""
+        return planned_ids(self.uri, self.loaded(fresh=False), schema_json)
 
     def required_columns(self) -> tuple[str, ...]:
         """The table's NOT NULL top-level columns (as this process last knew the table: a
