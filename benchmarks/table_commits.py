@@ -3,12 +3,14 @@ local disk and on S3, without Spark (the commit is the same code Spark's commit 
 
     python benchmarks/table_commits.py --table delta --batches 40 --latency-ms 0,20 --repeats 3
     python benchmarks/table_commits.py --table iceberg --batches 40 --latency-ms 0,20 --repeats 3
-    python benchmarks/table_commits.py --table iceberg --catalog glue,iceberg-rest --latency-ms 0,20
+    python benchmarks/table_commits.py --table iceberg --catalog glue,iceberg-rest,postgres
 
 ``--catalog`` (Iceberg) puts the table in another catalog, each a server on 127.0.0.1 behind
 the recording proxy: ``glue`` (moto's Glue, the output in its S3, both through the proxy) or
 ``iceberg-rest`` (Apache Iceberg's own REST catalog server, the output on the local disk, the
-catalog's requests through the proxy); the anchor writes the same output without the table.
+catalog's requests through the proxy) or ``postgres`` (pyiceberg's SQL catalog on a PostgreSQL
+server, the output local; SQL is not HTTP: no proxy counts or delays it, 0 ms only); the
+anchor writes the same output without the table.
 
 A driver process commits ``--batches`` micro-batches of 4,000 rows into four ``day``
 directories (Parquet, ``rotation.maxBatches=2``: every other batch finalizes four files),
@@ -167,15 +169,22 @@ def iceberg_options(catalog: str, s3: str) -> dict[str, str]:
             "identifier": f"bench.t{uuid.uuid4().hex[:8]}"}
 
 
+CATALOGS = ("glue", "iceberg-rest", "postgres")
+
+
 def catalog_output(catalog: str, latency_ms: int, server: str, table: str
                    ) -> tuple[str, str, dict[str, str], list[Any]]:
     """The output, its S3 endpoint, the table's options and the proxies for ``catalog``
-    (``glue``: moto at ``server``; ``iceberg-rest``: Iceberg's REST server at ``server``)."""
+    (``glue``: moto at ``server``; ``iceberg-rest``: Iceberg's REST server at ``server``;
+    ``postgres``: pyiceberg's SQL catalog, ``server`` the database's URI)."""
     from tests.support.faulty_proxy import FailingProxy
     from tests.support.s3server import create_bucket
 
-    proxy = FailingProxy(server, latency_s=latency_ms / 1000)
     name = f"bench.t{uuid.uuid4().hex[:8]}"
+    if catalog == "postgres":  # SQL over TCP: no HTTP proxy delays or counts its statements
+        options = {"catalog.type": "sql", "catalog.uri": server, "identifier": name}
+        return tempfile.mkdtemp(prefix="table-bench-"), "", options, []
+    proxy = FailingProxy(server, latency_s=latency_ms / 1000)
     if catalog == "iceberg-rest":
         options = {"catalog.type": "rest", "catalog.uri": proxy.endpoint, "identifier": name}
         return tempfile.mkdtemp(prefix="table-bench-"), "", options, [proxy]
@@ -202,7 +211,7 @@ def measure(storage: str, latency_ms: int, args, server: tuple[str, str] | None)
         proxies: list[FailingProxy] = []
         for table in (args.table, f"{args.table}:shared", "plain"):
             options: dict[str, str] = {}
-            if storage in ("glue", "iceberg-rest"):  # a catalog's server: server[0]
+            if storage in CATALOGS:  # a catalog's server: server[0]
                 assert server is not None
                 url, endpoint, options, proxies = catalog_output(storage, latency_ms,
                                                                  server[0], table)
@@ -261,7 +270,7 @@ def main() -> int:
     parser.add_argument("--storage", default="local,s3")
     parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
     parser.add_argument("--catalog", default="",
-                        help="glue,iceberg-rest: Iceberg in those catalogs instead")
+                        help="glue,iceberg-rest,postgres: Iceberg in those catalogs instead")
     args = parser.parse_args()
     if args.catalog:
         return measure_catalogs(args)
@@ -292,11 +301,17 @@ def measure_catalogs(args) -> int:
 
     os.environ.update(DUMMY_CREDENTIALS)
     args.table = "iceberg"
-    starts = {"glue": start_moto_server, "iceberg-rest": start_iceberg_rest}
+    from tests.support.postgres import start_postgres
+
+    starts = {"glue": start_moto_server, "iceberg-rest": start_iceberg_rest,
+              "postgres": start_postgres}
     for catalog in args.catalog.split(","):
         url, stop = starts[catalog]()
         try:
             for latency in map(int, args.latency_ms.split(",")):
+                if latency and catalog == "postgres":
+                    print(f"postgres: no {latency} ms run (no proxy delays SQL statements)")
+                    continue
                 measure(catalog, latency, args, (url, ""))
         finally:
             stop()

@@ -164,6 +164,16 @@ def iceberg_rest() -> Iterator[str]:
     stop()
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """SQLAlchemy URI of a PostgreSQL server on 127.0.0.1 for the session (SQL catalogs)."""
+    from tests.support.postgres import start_postgres
+
+    uri, stop = start_postgres()
+    yield uri
+    stop()
+
+
 @pytest.fixture
 def s3_server(request) -> LocalS3:
     """The local S3 server of a test: moto, or the one a test names through indirect

@@ -706,14 +706,18 @@ def cloud_table_loop(workdir: Path, store: str, endpoint: str, table_format: str
 def catalog_table_loop(workdir: Path, catalog: str, server: str, *,
                        seed: int = 7) -> CrashLoop:
     """An Iceberg table loop (:func:`table_loop`) whose table is in a catalog server:
-    ``glue`` (moto's at ``server``, the output in a bucket of its S3) or ``iceberg-rest``
+    ``glue`` (moto's at ``server``, the output in a bucket of its S3), ``iceberg-rest``
     (Apache Iceberg's REST catalog server at ``server``, the output local, partitioned by
-    ``bucket(4, id), grp``). The table is created at the output (no warehouse), as
+    ``bucket(4, id), grp``) or ``postgres`` (pyiceberg's SQL catalog, ``server`` its
+    database's URI). The table is created at the output (no warehouse), as
     ``table.location`` says by default."""
     import uuid
 
     loop = table_loop(workdir, "iceberg", seed=seed)
     loop.options["table.identifier"] = f"crash_{uuid.uuid4().hex[:8]}.events"
+    if catalog == "postgres":  # pyiceberg's SQL catalog on a PostgreSQL server
+        loop.options.update({"table.catalog.type": "sql", "table.catalog.uri": server})
+        return loop
     if catalog == "iceberg-rest":  # and hidden partitioning: a bucket of the id above grp
         loop.options.update({"table.catalog.type": "rest", "table.catalog.uri": server,
                              "partitionBy": "bucket(4, id), grp"})

@@ -174,14 +174,16 @@ def test_crash_loop_with_an_iceberg_table_on_cloud_storage(spark, tmp_path, show
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("catalog", ["glue", "iceberg-rest"])
+@pytest.mark.parametrize("catalog", ["glue", "iceberg-rest", "postgres"])
 def test_crash_loop_with_an_iceberg_table_in_a_catalog(spark, tmp_path, shown, request,
                                                        catalog):
-    """Parquet into an Iceberg table in AWS Glue (moto's, with its S3) or in Apache Iceberg's
-    own REST catalog server: kills between the log file and the table commit, after it and
-    at random; after every life the table, read through the catalog by pyiceberg, holds
-    exactly the finalized rows. At CI size: between the log file and the table commit."""
-    server = request.getfixturevalue("s3_endpoint" if catalog == "glue" else "iceberg_rest")
+    """Parquet into an Iceberg table in AWS Glue (moto's, with its S3), in Apache Iceberg's
+    own REST catalog server, or in a SQL catalog on PostgreSQL: kills between the log file
+    and the table commit, after it and at random; after every life the table, read through
+    the catalog by pyiceberg, holds exactly the finalized rows. At CI size: between the log
+    file and the table commit."""
+    server = request.getfixturevalue({"glue": "s3_endpoint", "iceberg-rest": "iceberg_rest",
+                                      "postgres": "postgres"}[catalog])
     loop = catalog_table_loop(tmp_path, catalog, server, seed=SEED)
     loop.raises = False  # a catalog's errors: tests/unit/test_catalogs.py
     run_loop(spark, loop, shown, random_kills=KILLS // 10,

@@ -374,21 +374,33 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
 
 
 if "iceberg" in READERS:
-    def test_spark_reads_through_the_rest_catalog_the_stream_commits_to(spark, tmp_path,
-                                                                      iceberg_rest, shown):
-        """Apache Iceberg's own REST catalog server between rotsink and Spark: the stream
-        creates its table there (at the output, no warehouse named) and commits each batch;
-        a Spark Iceberg catalog of type ``rest`` over the same server reads exactly the rows
-        of the files the log lists as finalized at the batch the table carries, run after
-        run."""
-        catalog = "rest_" + "".join(c for c in tmp_path.name if c.isalnum())[-12:]
-        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest",
-                           ".uri": iceberg_rest, ".cache-enabled": "false"}.items():
+    @pytest.mark.parametrize("server", ["iceberg-rest", "postgres"])
+    def test_spark_reads_through_the_catalog_server_the_stream_commits_to(
+            spark, tmp_path, request, server, shown):
+        """A catalog server between rotsink and Spark, Apache Iceberg's own REST catalog
+        server or a SQL catalog on PostgreSQL (Spark's Iceberg JDBC catalog over the same
+        database): the stream creates its table there (at the output, no warehouse named)
+        and commits each batch; a Spark Iceberg catalog over the same server reads exactly
+        the rows of the files the log lists as finalized at the batch the table carries, run
+        after run."""
+        catalog = server.replace("-", "_") + "_" + \
+            "".join(c for c in tmp_path.name if c.isalnum())[-12:]
+        address = request.getfixturevalue(server.replace("-", "_"))
+        if server == "iceberg-rest":
+            theirs = {".type": "rest", ".uri": address}
+            ours = {"table.catalog.type": "rest", "table.catalog.uri": address}
+        else:  # the same rows of the database, under the same catalog name
+            theirs = {".type": "jdbc", ".uri": "jdbc:postgresql://" + address.split("@")[1],
+                      ".jdbc.user": "rotsink", ".jdbc.schema-version": "V1",
+                      ".warehouse": f"file://{tmp_path}/warehouse"}
+            ours = {"table.catalog.type": "sql", "table.catalog.uri": address,
+                    "table.catalog.name": catalog}
+        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog",
+                           ".cache-enabled": "false", **theirs}.items():
             spark.conf.set(f"spark.sql.catalog.{catalog}{key}", value)
         out, table = tmp_path / "out", identifier(tmp_path)
         options = {"format": "parquet", "table.format": "iceberg", "partitionBy": "grp",
-                   "rotation.maxBatches": "2", "table.catalog.type": "rest",
-                   "table.catalog.uri": iceberg_rest, "table.identifier": table}
+                   "rotation.maxBatches": "2", "table.identifier": table, **ours}
         batches = set()
         for run in range(RUNS):
             write_numbered_source(tmp_path / "in", files=FILES_PER_RUN, rows_per_file=20,
@@ -406,5 +418,5 @@ if "iceberg" in READERS:
         location = spark.sql(f"DESCRIBE TABLE EXTENDED {catalog}.{table}").where(
             "col_name = 'Location'").first()
         assert location is not None and location.data_type.rstrip("/").endswith(str(out))
-        shown(f"Spark's Iceberg reader through Iceberg's REST catalog server: {RUNS} runs, "
-              "each read equal to the log's finalized files at its batch")
+        shown(f"Spark's Iceberg reader through {server}: {RUNS} runs, each read equal to the "
+              "log's finalized files at its batch")

@@ -11,6 +11,8 @@ dependencies into a folder of its own (they must not share a classpath):
 - ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`;
 - ``iceberg-rest``: Apache Iceberg's own REST catalog server, run by
   :mod:`tests.support.iceberg_rest`;
+- ``postgres``: a PostgreSQL server's binaries (no JVM: Maven Central serves them in a jar),
+  run by :mod:`tests.support.postgres`;
 - ``cloud-readers``: Spark's readers of ``gs://`` (gcs-connector) and ``wasb://`` (hadoop-azure),
   for the tests of Spark's readers on the stores' emulators (:mod:`tests.support.cloud_readers`).
 
@@ -128,6 +130,30 @@ def iceberg_rest_classpath() -> str:
     return ":".join(str(j) for j in sorted(folder.glob("*.jar")))
 
 
+def postgres_binaries() -> Path:
+    """A PostgreSQL server's distribution (``bin/postgres``, ``bin/initdb``), unpacked from
+    the jar Maven Central serves it in (:mod:`tests.support.postgres`)."""
+    import lzma
+    import tarfile
+    import zipfile
+
+    folder = _fetch("postgres")
+    dist = folder / "dist"
+
+    def unpack() -> None:
+        shutil.rmtree(dist, ignore_errors=True)
+        (jar,) = folder.glob("embedded-postgres-binaries-*.jar")
+        with zipfile.ZipFile(jar) as archive:
+            (packed,) = [n for n in archive.namelist() if n.endswith(".txz")]
+            with archive.open(packed) as txz, lzma.open(txz) as tar_bytes, \
+                    tarfile.open(fileobj=tar_bytes) as tar:
+                tar.extractall(dist, filter="tar")
+        (dist / "UNPACKED").write_text(jar.name + "\n")
+
+    install_once(dist / "UNPACKED", unpack, lock=CACHE / ".postgres-dist.lock")
+    return dist
+
+
 def table_reader_formats() -> tuple[str, ...]:
     """The table formats whose Spark reader is published for the installed PySpark."""
     from datasource.spark.compat import pyspark_version
@@ -137,8 +163,8 @@ def table_reader_formats() -> tuple[str, ...]:
 
 def table_reader_jars(table_format: str) -> tuple[Path, ...]:
     """Spark's reader of ``table_format`` for the installed PySpark: delta-spark and Delta's
-    own jars, or iceberg-spark-runtime (a jar of its own) and the SQLite JDBC driver; their
-    other dependencies are Spark's."""
+    own jars, or iceberg-spark-runtime (a jar of its own) and the SQLite and PostgreSQL JDBC
+    drivers; their other dependencies are Spark's."""
     from datasource.spark.compat import pyspark_version
 
     version = pyspark_version()
@@ -149,7 +175,8 @@ def table_reader_jars(table_format: str) -> tuple[Path, ...]:
     folder = _fetch("table-reader", folder=f"table-reader-{artifact}-{release}",
                     properties={"reader.group": group, "reader.artifact": artifact,
                                 "reader.version": release})
-    wanted = ("delta-",) if table_format == "delta" else ("iceberg-spark-runtime", "sqlite-jdbc")
+    wanted = ("delta-",) if table_format == "delta" else ("iceberg-spark-runtime", "sqlite-jdbc",
+                                                          "postgresql-")
     return tuple(sorted(j for j in folder.glob("*.jar") if j.name.startswith(wanted)))
 
 
@@ -231,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         cloud_reader_jars()
         kafka_broker_classpath()
         iceberg_rest_classpath()
+        postgres_binaries()
         readers = table_reader_formats()
         for table_format in readers:
             table_reader_jars(table_format)
@@ -238,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, Iceberg's REST "
-          f"catalog server, Spark's table "
+          f"catalog server, PostgreSQL, Spark's table "
           f"readers: {', '.join(readers) or 'none for this Spark'}")
     from tests.support.class_archive import class_archive
 

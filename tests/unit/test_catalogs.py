@@ -1,5 +1,6 @@
 """The catalogs teams keep Iceberg tables in, each a real server on 127.0.0.1 (AWS Glue on
-moto's server, with its S3; Apache Iceberg's own REST catalog server, on a JDBC catalog): a
+moto's server, with its S3; Apache Iceberg's own REST catalog server, on a JDBC catalog;
+pyiceberg's SQL catalog on a PostgreSQL server): a
 new table at the output without a warehouse, a table the catalog placed joined where it is,
 another writer committing through the same catalog while rotsink does (the catalog's
 conditional commit under contention), a crash between the two commits, snapshot expiry;
@@ -77,10 +78,11 @@ class CatalogServer:
                                              f"{self.namespace}.{name}", **table_options})
 
     def other_writer(self):
-        """The same catalog as another process opens it (its own client)."""
+        """The same catalog as another process opens it (its own client), under the name
+        rotsink opens it by (a SQL catalog keeps tables under its catalog's name)."""
         from pyiceberg.catalog import load_catalog
 
-        return load_catalog(f"other-{uuid.uuid4().hex[:6]}", **self.properties)
+        return load_catalog("rotsink", **self.properties)
 
 
 @pytest.fixture
@@ -95,11 +97,16 @@ def glue(s3_endpoint) -> CatalogServer:
                          {"endpoint_url": s3_endpoint}, s3_endpoint)
 
 
-@pytest.fixture(params=["glue", "iceberg-rest"])
+@pytest.fixture(params=["glue", "iceberg-rest", "postgres"])
 def server(request, tmp_path) -> CatalogServer:
-    """Each catalog: Glue, and Apache Iceberg's own REST catalog server."""
+    """Each catalog: Glue, Apache Iceberg's own REST catalog server, and pyiceberg's SQL
+    catalog on a PostgreSQL server (no warehouse)."""
     if request.param == "glue":
         return request.getfixturevalue("glue")
+    if request.param == "postgres":
+        uri = request.getfixturevalue("postgres")
+        return CatalogServer("postgres", {"type": "sql", "uri": uri}, f"file://{tmp_path}",
+                             {}, uri)
     url = request.getfixturevalue("iceberg_rest")
     return CatalogServer("iceberg-rest", {"type": "rest", "uri": url}, f"file://{tmp_path}",
                          {}, url)
@@ -418,6 +425,44 @@ def test_the_glue_snippet_of_the_docs_runs_as_printed(s3_endpoint):
     assert scanned_ids(table) == input_ids(3)
     days = {row["partition"]["ts_day"] for row in table.inspect.files().to_pylist()}
     assert days == {(start + dt.timedelta(hours=i)).date() for i in range(3 * ROWS)}
+
+
+def test_the_postgres_snippet_of_the_docs_runs_as_printed(tmp_path, postgres):
+    """docs/tables.md's PostgreSQL options, as printed, with the test server's address and
+    a local output: the table is created at the output, and Spark's or Trino's JDBC
+    catalog, opened under the snippet's catalog name, finds it with every row."""
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+    from datasource.writing.writer import stream_writer
+    from tests.support.spark_like import SparkLikeQuery
+
+    recorded = Recorded()
+    exec(docs_snippet("PostgreSQL"), {"events": recorded})
+    printed = recorded.options["table.catalog.uri"]
+    options = {key: value for key, value in recorded.options.items()
+               if key != "checkpointLocation"}  # Spark's, not the sink's
+    options.update({"path": str(tmp_path / "events"),
+                    "table.catalog.uri": printed.split("@")[0] + "@" + postgres.split("@")[1]})
+    schema = StructType([StructField("id", LongType()), StructField("ts", TimestampType())])
+    config = stream_writer(options, schema).config
+    start = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)
+
+    def rows(batch_id: int) -> pa.RecordBatch:
+        ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
+        return pa.record_batch({"id": pa.array(ids, pa.int64()), "ts": pa.array(
+            [start + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
+
+    query = SparkLikeQuery(config, rows=rows, schema_json=lambda _: schema.json())
+    now_ms = int(time.time() * 1000)
+    for batch_id in range(3):
+        query.run(batch_id, now_ms=now_ms + batch_id * 3_600_000)
+    from pyiceberg.catalog import load_catalog
+
+    theirs = load_catalog(options["table.catalog.name"], type="sql", uri=postgres)
+    table = theirs.load_table(options["table.identifier"])
+    assert same_uri(table.location()) == same_uri(f"file://{tmp_path / 'events'}")
+    assert [str(f.transform) for f in table.spec().fields] == ["day"]
+    assert scanned_ids(table) == input_ids(2)  # the last batch's files roll an hour on
 
 
 def test_a_catalog_that_refuses_the_credentials_is_named_before_anything_is_written(
