@@ -8,9 +8,10 @@ local disk and on S3, without Spark (the commit is the same code Spark's commit 
 ``--catalog`` (Iceberg) puts the table in another catalog, each a server on 127.0.0.1 behind
 the recording proxy: ``glue`` (moto's Glue, the output in its S3, both through the proxy) or
 ``iceberg-rest`` (Apache Iceberg's own REST catalog server, the output on the local disk, the
-catalog's requests through the proxy) or ``postgres`` (pyiceberg's SQL catalog on a PostgreSQL
-server, the output local; SQL is not HTTP: no proxy counts or delays it, 0 ms only); the
-anchor writes the same output without the table.
+catalog's requests through the proxy), ``postgres`` (pyiceberg's SQL catalog on a PostgreSQL
+server) or ``hive`` (Hive's standalone metastore), the output local (SQL and Thrift are not
+HTTP: no proxy counts or delays them, 0 ms only); the anchor writes the same output without
+the table.
 
 A driver process commits ``--batches`` micro-batches of 4,000 rows into four ``day``
 directories (Parquet, ``rotation.maxBatches=2``: every other batch finalizes four files),
@@ -169,20 +170,23 @@ def iceberg_options(catalog: str, s3: str) -> dict[str, str]:
             "identifier": f"bench.t{uuid.uuid4().hex[:8]}"}
 
 
-CATALOGS = ("glue", "iceberg-rest", "postgres")
+CATALOGS = ("glue", "iceberg-rest", "postgres", "hive")
+UNPROXIED = {"postgres": "sql", "hive": "hive"}  # catalog -> pyiceberg's type
 
 
 def catalog_output(catalog: str, latency_ms: int, server: str, table: str
                    ) -> tuple[str, str, dict[str, str], list[Any]]:
     """The output, its S3 endpoint, the table's options and the proxies for ``catalog``
     (``glue``: moto at ``server``; ``iceberg-rest``: Iceberg's REST server at ``server``;
-    ``postgres``: pyiceberg's SQL catalog, ``server`` the database's URI)."""
+    ``postgres``: pyiceberg's SQL catalog, ``server`` the database's URI; ``hive``: Hive's
+    metastore, ``server`` its Thrift URI)."""
     from tests.support.faulty_proxy import FailingProxy
     from tests.support.s3server import create_bucket
 
     name = f"bench.t{uuid.uuid4().hex[:8]}"
-    if catalog == "postgres":  # SQL over TCP: no HTTP proxy delays or counts its statements
-        options = {"catalog.type": "sql", "catalog.uri": server, "identifier": name}
+    if catalog in UNPROXIED:  # SQL, Thrift: no HTTP proxy delays or counts their calls
+        options = {"catalog.type": UNPROXIED[catalog], "catalog.uri": server,
+                   "identifier": name}
         return tempfile.mkdtemp(prefix="table-bench-"), "", options, []
     proxy = FailingProxy(server, latency_s=latency_ms / 1000)
     if catalog == "iceberg-rest":
@@ -270,7 +274,7 @@ def main() -> int:
     parser.add_argument("--storage", default="local,s3")
     parser.add_argument("--table", choices=("delta", "iceberg"), default="delta")
     parser.add_argument("--catalog", default="",
-                        help="glue,iceberg-rest,postgres: Iceberg in those catalogs instead")
+                        help="glue,iceberg-rest,postgres,hive: Iceberg in those catalogs")
     args = parser.parse_args()
     if args.catalog:
         return measure_catalogs(args)
@@ -301,16 +305,17 @@ def measure_catalogs(args) -> int:
 
     os.environ.update(DUMMY_CREDENTIALS)
     args.table = "iceberg"
+    from tests.support.hive_metastore import start_hive_metastore
     from tests.support.postgres import start_postgres
 
     starts = {"glue": start_moto_server, "iceberg-rest": start_iceberg_rest,
-              "postgres": start_postgres}
+              "postgres": start_postgres, "hive": start_hive_metastore}
     for catalog in args.catalog.split(","):
         url, stop = starts[catalog]()
         try:
             for latency in map(int, args.latency_ms.split(",")):
-                if latency and catalog == "postgres":
-                    print(f"postgres: no {latency} ms run (no proxy delays SQL statements)")
+                if latency and catalog in UNPROXIED:
+                    print(f"{catalog}: no {latency} ms run (no proxy delays its calls)")
                     continue
                 measure(catalog, latency, args, (url, ""))
         finally:

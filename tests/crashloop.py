@@ -708,15 +708,16 @@ def catalog_table_loop(workdir: Path, catalog: str, server: str, *,
     """An Iceberg table loop (:func:`table_loop`) whose table is in a catalog server:
     ``glue`` (moto's at ``server``, the output in a bucket of its S3), ``iceberg-rest``
     (Apache Iceberg's REST catalog server at ``server``, the output local, partitioned by
-    ``bucket(4, id), grp``) or ``postgres`` (pyiceberg's SQL catalog, ``server`` its
-    database's URI). The table is created at the output (no warehouse), as
-    ``table.location`` says by default."""
+    ``bucket(4, id), grp``), ``postgres`` (pyiceberg's SQL catalog, ``server`` its
+    database's URI) or ``hive`` (Hive's metastore at ``server``, its Thrift URI). The table
+    is created at the output (no warehouse), as ``table.location`` says by default."""
     import uuid
 
     loop = table_loop(workdir, "iceberg", seed=seed)
     loop.options["table.identifier"] = f"crash_{uuid.uuid4().hex[:8]}.events"
-    if catalog == "postgres":  # pyiceberg's SQL catalog on a PostgreSQL server
-        loop.options.update({"table.catalog.type": "sql", "table.catalog.uri": server})
+    if catalog in ("postgres", "hive"):  # a SQL catalog's database, a metastore's Thrift
+        kind = {"postgres": "sql", "hive": "hive"}[catalog]
+        loop.options.update({"table.catalog.type": kind, "table.catalog.uri": server})
         return loop
     if catalog == "iceberg-rest":  # and hidden partitioning: a bucket of the id above grp
         loop.options.update({"table.catalog.type": "rest", "table.catalog.uri": server,

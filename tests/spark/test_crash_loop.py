@@ -174,16 +174,17 @@ def test_crash_loop_with_an_iceberg_table_on_cloud_storage(spark, tmp_path, show
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("catalog", ["glue", "iceberg-rest", "postgres"])
+@pytest.mark.parametrize("catalog", ["glue", "iceberg-rest", "postgres", "hive"])
 def test_crash_loop_with_an_iceberg_table_in_a_catalog(spark, tmp_path, shown, request,
                                                        catalog):
     """Parquet into an Iceberg table in AWS Glue (moto's, with its S3), in Apache Iceberg's
-    own REST catalog server, or in a SQL catalog on PostgreSQL: kills between the log file
-    and the table commit, after it and at random; after every life the table, read through
-    the catalog by pyiceberg, holds exactly the finalized rows. At CI size: between the log
-    file and the table commit."""
+    own REST catalog server, in a SQL catalog on PostgreSQL or in Hive's metastore: kills
+    between the log file and the table commit, after it and at random; after every life
+    the table, read through the catalog by pyiceberg, holds exactly the finalized rows. At
+    CI size: between the log file and the table commit."""
     server = request.getfixturevalue({"glue": "s3_endpoint", "iceberg-rest": "iceberg_rest",
-                                      "postgres": "postgres"}[catalog])
+                                      "postgres": "postgres",
+                                      "hive": "hive_metastore"}[catalog])
     loop = catalog_table_loop(tmp_path, catalog, server, seed=SEED)
     loop.raises = False  # a catalog's errors: tests/unit/test_catalogs.py
     run_loop(spark, loop, shown, random_kills=KILLS // 10,

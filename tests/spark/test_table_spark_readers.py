@@ -374,21 +374,22 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
 
 
 if "iceberg" in READERS:
-    @pytest.mark.parametrize("server", ["iceberg-rest", "postgres"])
+    @pytest.mark.parametrize("server", ["iceberg-rest", "postgres", "hive-metastore"])
     def test_spark_reads_through_the_catalog_server_the_stream_commits_to(
             spark, tmp_path, request, server, shown):
         """A catalog server between rotsink and Spark, Apache Iceberg's own REST catalog
-        server or a SQL catalog on PostgreSQL (Spark's Iceberg JDBC catalog over the same
-        database): the stream creates its table there (at the output, no warehouse named)
-        and commits each batch; a Spark Iceberg catalog over the same server reads exactly
-        the rows of the files the log lists as finalized at the batch the table carries, run
-        after run."""
+        server, a SQL catalog on PostgreSQL (Spark's Iceberg JDBC catalog over the same
+        database) or Hive's metastore (through Spark's own Hive client): the stream creates
+        its table there (at the output, no warehouse named) and commits each batch; a Spark
+        Iceberg catalog over the same server reads exactly the rows of the files the log
+        lists as finalized at the batch the table carries, run after run."""
         catalog = server.replace("-", "_") + "_" + \
             "".join(c for c in tmp_path.name if c.isalnum())[-12:]
         address = request.getfixturevalue(server.replace("-", "_"))
-        if server == "iceberg-rest":
-            theirs = {".type": "rest", ".uri": address}
-            ours = {"table.catalog.type": "rest", "table.catalog.uri": address}
+        if server in ("iceberg-rest", "hive-metastore"):
+            kind = server.split("-")[0].replace("iceberg", "rest")
+            theirs = {".type": kind, ".uri": address}
+            ours = {"table.catalog.type": kind, "table.catalog.uri": address}
         else:  # the same rows of the database, under the same catalog name
             theirs = {".type": "jdbc", ".uri": "jdbc:postgresql://" + address.split("@")[1],
                       ".jdbc.user": "rotsink", ".jdbc.schema-version": "V1",

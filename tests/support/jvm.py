@@ -11,6 +11,8 @@ dependencies into a folder of its own (they must not share a classpath):
 - ``kafka-broker``: a Kafka broker's classpath, run in KRaft mode by :mod:`tests.support.kafka`;
 - ``iceberg-rest``: Apache Iceberg's own REST catalog server, run by
   :mod:`tests.support.iceberg_rest`;
+- ``hive-metastore``: Apache Hive's standalone metastore, run by
+  :mod:`tests.support.hive_metastore`;
 - ``postgres``: a PostgreSQL server's binaries (no JVM: Maven Central serves them in a jar),
   run by :mod:`tests.support.postgres`;
 - ``cloud-readers``: Spark's readers of ``gs://`` (gcs-connector) and ``wasb://`` (hadoop-azure),
@@ -154,6 +156,28 @@ def postgres_binaries() -> Path:
     return dist
 
 
+def hive_metastore() -> tuple[str, Path]:
+    """Apache Hive's standalone metastore: its classpath, and the home of its schema scripts
+    (unpacked from its bin archive) for its schema tool (:mod:`tests.support.hive_metastore`)."""
+    import tarfile
+
+    folder = _fetch("hive-metastore")
+    home = folder / "home"
+
+    def unpack() -> None:
+        shutil.rmtree(home, ignore_errors=True)
+        (archive,) = folder.glob("hive-standalone-metastore-*-bin.tar.gz")
+        with tarfile.open(archive) as tar:
+            scripts = [m for m in tar.getmembers() if "/scripts/" in m.name]
+            tar.extractall(home, members=scripts, filter="tar")
+        (top,) = home.iterdir()
+        (home / "HOME").write_text(top.name + "\n")
+
+    install_once(home / "HOME", unpack, lock=CACHE / ".hive-metastore-home.lock")
+    top = home / (home / "HOME").read_text().strip()
+    return ":".join(str(j) for j in sorted(folder.glob("*.jar"))), top
+
+
 def table_reader_formats() -> tuple[str, ...]:
     """The table formats whose Spark reader is published for the installed PySpark."""
     from datasource.spark.compat import pyspark_version
@@ -259,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         kafka_broker_classpath()
         iceberg_rest_classpath()
         postgres_binaries()
+        hive_metastore()
         readers = table_reader_formats()
         for table_format in readers:
             table_reader_jars(table_format)
@@ -266,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"JVM artifacts in {CACHE}: {packages.versions}, Kafka broker, Iceberg's REST "
-          f"catalog server, PostgreSQL, Spark's table "
+          f"catalog server, PostgreSQL, Hive's metastore, Spark's table "
           f"readers: {', '.join(readers) or 'none for this Spark'}")
     from tests.support.class_archive import class_archive
 

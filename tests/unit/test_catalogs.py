@@ -1,6 +1,6 @@
 """The catalogs teams keep Iceberg tables in, each a real server on 127.0.0.1 (AWS Glue on
 moto's server, with its S3; Apache Iceberg's own REST catalog server, on a JDBC catalog;
-pyiceberg's SQL catalog on a PostgreSQL server): a
+pyiceberg's SQL catalog on a PostgreSQL server; Apache Hive's metastore, with its locks): a
 new table at the output without a warehouse, a table the catalog placed joined where it is,
 another writer committing through the same catalog while rotsink does (the catalog's
 conditional commit under contention), a crash between the two commits, snapshot expiry;
@@ -97,12 +97,16 @@ def glue(s3_endpoint) -> CatalogServer:
                          {"endpoint_url": s3_endpoint}, s3_endpoint)
 
 
-@pytest.fixture(params=["glue", "iceberg-rest", "postgres"])
+@pytest.fixture(params=["glue", "iceberg-rest", "postgres", "hive"])
 def server(request, tmp_path) -> CatalogServer:
-    """Each catalog: Glue, Apache Iceberg's own REST catalog server, and pyiceberg's SQL
-    catalog on a PostgreSQL server (no warehouse)."""
+    """Each catalog: Glue, Apache Iceberg's own REST catalog server, pyiceberg's SQL catalog
+    on a PostgreSQL server, and Hive's metastore (no warehouse for either)."""
     if request.param == "glue":
         return request.getfixturevalue("glue")
+    if request.param == "hive":
+        uri = request.getfixturevalue("hive_metastore")
+        return CatalogServer("hive", {"type": "hive", "uri": uri}, f"file://{tmp_path}", {},
+                             uri)
     if request.param == "postgres":
         uri = request.getfixturevalue("postgres")
         return CatalogServer("postgres", {"type": "sql", "uri": uri}, f"file://{tmp_path}",
@@ -460,6 +464,42 @@ def test_the_postgres_snippet_of_the_docs_runs_as_printed(tmp_path, postgres):
 
     theirs = load_catalog(options["table.catalog.name"], type="sql", uri=postgres)
     table = theirs.load_table(options["table.identifier"])
+    assert same_uri(table.location()) == same_uri(f"file://{tmp_path / 'events'}")
+    assert [str(f.transform) for f in table.spec().fields] == ["day"]
+    assert scanned_ids(table) == input_ids(2)  # the last batch's files roll an hour on
+
+
+def test_the_hive_snippet_of_the_docs_runs_as_printed(tmp_path, hive_metastore):
+    """docs/tables.md's Hive Metastore options, as printed, with the test metastore's address
+    and a local output: the table is created at the output, and another client of the
+    metastore finds it under the snippet's name with every row."""
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+    from datasource.writing.writer import stream_writer
+    from tests.support.spark_like import SparkLikeQuery
+
+    recorded = Recorded()
+    exec(docs_snippet("Hive Metastore"), {"events": recorded})
+    options = {key: value for key, value in recorded.options.items()
+               if key != "checkpointLocation"}  # Spark's, not the sink's
+    options.update({"path": str(tmp_path / "events"), "table.catalog.uri": hive_metastore})
+    schema = StructType([StructField("id", LongType()), StructField("ts", TimestampType())])
+    config = stream_writer(options, schema).config
+    start = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)
+
+    def rows(batch_id: int) -> pa.RecordBatch:
+        ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
+        return pa.record_batch({"id": pa.array(ids, pa.int64()), "ts": pa.array(
+            [start + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
+
+    query = SparkLikeQuery(config, rows=rows, schema_json=lambda _: schema.json())
+    now_ms = int(time.time() * 1000)
+    for batch_id in range(3):
+        query.run(batch_id, now_ms=now_ms + batch_id * 3_600_000)
+    from pyiceberg.catalog import load_catalog
+
+    table = load_catalog("trino", type="hive", uri=hive_metastore).load_table(
+        options["table.identifier"])
     assert same_uri(table.location()) == same_uri(f"file://{tmp_path / 'events'}")
     assert [str(f.transform) for f in table.spec().fields] == ["day"]
     assert scanned_ids(table) == input_ids(2)  # the last batch's files roll an hour on

@@ -51,6 +51,7 @@ from commit_protocol.tables.iceberg.marks import (
     MARK,
     NUM_RETRIES,
     OWNER,
+    lost_race_wait,
     mark,
     mark_key,
     rotsink_appends,
@@ -217,7 +218,7 @@ class IcebergFollowedTable:
             TableAlreadyExistsError,
         )
 
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
             table, self._read = self._read or self.loaded(), None
             held = mark(table, commit.owner)
             if held is not None and held >= commit.batch_id:
@@ -234,8 +235,8 @@ class IcebergFollowedTable:
                 return current.sequence_number
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
-                count("tableCommitRetries-total")
-                continue  # another commit landed first, or might have: read again
+                count("tableCommitRetries-total")  # another commit landed first, or
+                lost_race_wait(attempt)  # might have: read again after a wait
         raise TableError(f"Iceberg table {self.identifier}: the commit of batch "
                          f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "
                          "row; is another query or a maintenance job committing to it?")
@@ -320,9 +321,8 @@ class IcebergFollowedTable:
         return append
 
     def _output_spec(self, metadata: Any, commit: TableCommit) -> Any:
-        """The table's spec the output's files are laid out by (:mod:`~commit_protocol.
-        tables.iceberg.specs`): its current one, or the earlier one another writer evolved
-        it from; a table that never had it (replaced under the name) fails the commit."""
+        """The table's spec the output's files are laid out by (:mod:`.specs`), current or
+        earlier; a table that never had it (replaced under the name) fails the commit."""
         terms = spelled_terms(commit.partition_terms, commit.partition_by)
         spec = output_spec(metadata, terms)
         if spec is None:
