@@ -1,7 +1,8 @@
-"""A Delta table found by name in AWS Glue (moto's Glue and S3 on 127.0.0.1): the query's
-start registers ``table.identifier`` at the output as Spark and Athena register a Delta
-table, joins a name registered for the output, and refuses a name registered for another
-place or another kind of table before anything is written."""
+"""A Delta table found by name in AWS Glue (moto's Glue and S3 on 127.0.0.1) and in a Hive
+Metastore (Apache Hive's standalone metastore): the query's start registers
+``table.identifier`` at the output as Spark and Athena register a Delta table, joins a name
+registered for the output, and refuses a name registered for another place or another kind
+of table before anything is written."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections import Counter
 import pytest
 
 from commit_protocol.storage import open_storage
+from commit_protocol.tables.delta.names import same_location
 from commit_protocol.vocabulary.errors import OptionError, TableError
 from tests.unit.test_delta_commits import ROWS, commit_batch, forget, table_config
 from tests.unit.test_iceberg_commits import start_table
@@ -98,9 +100,9 @@ def test_a_name_registered_for_the_output_by_spark_is_joined(named):
 
 
 @pytest.mark.parametrize("options, expected", [
-    ({"catalog.type": "hive", "identifier": "db.events"},
-     r"table.catalog.type='hive' with table.format=delta: a Delta table's name is kept in "
-     r"glue"),
+    ({"catalog.type": "rest", "identifier": "db.events"},
+     r"table.catalog.type='rest' with table.format=delta: a Delta table's name is kept in "
+     r"glue or hive"),
     ({"catalog.type": "glue"}, r"table.identifier=None: expected database.table"),
     ({"catalog.type": "glue", "identifier": "a.b.c"}, r"table.identifier='a.b.c'"),
 ])
@@ -117,3 +119,75 @@ def test_without_a_catalog_the_table_is_found_by_its_path(tmp_path):
     start_table(cfg)
     commit_batch(cfg, 0)
 
+
+
+# -- a Hive Metastore ------------------------------------------------------------------------
+@pytest.fixture
+def in_hive(tmp_path, hive_metastore):
+    """A local Delta output named ``db_<x>.events`` in the metastore, and a Thrift client
+    of it as another engine has (pyiceberg's Hive client)."""
+    from pyiceberg.catalog.hive import _HiveClient
+
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    cfg = table_config(str(tmp_path / "events"), table_options={
+        "catalog.type": "hive", "catalog.uri": hive_metastore,
+        "identifier": f"{database}.events"})
+    return cfg, _HiveClient(hive_metastore), database
+
+
+def test_the_start_registers_the_table_where_spark_and_trino_find_it(in_hive):
+    from deltalake import DeltaTable
+
+    cfg, metastore, database = in_hive
+    start_table(cfg)
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    with metastore as client:
+        found = client.get_table(dbname=database, tbl_name="events")
+    assert same_location(found.sd.location, cfg.path)
+    assert found.parameters["spark.sql.sources.provider"] == "delta"  # Spark's marker
+    assert found.parameters["table_type"] == "DELTA"  # Trino's and Athena's
+    assert found.tableType == "EXTERNAL_TABLE" and found.sd.serdeInfo.parameters["path"]
+    table = DeltaTable(found.sd.location)  # a reader that has only the name
+    assert Counter(table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()) == \
+        Counter(range(4 * ROWS))
+    forget()
+    start_table(cfg)  # a restart joins its own name
+
+
+@pytest.mark.parametrize("registered", ["elsewhere", "csv"])
+def test_a_name_in_hive_registered_for_another_table_is_refused(in_hive, registered):
+    from hive_metastore.ttypes import Database, SerDeInfo, StorageDescriptor, Table
+
+    cfg, metastore, database = in_hive
+    parameters = {"spark.sql.sources.provider": "delta"} if registered == "elsewhere" else \
+        {"serialization.format": ","}
+    with metastore as client:
+        client.create_database(Database(name=database))
+        client.create_table(Table(tableName="events", dbName=database, tableType=
+                                  "EXTERNAL_TABLE", parameters=parameters, partitionKeys=[],
+                                  sd=StorageDescriptor(cols=[], location=f"{cfg.path}-other",
+                                                       serdeInfo=SerDeInfo(parameters={}))))
+    expected = "not this output" if registered == "elsewhere" else "a table that is not Delta"
+    with pytest.raises(TableError, match=f"Delta table name .* in the Hive Metastore .*"
+                                         f"{expected}"):
+        start_table(cfg)
+    assert not open_storage(cfg.path).exists("_spark_metadata/0")
+
+
+def test_a_metastore_that_cannot_be_reached_is_named(tmp_path):
+    cfg = table_config(str(tmp_path / "events"), table_options={
+        "catalog.type": "hive", "catalog.uri": "thrift://127.0.0.1:9", "identifier": "d.e"})
+    with pytest.raises(TableError, match=r"cannot look up the Delta table name d.e in the "
+                                         r"Hive Metastore: TTransportException"):
+        start_table(cfg)
+
+
+def test_a_name_the_metastore_refuses_is_named_with_its_answer(tmp_path, hive_metastore):
+    """The metastore's own refusal (a database name it does not take), not a Thrift
+    binding's error about its exception object."""
+    cfg = table_config(str(tmp_path / "events"), table_options={
+        "catalog.type": "hive", "catalog.uri": hive_metastore, "identifier": "no-good!.e"})
+    with pytest.raises(TableError, match=r"cannot register the Delta table name no-good!.e "
+                                         r"in the Hive Metastore at .*: InvalidObjectException"):
+        start_table(cfg)

@@ -1,5 +1,7 @@
 """A Delta table found by name: ``table.identifier`` (``database.table``) in AWS Glue
-(``table.catalog.type=glue``), where Athena, EMR's Spark and Trino look a table up.
+(``table.catalog.type=glue``) or a Hive Metastore (``hive``,
+:mod:`~commit_protocol.tables.delta.hive_names`), where Athena, EMR's Spark, Spark with Hive
+support and Trino look a table up.
 
 A Delta table lives at its path; a catalog only names it. At the query's start the name is
 looked up: a name not registered yet is registered as an external table at the output's
@@ -26,14 +28,17 @@ logger = logging.getLogger("rotsink.table")
 
 IDENTIFIER = "identifier"
 CATALOG_PREFIX = "catalog."
-_CATALOGS = ("glue",)  # where a Delta table's name can be kept today
+_CATALOGS = ("glue", "hive")  # where a Delta table's name can be kept
+# the client library each needs on the driver, and what installs it
+_CLIENTS = {"glue": ("boto3", "rotsink[glue]"), "hive": ("hive_metastore", "pyiceberg[hive]")}
 # What marks a catalog's table as Delta: Athena's and Trino's, Spark's
 _DELTA_MARKS = (("table_type", "delta"), ("spark.sql.sources.provider", "delta"))
 
 
 def check_name_options(table_options: dict[str, str]) -> None:
-    """Refuse at start a Delta name rotsink cannot keep: a catalog other than Glue, an
-    identifier that is not ``database.table``, a catalog without an identifier."""
+    """Refuse at start a Delta name rotsink cannot keep: a catalog other than Glue or Hive,
+    an identifier that is not ``database.table``, a catalog without an identifier, a catalog
+    whose client library the driver lacks."""
     catalog = option_values(table_options, CATALOG_PREFIX)
     identifier = table_options.get(IDENTIFIER)
     kind = catalog.get("type")
@@ -41,15 +46,15 @@ def check_name_options(table_options: dict[str, str]) -> None:
         return
     if kind not in _CATALOGS:
         raise OptionError(f"option table.catalog.type={kind!r} with table.format=delta: a "
-                          f"Delta table's name is kept in {', '.join(_CATALOGS)} (a Hive "
-                          "Metastore is not supported yet); without a catalog the table is "
-                          "found by its path")
+                          f"Delta table's name is kept in {' or '.join(_CATALOGS)}; without a "
+                          "catalog the table is found by its path")
     if identifier is None or identifier.count(".") != 1 or "" in identifier.split("."):
         raise OptionError(f"option table.identifier={identifier!r}: expected database.table, "
                           f"the Delta table's name in {kind}")
-    if importlib.util.find_spec("boto3") is None:
-        raise OptionError("option table.catalog.type='glue' needs boto3 on the driver: "
-                          "pip install 'rotsink[glue]'")
+    module, extra = _CLIENTS[kind]
+    if importlib.util.find_spec(module) is None:
+        raise OptionError(f"option table.catalog.type={kind!r} needs {module} on the driver: "
+                          f"pip install '{extra}'")
 
 
 def same_location(a: str, b: str) -> bool:
@@ -65,15 +70,70 @@ def same_location(a: str, b: str) -> bool:
     return plain(a) == plain(b)
 
 
-class GlueNames:
-    """The Delta tables' names in one Glue catalog (its region, endpoint and credentials as
-    pyiceberg's Glue catalog takes them: ``glue.region``, ``glue.endpoint``, the environment's
-    AWS credentials)."""
+class CatalogNames:
+    """The Delta tables' names in one catalog: :meth:`ensure` on what :meth:`_found` and
+    :meth:`_register` do in that catalog."""
+
+    kind = ""  # the catalog, as the errors name it
 
     def __init__(self, table_options: dict[str, str]) -> None:
         self.properties = option_values(table_options, CATALOG_PREFIX)
         self.identifier = table_options[IDENTIFIER]
-        self._client: Any = None
+
+    def ensure(self, location: str) -> None:
+        """Join the name registered for ``location``, register it where there is none, or
+        refuse one registered for another table (see the module's docstring)."""
+        database, name = self.identifier.split(".")
+        where = f"Delta table name {self.identifier} in {self.kind}"
+        try:
+            found = self._found(database, name)
+        except Exception as e:  # unreachable, refusing the credentials: the client's words
+            raise TableError(f"cannot look up the {where}: {type(e).__name__}: {e}") from e
+        if found is None:
+            try:
+                registered_now = self._register(database, name, location)
+            except Exception as e:  # a name the catalog refuses, a permission: its words
+                raise TableError(f"cannot register the {where} at {location}: "
+                                 f"{type(e).__name__}: {e}") from e
+            if registered_now:
+                logger.warning("registered the Delta table %s in %s, at %s", self.identifier,
+                               self.kind, location)
+            else:  # another starting query registered it first: check it
+                self.ensure(location)
+            return
+        registered, parameters = found
+        lowered = {k: str(v).lower() for k, v in parameters.items()}
+        if not any(lowered.get(key) == value for key, value in _DELTA_MARKS):
+            raise TableError(f"the {where} names a table that is not Delta (at "
+                             f"{registered or 'no location'}): choose another "
+                             "table.identifier")
+        if not same_location(registered, location):
+            raise TableError(f"the {where} names the table at {registered}, not this output "
+                             f"({location}): write to that path, or choose another "
+                             "table.identifier")
+
+    def _found(self, database: str, name: str) -> tuple[str, dict[str, Any]] | None:
+        """The location and parameters of the table registered under the name; None."""
+        raise NotImplementedError
+
+    def _register(self, database: str, name: str, location: str) -> bool:
+        """Register the name at ``location`` as Spark registers a Delta table (the database
+        created where missing); False where another registered it first."""
+        raise NotImplementedError
+
+
+# Registered as Spark's CREATE TABLE ... USING delta LOCATION and Athena register it
+TABLE_PARAMETERS = {"EXTERNAL": "TRUE", "table_type": "DELTA",
+                    "spark.sql.sources.provider": "delta"}
+PLACEHOLDER = ("col", "array<string>", "from deserializer")  # Spark's: the schema is the log's
+
+
+class GlueNames(CatalogNames):
+    """In one Glue catalog (its region, endpoint and credentials as pyiceberg's Glue catalog
+    takes them: ``glue.region``, ``glue.endpoint``, the environment's AWS credentials)."""
+
+    kind = "Glue"
+    _client: Any = None
 
     @property
     def client(self) -> Any:
@@ -84,58 +144,40 @@ class GlueNames:
                                         endpoint_url=self.properties.get("glue.endpoint"))
         return self._client
 
-    def ensure(self, location: str) -> None:
-        """Join the name registered for ``location``, register it where there is none, or
-        refuse one registered for another table (see the module's docstring)."""
-        database, name = self.identifier.split(".")
-        where = f"Delta table name {self.identifier} in Glue"
-        errors = self.client.exceptions
+    def _found(self, database: str, name: str) -> tuple[str, dict[str, Any]] | None:
         try:
             found = self.client.get_table(DatabaseName=database, Name=name)["Table"]
-        except errors.EntityNotFoundException:
-            found = None
-        except Exception as e:  # unreachable, refusing the credentials: botocore's words
-            raise TableError(f"cannot look up the {where}: {type(e).__name__}: {e}") from e
-        if found is None:
-            self._register(database, name, location)
-            return
-        registered = found.get("StorageDescriptor", {}).get("Location", "")
-        parameters = {k: str(v).lower() for k, v in (found.get("Parameters") or {}).items()}
-        if not any(parameters.get(key) == value for key, value in _DELTA_MARKS):
-            raise TableError(f"the {where} names a table that is not Delta (at "
-                             f"{registered or 'no location'}): choose another "
-                             "table.identifier")
-        if not same_location(registered, location):
-            raise TableError(f"the {where} names the table at {registered}, not this output "
-                             f"({location}): write to that path, or choose another "
-                             "table.identifier")
+        except self.client.exceptions.EntityNotFoundException:
+            return None
+        return (found.get("StorageDescriptor", {}).get("Location", ""),
+                found.get("Parameters") or {})
 
-    def _register(self, database: str, name: str, location: str) -> None:
+    def _register(self, database: str, name: str, location: str) -> bool:
         errors = self.client.exceptions
         try:
             self.client.create_database(DatabaseInput={"Name": database})
         except errors.AlreadyExistsException:
             pass
-        table = {"Name": name, "TableType": "EXTERNAL_TABLE",
-                 "Parameters": {"EXTERNAL": "TRUE", "table_type": "DELTA",
-                                "spark.sql.sources.provider": "delta"},
+        column, kind, comment = PLACEHOLDER
+        table = {"Name": name, "TableType": "EXTERNAL_TABLE", "Parameters": TABLE_PARAMETERS,
                  "StorageDescriptor": {
                      "Location": location,
-                     # Spark's placeholder: the schema is the log's
-                     "Columns": [{"Name": "col", "Type": "array<string>",
-                                  "Comment": "from deserializer"}],
+                     "Columns": [{"Name": column, "Type": kind, "Comment": comment}],
                      "SerdeInfo": {"Parameters": {"path": location}}}}
         try:
             self.client.create_table(DatabaseName=database, TableInput=table)
         except errors.AlreadyExistsException:
-            self.ensure(location)  # another starting query registered it first: check it
-            return
-        logger.warning("registered the Delta table %s in Glue, at %s", self.identifier,
-                       location)
+            return False
+        return True
 
 
-def names_of(table_options: dict[str, str]) -> GlueNames | None:
+def names_of(table_options: dict[str, str]) -> CatalogNames | None:
     """The catalog that keeps the table's name; None where the table has only its path."""
-    if option_values(table_options, CATALOG_PREFIX).get("type") in _CATALOGS:
+    kind = option_values(table_options, CATALOG_PREFIX).get("type")
+    if kind == "glue":
         return GlueNames(table_options)
+    if kind == "hive":
+        from commit_protocol.tables.delta.hive_names import HiveNames
+
+        return HiveNames(table_options)
     return None

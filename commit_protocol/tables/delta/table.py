@@ -62,7 +62,7 @@ from commit_protocol.vocabulary.release import RELEASE
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-    from commit_protocol.tables.delta.names import GlueNames
+    from commit_protocol.tables.delta.names import CatalogNames
 
 logger = logging.getLogger("rotsink.table")
 
@@ -77,7 +77,7 @@ class DeltaFollowedTable:
     """The Delta table of one output path (see the module's docstring)."""
 
     def __init__(self, uri: str, options: dict[str, str], storage: Storage,
-                 names: GlueNames | None = None) -> None:
+                 names: CatalogNames | None = None) -> None:
         self.uri = uri
         self.options = options
         self.storage = storage
