@@ -10,7 +10,8 @@ decoded; without a sort order it holds one row group of ``parquet.rowGroupBytes`
 Each key is a column (or Iceberg's transform of one: ``bucket(16, id)`` sorts by the
 bucket's number, ``days(ts)`` by the day) ascending or descending, with its nulls first or
 last. A key on an identity partition column is one value per file and is skipped. A file
-sorted whole names the order's id in its Parquet footer (:data:`SORT_ORDER_KEY`): the table
+sorted whole names the order's id in its Parquet footer (:mod:`~commit_protocol.vocabulary.
+sort_orders`): the table
 commit gives that id to the file's manifest entry, and to no file that was not sorted (one
 written before the table had the order, or rolled on the driver by a config that did not
 carry it), so readers that trust a file's ``sort_order_id`` are never misled.
@@ -23,8 +24,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# the Parquet key-value metadata naming the sort order a finished file was written in
-SORT_ORDER_KEY = b"rotsink.sort_order_id"
+from commit_protocol.vocabulary.sort_orders import SORT_ORDER_KEY
 
 SortKey = tuple[str, str, bool, bool]  # column, transform, ascending, nulls first
 
@@ -52,12 +52,6 @@ def sorted_rows(table: pa.Table, keys: Sequence[SortKey], order_id: int, *,
         table = table.take(order)
     metadata = {**(table.schema.metadata or {}), SORT_ORDER_KEY: str(order_id).encode()}
     return table.replace_schema_metadata(metadata)
-
-
-def claimed_order(metadata: dict[bytes, bytes] | None) -> int | None:
-    """The sort order a finished file's footer metadata says it was written in."""
-    claimed = (metadata or {}).get(SORT_ORDER_KEY)
-    return None if claimed is None else int(claimed)
 
 
 def _key_values(table: pa.Table, column: str, transform: str) -> pa.Array | None:

@@ -105,6 +105,8 @@ def test_a_name_registered_for_the_output_by_spark_is_joined(named):
      r"glue or hive"),
     ({"catalog.type": "glue"}, r"table.identifier=None: expected database.table"),
     ({"catalog.type": "glue", "identifier": "a.b.c"}, r"table.identifier='a.b.c'"),
+    ({"catalog.type": "hive", "identifier": "a.b", "catalog.uri": "http://h:9083"},
+     r"table.catalog.uri='http://h:9083': expected the Hive Metastore's thrift://host:port"),
 ])
 def test_a_name_rotsink_cannot_keep_is_refused_at_start(options, expected):
     from datasource.options.sink import parse_sink_options

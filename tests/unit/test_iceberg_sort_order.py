@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from commit_protocol.records.config import RotationPolicy, SinkConfig
-from commit_protocol.task.sorting import SORT_ORDER_KEY, sorted_rows
+from commit_protocol.task.sorting import sorted_rows
+from commit_protocol.vocabulary.sort_orders import SORT_ORDER_KEY
 from tests.unit.test_iceberg_transforms import (
     EPOCH,
     commit_batch,

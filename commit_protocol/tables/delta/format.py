@@ -8,12 +8,14 @@ from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableFormat, TableRead
+from commit_protocol.tables import TableFormat, TableRead, option_values
+from commit_protocol.tables.delta.hive_names import HiveNames
 from commit_protocol.tables.delta.names import (
     CATALOG_PREFIX,
     IDENTIFIER,
+    CatalogNames,
+    GlueNames,
     check_name_options,
-    names_of,
 )
 from commit_protocol.tables.delta.storage import STORAGE_PREFIX, delta_location
 from commit_protocol.tables.delta.table import DeltaFollowedTable
@@ -79,6 +81,16 @@ class DeltaFormat(TableFormat):
         ids = delta.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
         return TableRead(f"Delta table (delta-rs): version {delta.version()}, "
                          f"{len(delta.file_uris())} files, {len(ids)} rows", ids)
+
+
+def names_of(table_options: dict[str, str]) -> CatalogNames | None:
+    """The catalog that keeps the table's name; None where the table has only its path."""
+    kind = option_values(table_options, CATALOG_PREFIX).get("type")
+    if kind == "glue":
+        return GlueNames(table_options)
+    if kind == "hive":
+        return HiveNames(table_options)
+    return None
 
 
 FORMAT = DeltaFormat("delta", library="deltalake", extra="delta", option_keys=(IDENTIFIER,),

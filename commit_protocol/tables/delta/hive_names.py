@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from commit_protocol.tables.delta.names import PLACEHOLDER, TABLE_PARAMETERS, CatalogNames
-from commit_protocol.vocabulary.errors import TableError
 
 # What Spark's HiveExternalCatalog writes for a data source table's storage
 _INPUT = "org.apache.hadoop.mapred.SequenceFileInputFormat"
@@ -70,12 +69,8 @@ class HiveNames(CatalogNames):
         return True
 
     def _client(self) -> _Connection:
-        uri = self.properties.get("uri", "")
-        address = urlparse(uri)
-        if address.scheme != "thrift" or not address.hostname:
-            raise TableError(f"option table.catalog.uri={uri!r}: expected the Hive "
-                             "Metastore's thrift://host:port")
-        return _Connection(address.hostname, address.port or 9083)
+        address = urlparse(self.properties["uri"])  # thrift://host:port (checked at start)
+        return _Connection(address.hostname or "", address.port or 9083)
 
 
 class _Connection:

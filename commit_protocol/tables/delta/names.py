@@ -51,6 +51,9 @@ def check_name_options(table_options: dict[str, str]) -> None:
     if identifier is None or identifier.count(".") != 1 or "" in identifier.split("."):
         raise OptionError(f"option table.identifier={identifier!r}: expected database.table, "
                           f"the Delta table's name in {kind}")
+    if kind == "hive" and not catalog.get("uri", "").startswith("thrift://"):
+        raise OptionError(f"option table.catalog.uri={catalog.get('uri')!r}: expected the Hive "
+                          "Metastore's thrift://host:port")
     module, extra = _CLIENTS[kind]
     if importlib.util.find_spec(module) is None:
         raise OptionError(f"option table.catalog.type={kind!r} needs {module} on the driver: "
@@ -170,14 +173,3 @@ class GlueNames(CatalogNames):
             return False
         return True
 
-
-def names_of(table_options: dict[str, str]) -> CatalogNames | None:
-    """The catalog that keeps the table's name; None where the table has only its path."""
-    kind = option_values(table_options, CATALOG_PREFIX).get("type")
-    if kind == "glue":
-        return GlueNames(table_options)
-    if kind == "hive":
-        from commit_protocol.tables.delta.hive_names import HiveNames
-
-        return HiveNames(table_options)
-    return None

@@ -10,10 +10,10 @@ from commit_protocol.tables import TableCommit, TableFile
 from commit_protocol.tables.iceberg.ids import file_ids, ids_of
 from commit_protocol.tables.iceberg.schema import partition_value
 from commit_protocol.tables.iceberg.transforms import record_value
-from commit_protocol.task.sorting import claimed_order
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
 from commit_protocol.vocabulary.partition_terms import PartitionTerm
+from commit_protocol.vocabulary.sort_orders import claimed_order
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
