@@ -21,6 +21,7 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -269,23 +270,27 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         source = tmp_path / "in"
         source.mkdir()
         start = dt.datetime(1969, 12, 30, 21, tzinfo=dt.timezone.utc)  # across 1970, floored
-        rows = [{"id": i, "name": None if i % 11 == 0 else f"n{i:03d}",
-                 "ts": None if i % 13 == 0 else (start + dt.timedelta(hours=7 * i)).isoformat()}
-                for i in IDS]
+        rows: list[dict[str, Any]] = [
+            {"id": i, "name": None if i % 11 == 0 else f"n{i:03d}",
+             "ts": None if i % 13 == 0 else (start + dt.timedelta(hours=7 * i)).isoformat()}
+            for i in IDS]
         for f in range(3):
             (source / f"in-{f}.json").write_text(
                 "".join(json.dumps(r) + "\n" for r in rows[f * 40:(f + 1) * 40]))
         schema = "id LONG, ts TIMESTAMP, name STRING"
         terms = "days(ts), bucket(4, id), truncate(2, name)"
         ours = identifier(tmp_path)
-        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-                 .writeStream.format("rotsink")
-                 .options(**{"format": "parquet", "table.format": "iceberg", "partitionBy": terms,
-                             "rotation.maxBatches": "1", "table.identifier": ours,
-                             **iceberg_catalog_options(iceberg_catalog_db)})
-                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
-                 .start(str(tmp_path / "out")))
-        query.awaitTermination()
+
+        def stream_ours() -> None:  # the stream into rotsink's table, run to the input's end
+            (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+             .writeStream.format("rotsink")
+             .options(**{"format": "parquet", "table.format": "iceberg", "partitionBy": terms,
+                         "rotation.maxBatches": "1", "table.identifier": ours,
+                         **iceberg_catalog_options(iceberg_catalog_db)})
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+             .start(str(tmp_path / "out")).awaitTermination())
+
+        stream_ours()
         theirs = f"{ours}_by_spark"
         spark.sql(f"CREATE TABLE {SESSION_CATALOG}.{theirs} ({schema.replace(' LONG', ' BIGINT')}) "
                   f"USING iceberg PARTITIONED BY ({terms})")
@@ -340,14 +345,7 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
         spark.sql(f"ALTER TABLE {SESSION_CATALOG}.{ours} WRITE ORDERED BY id DESC")
         (source / "in-3.json").write_text("".join(
             json.dumps({**r, "id": r["id"] + 2000}) + "\n" for r in rows[:40]))
-        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-                 .writeStream.format("rotsink")
-                 .options(**{"format": "parquet", "table.format": "iceberg", "partitionBy": terms,
-                             "rotation.maxBatches": "1", "table.identifier": ours,
-                             **iceberg_catalog_options(iceberg_catalog_db)})
-                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
-                 .start(str(tmp_path / "out")))
-        query.awaitTermination()
+        stream_ours()  # the query's restart
         table = f"{SESSION_CATALOG}.{ours}"
         assert sorted(r.id for r in spark.table(table).collect()) == \
             sorted([*IDS, *(i + 2000 for i in IDS[:40])])

@@ -31,11 +31,14 @@ def serve(name: str, command: list[str], endpoint: str, probe: str,
         raise RuntimeError(f"{name} did not start on {endpoint}, or another server holds "
                            "its port")
 
-    def stop() -> None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    return lambda: end(process)
 
-    return stop
+
+def end(process: subprocess.Popen) -> None:
+    """Ask ``process`` to end; kill it after 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,20 +141,18 @@ def postgres_binaries() -> Path:
     import zipfile
 
     folder = _fetch("postgres")
-    dist = folder / "dist"
 
-    def unpack() -> None:
-        shutil.rmtree(dist, ignore_errors=True)
+    def extract(dist: Path) -> str:
         (jar,) = folder.glob("embedded-postgres-binaries-*.jar")
         with zipfile.ZipFile(jar) as archive:
             (packed,) = [n for n in archive.namelist() if n.endswith(".txz")]
             with archive.open(packed) as txz, lzma.open(txz) as tar_bytes, \
                     tarfile.open(fileobj=tar_bytes) as tar:
                 tar.extractall(dist, filter="tar")
-        (dist / "UNPACKED").write_text(jar.name + "\n")
+        return jar.name
 
-    install_once(dist / "UNPACKED", unpack, lock=CACHE / ".postgres-dist.lock")
-    return dist
+    _unpacked(folder / "dist", extract)
+    return folder / "dist"
 
 
 def hive_metastore() -> tuple[str, Path]:
@@ -162,20 +161,31 @@ def hive_metastore() -> tuple[str, Path]:
     import tarfile
 
     folder = _fetch("hive-metastore")
-    home = folder / "home"
 
-    def unpack() -> None:
-        shutil.rmtree(home, ignore_errors=True)
+    def extract(home: Path) -> str:
         (archive,) = folder.glob("hive-standalone-metastore-*-bin.tar.gz")
         with tarfile.open(archive) as tar:
             scripts = [m for m in tar.getmembers() if "/scripts/" in m.name]
             tar.extractall(home, members=scripts, filter="tar")
         (top,) = home.iterdir()
-        (home / "HOME").write_text(top.name + "\n")
+        return top.name
 
-    install_once(home / "HOME", unpack, lock=CACHE / ".hive-metastore-home.lock")
-    top = home / (home / "HOME").read_text().strip()
+    top = folder / "home" / _unpacked(folder / "home", extract)
     return ":".join(str(j) for j in sorted(folder.glob("*.jar"))), top
+
+
+def _unpacked(target: Path, extract: Callable[[Path], str]) -> str:
+    """``extract(target)`` once, into an emptied ``target``; what it returned, kept in
+    ``target/UNPACKED`` (written last: an unpack cut short is done again)."""
+    marker = target / "UNPACKED"
+
+    def unpack() -> None:
+        shutil.rmtree(target, ignore_errors=True)
+        note = extract(target)
+        marker.write_text(note + "\n")
+
+    install_once(marker, unpack, lock=CACHE / f".{target.parent.name}-{target.name}.lock")
+    return marker.read_text().strip()
 
 
 def table_reader_formats() -> tuple[str, ...]:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.emulator import end
 from tests.support.jvm import postgres_binaries
 
 USER = "rotsink"
@@ -53,12 +54,7 @@ def start_postgres(*, timeout_s: float = 60.0) -> tuple[str, Callable[[], None]]
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def stop() -> None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end(process)
         log.close()
         shutil.rmtree(workdir, ignore_errors=True)
 

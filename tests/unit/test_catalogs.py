@@ -384,125 +384,95 @@ def docs_snippet(title: str) -> str:
     return code
 
 
-def test_the_glue_snippet_of_the_docs_runs_as_printed(s3_endpoint):
-    """docs/tables.md's AWS Glue options, as printed, with only the local server's address
-    added (on AWS the clients find Glue and S3 themselves): the table is created at the
-    output, partitioned by days(ts) as Iceberg computes it, and Glue's other clients find it
-    under the snippet's name."""
+SNIPPET_START = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)  # the rows' first ts
+
+
+def run_snippet(title: str, changed: dict[str, str]) -> tuple[Recorded, dict[str, str]]:
+    """docs/tables.md's ``title`` snippet, its options as printed but for ``changed`` (a
+    local server's address, a local output), as a query: three micro-batches of ids with an
+    hourly ``ts``, then a trigger an hour later with no input, which rolls every file on
+    time. What the snippet set, and the sink's options."""
     from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
     from datasource.writing.writer import stream_writer
-    from tests.support.s3server import create_bucket
     from tests.support.spark_like import SparkLikeQuery
 
     recorded = Recorded()
-    exec(docs_snippet("AWS Glue"), {"events": recorded})
+    exec(docs_snippet(title), {"events": recorded})
     assert recorded.format_name == "rotsink"
-    create_bucket(s3_endpoint, recorded.path.split("/")[2])
     options = {key: value for key, value in recorded.options.items()
                if key != "checkpointLocation"}  # Spark's, not the sink's
-    options.update({"path": recorded.path, "fs.endpoint_url": s3_endpoint,
-                    "table.catalog.glue.endpoint": s3_endpoint})
+    options.update({"path": recorded.path, **changed})
     schema = StructType([StructField("id", LongType()), StructField("ts", TimestampType())])
-    config = stream_writer(options, schema).config
-    start = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)
 
     def rows(batch_id: int) -> pa.RecordBatch | None:
         if batch_id == 3:
-            return None  # no input: a trigger an hour later rolls every file on time
+            return None
         ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
         return pa.record_batch({"id": pa.array(ids, pa.int64()), "ts": pa.array(
-            [start + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
+            [SNIPPET_START + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
 
-    query = SparkLikeQuery(config, rows=rows, schema_json=lambda _: schema.json())
+    query = SparkLikeQuery(stream_writer(options, schema).config, rows=rows,
+                           schema_json=lambda _: schema.json())
     now_ms = int(time.time() * 1000)
     for batch_id in range(4):
         query.run(batch_id, now_ms=now_ms + batch_id * 3_600_000)
-    from pyiceberg.catalog import load_catalog
+    return recorded, options
 
-    glue = load_catalog("athena", type="glue", **{"glue.endpoint": s3_endpoint,
-                                                  "glue.region": "eu-west-1",
-                                                  "s3.endpoint": s3_endpoint})
-    table = glue.load_table(options["table.identifier"])
-    assert table.location() == recorded.path
+
+def assert_the_snippet_s_table(table, location: str) -> None:
+    """At the output, partitioned by days(ts) as Iceberg computes it, every row once."""
+    assert same_uri(table.location()) == same_uri(location)
     assert [str(f.transform) for f in table.spec().fields] == ["day"]
     assert scanned_ids(table) == input_ids(3)
     days = {row["partition"]["ts_day"] for row in table.inspect.files().to_pylist()}
-    assert days == {(start + dt.timedelta(hours=i)).date() for i in range(3 * ROWS)}
+    assert days == {(SNIPPET_START + dt.timedelta(hours=i)).date() for i in range(3 * ROWS)}
+
+
+def test_the_glue_snippet_of_the_docs_runs_as_printed(s3_endpoint):
+    """docs/tables.md's AWS Glue options, as printed, with only the local server's address
+    added (on AWS the clients find Glue and S3 themselves): Glue's other clients find the
+    table under the snippet's name."""
+    from pyiceberg.catalog import load_catalog
+
+    from tests.support.s3server import create_bucket
+
+    printed = Recorded()
+    exec(docs_snippet("AWS Glue"), {"events": printed})
+    create_bucket(s3_endpoint, printed.path.split("/")[2])  # the output's bucket
+    recorded, options = run_snippet("AWS Glue", {"fs.endpoint_url": s3_endpoint,
+                                                 "table.catalog.glue.endpoint": s3_endpoint})
+    glue = load_catalog("athena", type="glue", **{"glue.endpoint": s3_endpoint,
+                                                  "glue.region": "eu-west-1",
+                                                  "s3.endpoint": s3_endpoint})
+    assert_the_snippet_s_table(glue.load_table(options["table.identifier"]), recorded.path)
 
 
 def test_the_postgres_snippet_of_the_docs_runs_as_printed(tmp_path, postgres):
     """docs/tables.md's PostgreSQL options, as printed, with the test server's address and
-    a local output: the table is created at the output, and Spark's or Trino's JDBC
-    catalog, opened under the snippet's catalog name, finds it with every row."""
-    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
-
-    from datasource.writing.writer import stream_writer
-    from tests.support.spark_like import SparkLikeQuery
-
-    recorded = Recorded()
-    exec(docs_snippet("PostgreSQL"), {"events": recorded})
-    printed = recorded.options["table.catalog.uri"]
-    options = {key: value for key, value in recorded.options.items()
-               if key != "checkpointLocation"}  # Spark's, not the sink's
-    options.update({"path": str(tmp_path / "events"),
-                    "table.catalog.uri": printed.split("@")[0] + "@" + postgres.split("@")[1]})
-    schema = StructType([StructField("id", LongType()), StructField("ts", TimestampType())])
-    config = stream_writer(options, schema).config
-    start = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)
-
-    def rows(batch_id: int) -> pa.RecordBatch:
-        ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
-        return pa.record_batch({"id": pa.array(ids, pa.int64()), "ts": pa.array(
-            [start + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
-
-    query = SparkLikeQuery(config, rows=rows, schema_json=lambda _: schema.json())
-    now_ms = int(time.time() * 1000)
-    for batch_id in range(3):
-        query.run(batch_id, now_ms=now_ms + batch_id * 3_600_000)
+    a local output: Spark's or Trino's JDBC catalog, opened under the snippet's catalog
+    name, finds the table."""
     from pyiceberg.catalog import load_catalog
 
+    printed = dict(re.findall(r'\.option\("([^"]+)", "([^"]+)"\)',
+                              docs_snippet("PostgreSQL")))["table.catalog.uri"]
+    out = str(tmp_path / "events")
+    _, options = run_snippet("PostgreSQL", {"path": out, "table.catalog.uri": printed.split(
+        "@")[0] + "@" + postgres.split("@")[1]})  # the user as printed, the server's address
     theirs = load_catalog(options["table.catalog.name"], type="sql", uri=postgres)
-    table = theirs.load_table(options["table.identifier"])
-    assert same_uri(table.location()) == same_uri(f"file://{tmp_path / 'events'}")
-    assert [str(f.transform) for f in table.spec().fields] == ["day"]
-    assert scanned_ids(table) == input_ids(2)  # the last batch's files roll an hour on
+    assert_the_snippet_s_table(theirs.load_table(options["table.identifier"]), f"file://{out}")
 
 
 def test_the_hive_snippet_of_the_docs_runs_as_printed(tmp_path, hive_metastore):
     """docs/tables.md's Hive Metastore options, as printed, with the test metastore's address
-    and a local output: the table is created at the output, and another client of the
-    metastore finds it under the snippet's name with every row."""
-    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
-
-    from datasource.writing.writer import stream_writer
-    from tests.support.spark_like import SparkLikeQuery
-
-    recorded = Recorded()
-    exec(docs_snippet("Hive Metastore"), {"events": recorded})
-    options = {key: value for key, value in recorded.options.items()
-               if key != "checkpointLocation"}  # Spark's, not the sink's
-    options.update({"path": str(tmp_path / "events"), "table.catalog.uri": hive_metastore})
-    schema = StructType([StructField("id", LongType()), StructField("ts", TimestampType())])
-    config = stream_writer(options, schema).config
-    start = dt.datetime(2026, 3, 1, 22, tzinfo=dt.timezone.utc)
-
-    def rows(batch_id: int) -> pa.RecordBatch:
-        ids = range(batch_id * ROWS, (batch_id + 1) * ROWS)
-        return pa.record_batch({"id": pa.array(ids, pa.int64()), "ts": pa.array(
-            [start + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC"))})
-
-    query = SparkLikeQuery(config, rows=rows, schema_json=lambda _: schema.json())
-    now_ms = int(time.time() * 1000)
-    for batch_id in range(3):
-        query.run(batch_id, now_ms=now_ms + batch_id * 3_600_000)
+    and a local output: another client of the metastore finds the table under the name."""
     from pyiceberg.catalog import load_catalog
 
+    out = str(tmp_path / "events")
+    _, options = run_snippet("Hive Metastore", {"path": out, "table.catalog.uri": hive_metastore})
     table = load_catalog("trino", type="hive", uri=hive_metastore).load_table(
         options["table.identifier"])
-    assert same_uri(table.location()) == same_uri(f"file://{tmp_path / 'events'}")
-    assert [str(f.transform) for f in table.spec().fields] == ["day"]
-    assert scanned_ids(table) == input_ids(2)  # the last batch's files roll an hour on
+    assert_the_snippet_s_table(table, f"file://{out}")
 
 
 def test_a_catalog_that_refuses_the_credentials_is_named_before_anything_is_written(
