@@ -305,7 +305,7 @@ def measure_catalogs(args) -> int:
 
     os.environ.update(DUMMY_CREDENTIALS)
     args.table = "iceberg"
-    from tests.support.hive_metastore import start_hive_metastore
+    from tests.support.metastore import start_hive_metastore
     from tests.support.postgres import start_postgres
 
     starts = {"glue": start_moto_server, "iceberg-rest": start_iceberg_rest,

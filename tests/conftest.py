@@ -167,7 +167,7 @@ def iceberg_rest() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def hive_metastore() -> Iterator[str]:
     """Thrift URI of Apache Hive's standalone metastore on 127.0.0.1 for the session."""
-    from tests.support.hive_metastore import start_hive_metastore
+    from tests.support.metastore import start_hive_metastore
 
     uri, stop = start_hive_metastore()
     yield uri

@@ -12,7 +12,7 @@ dependencies into a folder of its own (they must not share a classpath):
 - ``iceberg-rest``: Apache Iceberg's own REST catalog server, run by
   :mod:`tests.support.iceberg_rest`;
 - ``hive-metastore``: Apache Hive's standalone metastore, run by
-  :mod:`tests.support.hive_metastore`;
+  :mod:`tests.support.metastore`;
 - ``postgres``: a PostgreSQL server's binaries (no JVM: Maven Central serves them in a jar),
   run by :mod:`tests.support.postgres`;
 - ``cloud-readers``: Spark's readers of ``gs://`` (gcs-connector) and ``wasb://`` (hadoop-azure),
@@ -157,7 +157,7 @@ def postgres_binaries() -> Path:
 
 def hive_metastore() -> tuple[str, Path]:
     """Apache Hive's standalone metastore: its classpath, and the home of its schema scripts
-    (unpacked from its bin archive) for its schema tool (:mod:`tests.support.hive_metastore`)."""
+    (unpacked from its bin archive) for its schema tool (:mod:`tests.support.metastore`)."""
     import tarfile
 
     folder = _fetch("hive-metastore")

@@ -1,4 +1,6 @@
-"""Apache Hive's standalone metastore (3.1) for the Hive catalog tests, on 127.0.0.1.
+"""Apache Hive's standalone metastore (3.1) for the Hive catalog tests, on 127.0.0.1. (Not
+``hive_metastore.py``: pytest puts this folder on ``sys.path``, where that name would hide
+the Thrift bindings of the same name pyiceberg's Hive catalog imports.)
 
 Fetched by :func:`tests.support.jvm.hive_metastore`; each start makes a fresh embedded Derby
 database with Hive's schema tool (the lock tables pyiceberg's Hive catalog takes its commit
