@@ -189,7 +189,9 @@ def test_another_writer_committing_through_the_catalog_loses_nothing(server):
     # holder is committing), and the backfill's own commit waits for the stream's lock: at
     # a commit every 20 ms the backfill won five races in a row in three runs of five even
     # with rotsink's short lock checks (HIVE_LOCK_CHECKS); every 0.5 s, the stream loses
-    # some races and lands every batch (with pyiceberg's 2 s checks it did not, 4 of 5)
+    # some races and lands every batch (with pyiceberg's 2 s checks it did not, 4 of 5).
+    # A lost race is tried again at once: right after the winner's commit is the widest
+    # window before its next (a random wait, tried, made the REST server's case flaky)
     pause = 0.5 if server.kind == "hive" else 0.02
 
     def backfill() -> None:

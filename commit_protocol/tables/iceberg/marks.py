@@ -1,13 +1,11 @@
 """rotsink's marks in an Iceberg table: the newest batch of each query writing it (a table
 property per query, so that several queries share one table), the snapshots they made, and
 the table object rotsink's commits start from (no retries: the commit is conditional on the
-mark read; rotsink reads the mark again and retries itself, after :func:`lost_race_wait`).
+mark read; rotsink reads the mark again and retries itself).
 """
 
 from __future__ import annotations
 
-import random
-import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,16 +15,6 @@ if TYPE_CHECKING:
 # earlier rotsink kept (now one per query: mark_key)
 MARK, OWNER = "rotsink.batch", "rotsink.owner"
 NUM_RETRIES = "commit.retry.num-retries"  # pyiceberg's (and Iceberg's) table property
-# the first wait after a lost race: Iceberg's commit.retry.min-wait-ms default, doubled each time
-RETRY_MIN_WAIT_S = 0.1
-
-
-def lost_race_wait(attempt: int) -> None:
-    """Wait before reading the table again after the ``attempt``-th lost race (0 first), as
-    Iceberg's writers back off: 0.1 s doubled each time, each wait a random half to whole of
-    it. Without a wait, a writer that commits in a loop wins every race where a commit
-    waits (a Hive metastore's table lock): the new read comes just before its next commit."""
-    time.sleep(RETRY_MIN_WAIT_S * 2**attempt * random.uniform(0.5, 1.0))
 
 
 def mark_key(owner: str) -> str:

@@ -51,7 +51,6 @@ from commit_protocol.tables.iceberg.marks import (
     MARK,
     NUM_RETRIES,
     OWNER,
-    lost_race_wait,
     mark,
     mark_key,
     rotsink_appends,
@@ -218,7 +217,7 @@ class IcebergFollowedTable:
             TableAlreadyExistsError,
         )
 
-        for attempt in range(_ATTEMPTS):
+        for _ in range(_ATTEMPTS):
             table, self._read = self._read or self.loaded(), None
             held = mark(table, commit.owner)
             if held is not None and held >= commit.batch_id:
@@ -235,8 +234,8 @@ class IcebergFollowedTable:
                 return current.sequence_number
             except (CommitFailedException, CommitStateUnknownException,
                     TableAlreadyExistsError):
-                count("tableCommitRetries-total")  # another commit landed first, or
-                lost_race_wait(attempt)  # might have: read again after a wait
+                count("tableCommitRetries-total")
+                continue  # another commit landed first, or might have: read again at once
         raise TableError(f"Iceberg table {self.identifier}: the commit of batch "
                          f"{commit.batch_id} lost {_ATTEMPTS} races with other writers in a "
                          "row; is another query or a maintenance job committing to it?")
