@@ -187,10 +187,11 @@ def test_crash_loop_with_an_iceberg_table_in_a_catalog(spark, tmp_path, shown, r
                                       "hive": "hive_metastore"}[catalog])
     loop = catalog_table_loop(tmp_path, catalog, server, seed=SEED)
     loop.raises = False  # a catalog's errors: tests/unit/test_catalogs.py
-    run_loop(spark, loop, shown, random_kills=KILLS // 10,
-             points=sized(("table.before_commit", "table.after_commit", "driver.after_rename"),
-                          ("table.before_commit",)))
+    outcome = run_loop(spark, loop, shown, random_kills=KILLS // 10,
+                       points=sized(("table.before_commit", "table.after_commit",
+                                     "driver.after_rename"), ("table.before_commit",)))
     assert loop.tally.table_checks == loop.tally.lives
+    assert outcome.finalized_rows > 0  # the table's commits added files, not only snapshots
 
 
 @pytest.mark.slow
