@@ -15,7 +15,7 @@ from commit_protocol.commit.committer import Committer
 from commit_protocol.log import open_committed
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import Storage
-from commit_protocol.tables.checks import table_config
+from commit_protocol.tables.recorded import table_config
 from commit_protocol.vocabulary.errors import RotsinkError
 
 

@@ -40,7 +40,8 @@ from commit_protocol.reading import open_committed
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import table_format_of
-from commit_protocol.tables.checks import check_table, health_lines, table_config
+from commit_protocol.tables.checks import check_table, health_lines
+from commit_protocol.tables.recorded import table_config
 from commit_protocol.tables.sharing import Followed
 from commit_protocol.vocabulary.errors import CorruptLogError
 from commit_protocol.vocabulary.naming import (

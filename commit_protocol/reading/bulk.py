@@ -9,13 +9,14 @@ pushed filter (:func:`commit_protocol.reading.predicates.may_match`).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import BinaryIO
 
 import pyarrow as pa
 
 from commit_protocol.formats import FORMATS, READ_BATCH_ROWS
-from commit_protocol.formats.units import BulkFile, units_in
+from commit_protocol.formats.units import BulkFile, Unit, units_in
 from commit_protocol.reading.conform import conform, held
 from commit_protocol.reading.files import CommittedFile, Layout
 from commit_protocol.reading.inputs import open_input
@@ -33,18 +34,39 @@ def finished_batches(storage: Storage, f: CommittedFile, *, layout: Layout,
                      predicates: Sequence[Predicate] = ()) -> Iterator[pa.RecordBatch]:
     """The rows of finished bulk file ``f`` (as ``schema``, or as stored when None) in the
     units of split ``[start, end)`` that the ``predicates`` leave a chance (all units of the
-    file by default)."""
+    file by default), less the rows another writer deleted in place (``f.deleted``)."""
     with open_input(storage, f) as source:
         bulk = open_bulk(source, f, layout=layout, ring=ring)
         units = [u for u in units_in(bulk.units, start, end)
                  if all(may_match(p, u.stats.get(p.column), u.rows) for p in predicates)]
-        indices = [u.index for u in units]
-        if schema is None:
-            yield from bulk.batches(indices, bulk.schema)
-            return
-        readable = held(schema, bulk.schema, added=layout.added_columns, what=f.path)
-        for batch in bulk.batches(indices, readable):
-            yield conform(batch, schema)
+        readable = bulk.schema if schema is None else \
+            held(schema, bulk.schema, added=layout.added_columns, what=f.path)
+        batches = bulk.batches([u.index for u in units], readable) if not f.deleted else \
+            _kept_rows(bulk, units, readable, f.deleted)
+        for batch in batches:
+            yield batch if schema is None else conform(batch, schema)
+
+
+def _kept_rows(bulk: BulkFile, units: Sequence[Unit], schema: pa.Schema,
+               deleted: Sequence[int]) -> Iterator[pa.RecordBatch]:
+    """The batches of ``units`` less the rows at positions ``deleted`` (ascending, counted
+    from the file's first row: a unit's first row is the rows of the units before it)."""
+    first, rows = {}, 0
+    for unit in bulk.units:
+        first[unit.index], rows = rows, rows + unit.rows
+    for unit in units:
+        offset = first[unit.index]
+        for batch in bulk.batches([unit.index], schema):
+            start, end = offset, offset + batch.num_rows
+            offset = end
+            gone = deleted[bisect_left(deleted, start):bisect_left(deleted, end)]
+            if not gone:
+                yield batch
+                continue
+            keep = [True] * batch.num_rows
+            for position in gone:
+                keep[position - start] = False
+            yield batch.filter(pa.array(keep, pa.bool_()))
 
 
 def open_bulk(source: BinaryIO, f: CommittedFile, *, layout: Layout,

@@ -9,9 +9,9 @@ from typing import Protocol
 from commit_protocol.formats import FORMATS
 from commit_protocol.log import MetadataLog
 from commit_protocol.records.state import SinkState
-from commit_protocol.tables import TABLE_KEY
-from commit_protocol.tables.sharing import Followed, row_deletes_problem
-from commit_protocol.vocabulary.errors import CorruptLogError, TableError
+from commit_protocol.tables.row_deletes import deleted_in_place
+from commit_protocol.tables.sharing import Followed
+from commit_protocol.vocabulary.errors import CorruptLogError
 from commit_protocol.vocabulary.uris import from_uri
 
 
@@ -63,25 +63,27 @@ class CommittedFile:
     final: str | None = None
     staged: bool = False  # a bulk format's staged rows: encoded, never renamed, at a roll
     records: int = 0  # of an in-progress file: the committed rows
+    # of a finalized file: the positions of the rows another writer deleted in place
+    # (ascending; a Delta deletion vector's, as of the table version the log followed)
+    deleted: tuple[int, ...] = ()
 
 
 def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
-                    include_in_progress: bool = True,
-                    include_finalized: bool = True) -> list[CommittedFile]:
+                    include_in_progress: bool = True, include_finalized: bool = True,
+                    fs_options: dict[str, str] | None = None) -> list[CommittedFile]:
     """Every file (and committed prefix) visible as of ``batch``, whose ``state`` is given.
 
     A path listed twice (a log file edited by hand) is refused: Spark's readers would return
     its rows twice. Where a table follows the log, the listing is the table's as the log
     followed it (:mod:`commit_protocol.tables.sharing`): without the files other writers
-    removed, with those they added; a table holding rows deleted in place is refused.
+    removed, with those they added, each with the rows deleted in place in it (read from the
+    table with ``fs_options``; refused where rotsink's reader does not apply them:
+    :mod:`commit_protocol.tables.row_deletes`).
     """
     files = []
     if include_finalized:
         followed = Followed.of(state.extra)
-        if followed.row_deletes:
-            problem = row_deletes_problem(str(state.extra.get(TABLE_KEY, "table")),
-                                          followed.row_deletes)
-            raise TableError(f"{log.storage.root_uri}: {problem}")
+        deleted = deleted_in_place(log.storage, state, fs_options)
         listed_in: dict[str, str] = {}
         for log_file, entry in log.listed_entries(batch):
             try:
@@ -95,8 +97,10 @@ def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
                     "return its rows twice. Remove the duplicate line")
             listed_in[path] = log_file
             if path not in followed.removed:
-                files.append(CommittedFile(path, int(entry["size"]), directory_of(path), False))
-        files += [CommittedFile(path, size, directory_of(path), False)
+                files.append(CommittedFile(path, int(entry["size"]), directory_of(path), False,
+                                           deleted=tuple(deleted.get(path, ()))))
+        files += [CommittedFile(path, size, directory_of(path), False,
+                                deleted=tuple(deleted.get(path, ())))
                   for path, size in sorted(followed.added.items()) if path not in listed_in]
     if include_in_progress:
         files += in_progress_files(state)

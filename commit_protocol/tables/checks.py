@@ -10,36 +10,16 @@ there, and the next start of the query or ``rotsink verify --repair`` catches th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commit_protocol.log import MetadataLog
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
-from commit_protocol.tables import TableHealth, owner_of, recorded_table, table_format_of
+from commit_protocol.tables import TableHealth, owner_of, table_format_of
 from commit_protocol.tables.follow import lagging_files
-from commit_protocol.tables.sharing import (
-    in_layout,
-    is_elsewhere,
-    outside_layout_problem,
-    row_deletes_problem,
-)
-
-
-def table_config(storage: Storage, state: SinkState, fs_options: dict[str, str] | None,
-                 table_options: dict[str, str] | None = None) -> SinkConfig | None:
-    """The config of the table an output's state says follows its log (with the table options
-    the state recorded, ``table_options`` over them); None without one."""
-    recorded = recorded_table(state.extra)
-    if recorded is None:
-        return None
-    table_format, options = recorded
-    return SinkConfig(path=storage.root_uri, format=state.format,
-                      partition_by=tuple(state.partition_by),
-                      partition_terms=state.partition_terms, table_format=table_format.name,
-                      fs_options=dict(fs_options or {}),
-                      table_options={**options, **(table_options or {})},
-                      compact_interval=state.compact_interval)
+from commit_protocol.tables.row_deletes import applied, row_deletes_line
+from commit_protocol.tables.sharing import in_layout, is_elsewhere, outside_layout_problem
 
 
 @dataclass(frozen=True)
@@ -52,12 +32,14 @@ class TableCheck:
     removed_since: int = 0
     added_since: dict[str, int] = field(default_factory=dict)
     health: TableHealth | None = None  # the table's age and what bounds its metadata
+    row_deletes: str | None = None  # rows deleted in place that rotsink's reader applies
 
     @property
     def notes(self) -> list[str]:
+        notes = [] if self.row_deletes is None else [self.row_deletes]
         if not (self.removed_since or self.added_since):
-            return []
-        return [f"other writers changed the table since the version rotsink's log follows: "
+            return notes
+        return notes + [f"other writers changed the table since the version rotsink's log follows: "
                 f"{self.removed_since} finalized file(s) removed, {len(self.added_since)} "
                 "added; the query's next commit follows them (a shared table, not a problem)"]
 
@@ -98,20 +80,24 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     problems += [outside_layout_problem(table_format.name, path) for path in sorted(added)
                  if not in_layout(path, config.directory_keys)]
     deleted_in_place = table.row_deletes()
-    if deleted_in_place:
-        problems.append(row_deletes_problem(table_format.name, deleted_in_place))
+    row_deletes = row_deletes_line(table_format.name, deleted_in_place) \
+        if deleted_in_place else None
+    if row_deletes is not None and not applied(table_format.name):
+        problems.append(row_deletes)
+        row_deletes = None
     missing = set(listed) - set(files)
     behind = lagging_files(log, mark, state.batch_id)
     lagging = missing if behind is None else behind & missing
     removed = len(missing - lagging)
     health = table.health(owner=owner, now_ms=int(time.time() * 1000))
+    check = TableCheck(problems, False, len(files), removed, added, health, row_deletes)
     if not lagging:
-        return TableCheck(problems, False, len(files), removed, added, health)
+        return check
     age_s = time.time() - storage.mtime_ms(log.path_of(state.batch_id)) / 1000
     if (mark is None or mark < state.batch_id) and age_s < timeout_s:
-        return TableCheck(problems, True, len(files), removed, added, health)
+        return replace(check, in_flight=True)
     problems.append(
         f"{name} (holding batches up to {mark}) lacks {len(lagging)} finalized file(s) the "
         f"log lists as of batch {state.batch_id}, first {min(lagging)}: its driver died "
         "between the two commits; restart the query or run `rotsink verify --repair`")
-    return TableCheck(problems, False, len(files), removed, added, health)
+    return check

@@ -46,12 +46,8 @@ from commit_protocol.tables import (
     table_format_of,
 )
 from commit_protocol.tables.footers import described_files
-from commit_protocol.tables.sharing import (
-    FOLLOWED_KEY,
-    Followed,
-    in_layout,
-    row_deletes_problem,
-)
+from commit_protocol.tables.row_deletes import applied, row_deletes_line
+from commit_protocol.tables.sharing import FOLLOWED_KEY, Followed, in_layout
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import CorruptLogError
 from commit_protocol.vocabulary.uris import from_uri, to_uri
@@ -154,12 +150,15 @@ class TableFollower:
         ``verify --repair``). Returns the batches committed to the table."""
         return self._bring_up(latest, None, now_ms=now_ms)
 
-    def name_row_deletes(self) -> int:
-        """When a query starts: name rows the table deletes in place (deletion vectors,
-        delete files), which path readers return anyway; how many files have them."""
-        found = self.table.row_deletes()
+    def name_row_deletes(self, found: int | None = None) -> int:
+        """When a query starts (and when it follows a table that has them): name rows the
+        table deletes in place, which path readers return anyway (a warning where rotsink's
+        reader refuses them too: :mod:`~commit_protocol.tables.row_deletes`); how many
+        files have them."""
+        found = self.table.row_deletes() if found is None else found
         if found:
-            logger.warning("table %s: %s", self._name, row_deletes_problem(self._name, found))
+            level = logging.INFO if applied(self._name) else logging.WARNING
+            logger.log(level, "table %s: %s", self._name, row_deletes_line(self._name, found))
         return found
 
     def check(self, state: SinkState | None, schema_json: str, *,
@@ -256,9 +255,7 @@ class TableFollower:
             logger.warning("table %s: following version %d, which other writers changed: "
                            "%d listed file(s) removed, %d added", self._name, version,
                            len(removed), len(added))
-        if followed.row_deletes:
-            logger.warning("table %s: %s", self._name,
-                           row_deletes_problem(self._name, followed.row_deletes))
+        self.name_row_deletes(followed.row_deletes)
         failpoints.hit("table.after_follow")
         return followed
 

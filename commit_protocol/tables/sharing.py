@@ -176,15 +176,3 @@ def outside_layout_problem(name: str, path: str) -> str:
             "list it, and the log does not; write it below the output's root as "
             "<column>=<value>/ directories (Iceberg: the table's write.data.path, which "
             "rotsink sets to the output's root)")
-
-
-def row_deletes_problem(name: str, row_deletes: int) -> str:
-    """What a table holding row-level deletes means for path readers, and the way out."""
-    fix = ("REORG TABLE ... APPLY (PURGE)" if name == "delta"
-           else "rewrite_data_files with delete-file-threshold=1, then "
-           "rewrite_position_delete_files with rewrite-all=true")
-    return (f"the {name} table holds rows deleted in place in {row_deletes} file(s) "
-            f"({'deletion vectors' if name == 'delta' else 'delete files'}, written by another "
-            "writer despite the table's copy-on-write settings): path readers "
-            "(spark.read.parquet(path)) still return those rows, and rotsink's reader refuses "
-            f"the output until they are rewritten: run {fix}")

@@ -69,8 +69,8 @@ def _committed_file(log, latest, state, relative: str, shown: str) -> CommittedF
             return CommittedFile(f.temp, f.size, f.directory, True, final=f.name,
                                  staged=FORMATS[state.format].bulk)
     for f in committed_files(log, latest, state, include_in_progress=False):  # as readers do
-        if f.path == relative:
-            return CommittedFile(relative, f.length, "", False)
+        if f.path == relative:  # less the rows another writer deleted in place
+            return CommittedFile(relative, f.length, "", False, deleted=f.deleted)
     raise RotsinkError(f"{shown} is not committed output: the log lists it neither as a "
                        "finalized file nor as an in-progress file (an orphan or a foreign file)")
 

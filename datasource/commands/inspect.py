@@ -137,7 +137,8 @@ def table_lines(path: str, fs_options: dict[str, str] | None = None) -> list[str
     import time
 
     from commit_protocol.tables import owner_of, table_format_of
-    from commit_protocol.tables.checks import health_lines, table_config
+    from commit_protocol.tables.checks import health_lines
+    from commit_protocol.tables.recorded import table_config
 
     storage = open_storage(path, fs_options)
     committed = open_committed(storage)

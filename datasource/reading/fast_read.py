@@ -15,9 +15,9 @@ union of two parts that share a batch id ``N``:
   ``N`` (``asOfBatch``, ``includeFinalized=false``), wherever later commits move them.
 
 A file finalized after ``N`` is in progress at ``N``: it is read once, as the prefix ``N``
-committed. Where Spark's reader cannot return exactly rotsink's rows (encrypted files, CSV
-with string columns: Spark reads ``""`` as null; JSON maps with non-string keys), the whole
-snapshot is read by rotsink's reader instead.
+committed. Where Spark's reader cannot return exactly rotsink's rows (encrypted files, a
+table's rows deleted in place, CSV with string columns: Spark reads ``""`` as null; JSON maps
+with non-string keys), the whole snapshot is read by rotsink's reader instead.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from commit_protocol.reading.splits import OPEN_COST_BYTES
 from commit_protocol.records.schema_evolution import recorded, same_columns
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage, open_storage
+from commit_protocol.tables.sharing import Followed
 from commit_protocol.vocabulary.errors import OptionError, RotsinkError
 from commit_protocol.vocabulary.uris import log_root
 from datasource.options.names import (
@@ -95,6 +96,8 @@ def read(spark: Any, path: str, **options: Any) -> Any:
     else:
         batch = _latest(storage) if pinned is None else parse_int(AS_OF_BATCH, pinned, minimum=0)
     at_batch = state if batch == latest else _state_at(batch, path, options)
+    if at_batch is not state and not spark_reads_exactly(at_batch, schema):
+        return spark.read.format("rotsink").options(**options, asOfBatch=str(batch)).load(path)
     if not same_columns(at_batch.schema_json, state.schema_json):
         # columns added (schema.evolution) while this read was planned: plan again, so that
         # Spark's part and rotsink's read the same columns
@@ -121,7 +124,7 @@ def spark_reads_exactly(state: SinkState, schema: Any) -> bool:
     """Whether Spark's reader of the path's format returns exactly the rows rotsink's does."""
     from pyspark.sql.types import NullType, StringType
 
-    if state.encrypted:
+    if state.encrypted or Followed.of(state.extra).row_deletes:  # Spark sees no deletes
         return False
     fields = [f for f in schema.fields if f.name not in state.partition_by]
     if state.format == "csv":  # Spark's CSV reader reads "" as null, and has no void type

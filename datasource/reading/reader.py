@@ -153,7 +153,8 @@ class RotSinkReader(DataSourceReader):
         self.num_partitions = None if text is None else parse_int(NUM_PARTITIONS, text, minimum=1)
         self.max_partition_bytes = _max_partition_bytes(options)
         self.files = committed_files(log, batch, state, include_in_progress=include_in_progress,
-                                     include_finalized=include_finalized)
+                                     include_finalized=include_finalized,
+                                     fs_options=self.fs_options)
         self.planning_filters: tuple = ()
         self.task_filters = NO_FILTERS
 

@@ -114,7 +114,7 @@ def table_version(storage: Any, state: Any, fs_options: dict[str, str]) -> int |
     """The version (Delta) or sequence number (Iceberg) of the table following the output
     whose last committed state is ``state``; None without a table."""
     from commit_protocol.tables import table_format_of
-    from commit_protocol.tables.checks import table_config
+    from commit_protocol.tables.recorded import table_config
 
     config = table_config(storage, state, fs_options)
     if config is None or config.table_format is None:

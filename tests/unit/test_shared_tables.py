@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from commit_protocol.checks.verification import verify_output
-from commit_protocol.commit.committer import Committer
 from commit_protocol.reading import committed_files, open_committed
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.storage import open_storage
@@ -428,35 +427,6 @@ def test_verify_of_a_table_far_behind_a_cleaned_up_log(tmp_path, monkeypatch):
     assert len(problems) == 1 and "lacks" in problems[0], problems
     verified(followed, repair=True)
     assert table_ids(followed) == spark_ids(followed)
-
-
-def test_rows_deleted_in_place_are_named_at_start_and_refused_by_rotsink_s_reader(
-        tmp_path, monkeypatch, caplog):
-    """delta-rs cannot write deletion vectors (Spark's DELETE does:
-    ``tests/spark/test_table_spark_readers.py``): the table here reports two files with
-    rows deleted in place, as a table with them does."""
-    from commit_protocol.tables.delta.table import DeltaFollowedTable
-    from commit_protocol.vocabulary.errors import TableError
-
-    cfg = table_config(str(tmp_path / "out"))
-    for batch_id in range(3):
-        commit_batch(cfg, batch_id)
-    monkeypatch.setattr(DeltaFollowedTable, "row_deletes", lambda self: 2)
-    storage = open_storage(cfg.path)
-    committer = Committer(storage, cfg, SCHEMA_JSON)
-    with caplog.at_level("WARNING", logger="rotsink.table"):
-        committer.start_table(committer.latest_state())
-    assert "holds rows deleted in place in 2 file(s) (deletion vectors" in caplog.text
-    delete_where(cfg, 0, 3)
-    commit_batch(cfg, 3)  # follows the table, which has them
-    with pytest.raises(TableError, match="rotsink's reader refuses the output"):
-        rotsink_ids(cfg)
-    assert any("rows deleted in place" in p
-               for p in verify_output(storage, commit_timeout_s=0).problems)
-    monkeypatch.undo()  # rewritten (REORG TABLE ... APPLY (PURGE))
-    delete_where(cfg, 3, 4)
-    commit_batch(cfg, 4)
-    assert rotsink_ids(cfg) == table_ids(cfg)
 
 
 def test_files_nobody_cleans_up_are_carried_no_longer_than_the_retention():

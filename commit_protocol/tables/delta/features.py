@@ -37,8 +37,8 @@ WRITTEN = {
     "generatedColumns": "the tasks compute a date, year, month, day or hour of a time "
                         "column, and check a value the stream gives",
     "timestampNtz": "TIMESTAMP_NTZ columns are written as the stream gives them",
-    "deletionVectors": "another writer's deletes in place are named; the table's readers "
-                       "apply them",
+    "deletionVectors": "another writer's deletes in place are followed: rotsink's reader "
+                       "and the table's readers leave the rows out",
     "v2Checkpoint": "checkpoints as delta-rs writes them",
     "vacuumProtocolCheck": "rotsink never vacuums a table",
     "typeWidening": "the table's widened types are the output's",

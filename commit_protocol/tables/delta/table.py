@@ -66,10 +66,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("rotsink.table")
 
-# Asked of every engine at creation: a DELETE, UPDATE or MERGE rewrites files (copy-on-write)
-# rather than marking rows in deletion vectors, which path readers (Spark's, rotsink's)
-# cannot apply
-NO_DELETION_VECTORS = {"delta.enableDeletionVectors": "false"}
 _ATTEMPTS = 5  # reads and commits when other writers' commits (an OPTIMIZE) land between
 
 
@@ -213,7 +209,6 @@ class DeltaFollowedTable:
         create_table_with_add_actions(
             self.uri, Schema.from_json(nullable(commit.schema_json)), _adds(commit),
             mode="error", partition_by=list(commit.partition_by),
-            configuration=NO_DELETION_VECTORS,
             storage_options=self.options or None,
             commit_properties=_properties(commit, blind=False),  # it creates the table
             post_commithook_properties=_NO_HOOKS())
