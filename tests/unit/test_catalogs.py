@@ -456,6 +456,22 @@ def test_the_glue_snippet_of_the_docs_runs_as_printed(s3_endpoint):
     assert_the_snippet_s_table(glue.load_table(options["table.identifier"]), recorded.path)
 
 
+def test_the_rest_snippet_of_the_docs_runs_as_printed(tmp_path, monkeypatch, iceberg_rest):
+    """docs/tables.md's REST catalog options, as printed (the OAuth2 client credential taken
+    from the environment, as the reference says), with the test server's address and a local
+    output (and its token endpoint): another client of the catalog finds the table under the
+    snippet's name."""
+    from pyiceberg.catalog import load_catalog
+
+    monkeypatch.setenv("ICEBERG_CREDENTIAL", "rotsink:its-secret")
+    out = str(tmp_path / "events")
+    _, options = run_snippet("Iceberg REST catalog", {
+        "path": out, "table.catalog.uri": iceberg_rest,
+        "table.catalog.oauth2-server-uri": f"{iceberg_rest}/v1/oauth/tokens"})
+    theirs = load_catalog("trino", type="rest", uri=iceberg_rest)
+    assert_the_snippet_s_table(theirs.load_table(options["table.identifier"]), f"file://{out}")
+
+
 def test_the_postgres_snippet_of_the_docs_runs_as_printed(tmp_path, postgres):
     """docs/tables.md's PostgreSQL options, as printed, with the test server's address and
     a local output: Spark's or Trino's JDBC catalog, opened under the snippet's catalog
