@@ -60,7 +60,7 @@ class SinkConfig:
     # feed.retention: the states of batches whose log files the clean-up deletes are kept
     # this long for change feeds that paused (commit_protocol.log.feed_states; None: off)
     feed_retention_ms: int | None = None
-    fs_options: dict[str, str] = field(default_factory=dict)
+    fs_options: dict[str, str] = field(default_factory=dict, repr=False)  # credentials
     keys: KeyRefs | None = None  # references only: key bytes are resolved where used
     # schema.evolution: "none" (a changed schema is refused) or "addColumns"
     schema_evolution: str = "none"

@@ -226,8 +226,8 @@ class TableFormat:
         raise NotImplementedError
 
     def read_back(self, out: str) -> TableRead:
-        """The table of the local output ``out``, written with no ``table.*`` option but
-        the format, read whole by the format's own library (``rotsink demo --table``)."""
+        """The local output ``out``'s table (made with no ``table.*`` option but the format),
+        read whole by the format's library (``rotsink demo --table``)."""
         raise NotImplementedError
 
     def planned(self, storage: Storage, config: SinkConfig, schema_json: str) -> SinkConfig:
@@ -240,9 +240,13 @@ class TableFormat:
 
     def widened(self, config: SinkConfig, schema_json: str) -> str:
         """Driver, for each micro-batch's writer: the stream's schema with the columns the
-        table computes for it (Delta's generated columns) appended, as the output's schema;
-        as given by default."""
+        table computes (Delta's generated ones) appended, as the output's; as given by default."""
         return schema_json
+
+    def with_credentials(self, config: SinkConfig, schema_json: str) -> SinkConfig:
+        """Driver, before it opens the output's storage: ``config`` with the storage
+        credentials the table's catalog vends (Iceberg's REST catalogs); as given by default."""
+        return config
 
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """Driver, when the first batch of an output is planned: every partition term of its
@@ -252,17 +256,16 @@ class TableFormat:
         return config.all_terms
 
     def owned_directories(self, config: SinkConfig) -> tuple[str, ...]:
-        """Top-level directories below the output's root that hold the table's own files
-        (its metadata), none of them rotsink's: ``rotsink verify`` leaves them to the table.
-        None by default (Delta's ``_delta_log`` is hidden from every listing already)."""
+        """Top-level directories below the output's root holding the table's own files (its
+        metadata): ``rotsink verify`` leaves them to it. None by default (Delta's ``_delta_log``
+        is hidden from every listing already)."""
         return ()
 
     def record(self, config: SinkConfig, reports: Iterable[TaskReport] = ()) -> dict[str, object]:
         """What a committed state records of the table (``SinkState.extra``), so that
-        ``rotsink verify`` and a restart find it: the format's name and its options,
-        secrets only as references; and the zone in which the batch's tasks named timestamp
-        partition directories (:data:`PARTITION_ZONE_KEY`), kept from an earlier batch when
-        this one's tasks had no row."""
+        ``rotsink verify`` and a restart find it: the format's name and its options, secrets
+        only as references; the zone the batch's tasks named timestamp partition directories
+        in (:data:`PARTITION_ZONE_KEY`), kept from an earlier batch whose tasks had no row."""
         zones = {r.time_zone for r in reports if r is not None and r.time_zone}
         return {TABLE_KEY: self.name, TABLE_OPTIONS_KEY: recorded_options(config.table_options),
                 **({PARTITION_ZONE_KEY: min(zones)} if zones else {})}

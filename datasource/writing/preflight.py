@@ -38,7 +38,7 @@ def check_before_start(session: Any, writer: Any, options: Mapping[str, str]) ->
 
     # the options as the planning worker gets them (any case), the DataFrame's schema
     sink = stream_writer(dict(CaseInsensitiveDict(options)), df.schema)
-    config, schema_json = sink.config, sink.schema_json
+    config, schema_json = sink.credentialed(), sink.schema_json
     storage = open_storage(config.path, config.fs_options)
     check_access(storage)
     committed = open_committed(storage)

@@ -122,10 +122,19 @@ class RotSinkStreamWriter(StreamWriterBase):
     def _storage(self) -> Storage:
         return open_storage(self.config.path, self.config.fs_options)
 
+    def credentialed(self) -> SinkConfig:
+        """Driver: the config with the storage credentials the table's catalog vends, asked
+        for again as they near their expiry (:meth:`TableFormat.with_credentials`)."""
+        if self.config.table_format is None:
+            return self.config
+        return table_format_of(self.config).with_credentials(self.config, self.schema_json)
+
     def _committer(self) -> Committer:
+        """Driver only (the tasks use the plan's config: the credentials it was made with)."""
         from datasource.spark import logs
 
         logs.configure()  # runs in every process that plans, writes or commits
+        self.config = self.credentialed()
         return Committer(self._storage(), self.config, self.schema_json)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:

@@ -57,6 +57,11 @@ class IcebergFormat(TableFormat):
         return replace(config, field_ids=planned_ids(table, schema_json),
                        required_columns=required, **sort_order_of(table))
 
+    def with_credentials(self, config: SinkConfig, schema_json: str) -> SinkConfig:
+        from commit_protocol.tables.iceberg.vended import with_vended_credentials
+
+        return with_vended_credentials(config, schema_json)
+
     def joined_terms(self, storage: Storage, config: SinkConfig) -> tuple[PartitionTerm, ...]:
         """A table that exists names the hidden directories where it has the same transforms
         of the same columns (pyiceberg names ``bucket(16, id)`` ``id_bucket_16``, Spark
