@@ -136,3 +136,21 @@ def test_a_catalog_that_vends_nothing_leaves_the_fs_options_as_given(cfg, seawee
     plain = dataclasses.replace(cfg, table_options=catalog_options(seaweedfs_catalog[1],
                                                                    seaweedfs_catalog[0]))
     assert with_vended_credentials(plain, SCHEMA_JSON) == plain
+
+
+def test_a_catalog_that_stages_no_table_leaves_the_fs_options_until_the_table_exists(
+        cfg, monkeypatch, caplog):
+    """A REST catalog without staged creation: the query starts with its fs.* options (the
+    store then says whether they do), and asks again at the next micro-batch."""
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.exceptions import BadRequestError
+
+    def refused(*args, **kwargs):
+        raise BadRequestError("stage-create is not supported")
+
+    monkeypatch.setattr(RestCatalog, "create_table_transaction", refused)
+    with caplog.at_level("INFO", logger="rotsink.table"):
+        assert with_vended_credentials(cfg, SCHEMA_JSON) == cfg
+    assert "staged no table" in caplog.text
+    monkeypatch.undo()
+    assert with_vended_credentials(cfg, SCHEMA_JSON).fs_options["key"] != WRONG["key"]

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.tables.iceberg.catalog import LOCATION, new_table_location
-from commit_protocol.vocabulary.errors import TableError
 
 logger = logging.getLogger("rotsink.table")
 
@@ -113,10 +112,11 @@ def _fetch(table, schema_json: str) -> Vended:
             if location is None or LOCATION in table.options:
                 raise
             staged = table.catalog.create_table_transaction(table.identifier, schema=schema)
-    except Exception as e:  # noqa: BLE001  the catalog's own words, as for a load
-        raise TableError(f"cannot stage the Iceberg table {table.identifier} to learn the "
-                         f"storage credentials its catalog vends: {type(e).__name__}: {e}") \
-            from e
+    except Exception as e:  # noqa: BLE001  a catalog that stages no table vends nothing here
+        logger.info("the Iceberg catalog staged no table %s (%s: %s): the output is written "
+                    "with its fs.* credentials until the table exists", table.identifier,
+                    type(e).__name__, e)
+        return Vended({}, int(time.time() * 1000))  # asked again next batch: a load then
     # pyiceberg keeps the staged table (and its file IO, with the vended credentials) in
     # the transaction only
     return _vended(table.catalog.properties, staged._table.io.properties)
