@@ -148,9 +148,8 @@ def test_a_catalog_that_stages_no_table_leaves_the_fs_options_until_the_table_ex
     def refused(*args, **kwargs):
         raise BadRequestError("stage-create is not supported")
 
-    monkeypatch.setattr(RestCatalog, "create_table_transaction", refused)
-    with caplog.at_level("INFO", logger="rotsink.table"):
+    with monkeypatch.context() as patched, caplog.at_level("INFO", logger="rotsink.table"):
+        patched.setattr(RestCatalog, "create_table_transaction", refused)
         assert with_vended_credentials(cfg, SCHEMA_JSON) == cfg
     assert "staged no table" in caplog.text
-    monkeypatch.undo()
     assert with_vended_credentials(cfg, SCHEMA_JSON).fs_options["key"] != WRONG["key"]
