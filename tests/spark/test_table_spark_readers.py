@@ -456,3 +456,43 @@ if "iceberg" in READERS:
         assert location is not None and location.data_type.rstrip("/").endswith(str(out))
         shown(f"Spark's Iceberg reader through {server}: {RUNS} runs, each read equal to the "
               "log's finalized files at its batch")
+
+
+if "delta" in READERS:
+    def test_spark_with_hive_support_finds_the_delta_table_by_its_name(
+            spark, tmp_path, hive_metastore, shown):
+        """A stream into a Delta table named in Hive's metastore (``table.catalog.type=
+        hive``, ``table.identifier``): Spark with Hive support, in a process of its own as a
+        platform runs it, finds ``spark.table(name)`` a Delta table at the output and reads
+        exactly the rows of the files the log lists as finalized."""
+        import json
+        import subprocess
+        import sys
+        import uuid
+
+        from tests.support.spark_log import latest_batch
+
+        out, name = tmp_path / "out", f"db_{uuid.uuid4().hex[:8]}.events"
+        options = {"format": "parquet", "table.format": "delta", "partitionBy": "grp",
+                   "rotation.maxBatches": "2", "table.catalog.type": "hive",
+                   "table.catalog.uri": hive_metastore, "table.identifier": name}
+        write_numbered_source(tmp_path / "in", files=FILES_PER_RUN, rows_per_file=20)
+        df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(
+            str(tmp_path / "in"))
+        (df.writeStream.format("rotsink").options(**options)
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+         .start(str(out)).awaitTermination())
+        found = subprocess.run(
+            [sys.executable, "-m", "tests.support.hive_spark", hive_metastore, name,
+             str(tmp_path / "warehouse")], capture_output=True, text=True, timeout=300,
+            cwd=Path(__file__).resolve().parents[2], check=False)
+        assert found.returncode == 0, found.stderr[-3000:]
+        table = json.loads(found.stdout.strip().splitlines()[-1])
+        batch = latest_batch(out)
+        assert batch is not None
+        expected = finalized_ids(out, batch)
+        assert expected and Counter(table["ids"]) == expected
+        assert (table["provider"], table["type"]) == ("delta", "EXTERNAL"), table
+        assert table["location"].removeprefix("file:").rstrip("/") == str(out), table
+        shown(f"Spark with Hive support read the Delta table {name} by its name: "
+              f"{len(table['ids'])} rows, the log's finalized files")
