@@ -18,7 +18,7 @@ from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableHealth, owner_of, table_format_of
 from commit_protocol.tables.follow import lagging_files
-from commit_protocol.tables.row_deletes import applied, row_deletes_line
+from commit_protocol.tables.row_deletes import row_deletes_line
 from commit_protocol.tables.sharing import in_layout, is_elsewhere, outside_layout_problem
 
 
@@ -58,10 +58,11 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     ``state.batch_id``, as the log followed the table's other writers).
 
     What other writers changed since is no problem: a file the table removed that an
-    earlier batch finalized, a file the table lists below the output's root or elsewhere.
-    What is: a file the table lists that storage lacks or holds at another size, rows
-    deleted in place (path readers return them), and a batch the table lacks once its
-    table commit is no longer in flight (its driver died between the two commit points).
+    earlier batch finalized, a file the table lists below the output's root or elsewhere,
+    rows deleted in place (noted: rotsink's reader leaves them out, path readers return them).
+    What is: a file the table lists that storage lacks or holds at another size, and a batch
+    the table lacks once its table commit is no longer in flight (its driver died between the
+    two commit points).
     """
     table_format = table_format_of(config)
     name = f"the {table_format.name} table"
@@ -82,9 +83,6 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
     deleted_in_place = table.row_deletes()
     row_deletes = row_deletes_line(table_format.name, deleted_in_place) \
         if deleted_in_place else None
-    if row_deletes is not None and not applied(table_format.name):
-        problems.append(row_deletes)
-        row_deletes = None
     missing = set(listed) - set(files)
     behind = lagging_files(log, mark, state.batch_id)
     lagging = missing if behind is None else behind & missing

@@ -46,7 +46,7 @@ from commit_protocol.tables import (
     table_format_of,
 )
 from commit_protocol.tables.footers import described_files
-from commit_protocol.tables.row_deletes import applied, row_deletes_line
+from commit_protocol.tables.row_deletes import row_deletes_line
 from commit_protocol.tables.sharing import FOLLOWED_KEY, Followed, in_layout
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import CorruptLogError
@@ -152,13 +152,11 @@ class TableFollower:
 
     def name_row_deletes(self, found: int | None = None) -> int:
         """When a query starts (and when it follows a table that has them): name rows the
-        table deletes in place, which path readers return anyway (a warning where rotsink's
-        reader refuses them too: :mod:`~commit_protocol.tables.row_deletes`); how many
-        files have them."""
+        table deletes in place, which rotsink's reader leaves out and path readers return
+        (:mod:`~commit_protocol.tables.row_deletes`); how many files have them."""
         found = self.table.row_deletes() if found is None else found
         if found:
-            level = logging.INFO if applied(self._name) else logging.WARNING
-            logger.log(level, "table %s: %s", self._name, row_deletes_line(self._name, found))
+            logger.info("table %s: %s", self._name, row_deletes_line(self._name, found))
         return found
 
     def check(self, state: SinkState | None, schema_json: str, *,

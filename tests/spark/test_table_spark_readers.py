@@ -153,8 +153,8 @@ if READERS:
         query: the query goes on exactly once; rotsink's reader returns the table's rows (as
         Spark's table reader reads them) and the rows still in progress, none deleted, and
         ``spark.read.parquet`` the table's rows once a compaction of the log followed. Rows
-        deleted in place: Delta's deletion vectors are left out by rotsink's reader, Iceberg's
-        delete files make it refuse the output until Spark rewrites them."""
+        deleted in place (Delta's deletion vectors, Iceberg's position deletes) are left out
+        by rotsink's reader."""
         from datasource.commands.inspect import verify
 
         out = tmp_path / "out"
@@ -192,37 +192,43 @@ if READERS:
         result = verify(str(out))
         assert result.ok, result.problems
 
-        # rows deleted in place, which path readers cannot apply
-        if table_format == "delta":
-            _deletion_vectors_are_applied(spark, out, tmp_path, run)
-        else:
-            _delete_files_are_refused_until_rewritten(spark, out, tmp_path, run)
+        # rows deleted in place (deletion vectors, position delete files)
+        _rows_deleted_in_place_are_left_out(spark, table_format, out, tmp_path, run)
         expected = table_rows(spark, table_format, out, tmp_path)
         shown(f"Spark's {table_format} DELETE, UPDATE and compaction beside the query: "
               f"{sum(expected.values())} rows in the table, the same through rotsink's reader "
-              "and, once the log compacted, spark.read.parquet; rows deleted in place "
-              f"{'left out' if table_format == 'delta' else 'refused until rewritten'}")
+              "and, once the log compacted, spark.read.parquet; rows deleted in place left "
+              "out by rotsink's reader")
 
 
-def _deletion_vectors_are_applied(spark, out: Path, tmp_path: Path, run) -> None:
-    """Spark's DELETE by deletion vector: once the query's next commit follows the table,
-    rotsink's reader (and ``pyspark_rotsink.read``) return the table's rows, none of the
-    deleted, and the rows in progress; verify is clean and notes them;
-    ``spark.read.parquet(path)`` returns them, as documented (it cannot see the vectors)."""
+IN_PLACE = {"delta": "('delta.enableDeletionVectors' = 'true')",
+            "iceberg": "('write.delete.mode' = 'merge-on-read', "
+                       "'write.update.mode' = 'merge-on-read')"}
+
+
+def _rows_deleted_in_place_are_left_out(spark, table_format: str, out: Path, tmp_path: Path,
+                                        run) -> None:
+    """Spark's DELETE and UPDATE in place (Delta's deletion vectors, Iceberg's position
+    delete files): once the query's next commit follows the table, rotsink's reader (and
+    ``pyspark_rotsink.read``) return the table's rows, none of the deleted, each updated row
+    once with its new value, and the rows in progress; verify is clean and notes them;
+    ``spark.read.parquet(path)`` returns them, as documented (it cannot see them)."""
     from datasource.commands.inspect import verify
     from pyspark_rotsink import read
 
-    table = sql_table("delta", out, tmp_path)
-    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
-              "('delta.enableDeletionVectors' = 'true')").collect()
-    deleted = {i for i in table_rows(spark, "delta", out, tmp_path) if i % 11 == 0}
+    table = sql_table(table_format, out, tmp_path)
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES {IN_PLACE[table_format]}").collect()
+    deleted = {i for i in table_rows(spark, table_format, out, tmp_path) if i % 11 == 0}
     spark.sql(f"DELETE FROM {table} WHERE id % 11 = 0").collect()
     spark.sql(f"UPDATE {table} SET score = -2.0 WHERE id % 13 = 0").collect()
-    metrics = [r.operationMetrics for r in
-               spark.sql(f"DESCRIBE HISTORY {table} LIMIT 2").collect()]
-    assert all(m.get("numDeletionVectorsAdded", "0") != "0" for m in metrics), metrics
+    if table_format == "delta":
+        metrics = [r.operationMetrics for r in
+                   spark.sql(f"DESCRIBE HISTORY {table} LIMIT 2").collect()]
+        assert all(m.get("numDeletionVectorsAdded", "0") != "0" for m in metrics), metrics
+    else:
+        assert spark.sql(f"SELECT count(*) AS n FROM {table}.delete_files").first().n > 0
     run(1)  # the query's next commit follows the table
-    expected = table_rows(spark, "delta", out, tmp_path)
+    expected = table_rows(spark, table_format, out, tmp_path)
     ours = Counter(rotsink_ids(spark, out))
     fast = Counter(r.id for r in read(spark, str(out)).select("id").collect())
     assert deleted and not deleted & set(expected) and not deleted & set(ours)
@@ -232,39 +238,10 @@ def _deletion_vectors_are_applied(spark, out: Path, tmp_path: Path, run) -> None
     assert {r.score for r in updated.select("score").collect()} == {-2.0}
     result = verify(str(out))
     assert result.ok, result.problems
-    assert any("deletion vectors): rotsink's reader" in n for n in result.notes), result.notes
+    assert any("rotsink's reader and the table's readers leave them out" in n
+               for n in result.notes), result.notes
     parquet = Counter(r.id for r in spark.read.parquet(str(out)).select("id").collect())
     assert deleted & set(parquet)
-
-
-def _delete_files_are_refused_until_rewritten(spark, out: Path, tmp_path: Path, run) -> None:
-    """Iceberg's merge-on-read DELETE: verify names the delete files and rotsink's reader
-    refuses the output, until Spark rewrites them."""
-    from datasource.commands.inspect import verify
-
-    table = sql_table("iceberg", out, tmp_path)
-    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
-              "('write.delete.mode' = 'merge-on-read')").collect()
-    deleted = {i for i in table_rows(spark, "iceberg", out, tmp_path) if i % 11 == 0}
-    spark.sql(f"DELETE FROM {table} WHERE id % 11 = 0").collect()
-    run(1)  # the query's next commit follows the table and names them
-    problems = verify(str(out)).problems
-    assert any("rows deleted in place" in p for p in problems), problems
-    with pytest.raises(Exception, match="rows deleted in place"):
-        rotsink_ids(spark, out)
-    _compact(spark, "iceberg", out, tmp_path, **{
-        "delete-file-threshold": "1", "min-input-files": "1",
-        "remove-dangling-deletes": "true"})
-    # (iceberg-spark-runtime 1.11 leaves the deletes of the files it rewrote)
-    spark.sql(f"CALL {SESSION_CATALOG}.system.rewrite_position_delete_files(table => "
-              f"'{SESSION_CATALOG}.{identifier(tmp_path)}', "
-              "options => map('rewrite-all', 'true'))").collect()
-    run(1)
-    expected = table_rows(spark, "iceberg", out, tmp_path)
-    ours = Counter(rotsink_ids(spark, out))
-    assert deleted and not deleted & set(expected) and not deleted & set(ours)
-    assert set(expected) <= set(ours) and max(ours.values()) == 1
-    assert verify(str(out)).ok
 
 if "iceberg" in READERS:
     def test_the_iceberg_catalog_as_the_docs_set_it_up(spark, tmp_path, iceberg_catalog_db):

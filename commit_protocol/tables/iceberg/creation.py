@@ -35,8 +35,9 @@ logger = logging.getLogger("rotsink.table")
 # (a DELETE's rewrite, a backfill) land in the output's partition directories, where the log
 # can list them for path readers (Iceberg's default, <location>/data/, is outside them)
 DATA_PATH = "write.data.path"
-# Asked of every engine at creation: row-level changes rewrite files (copy-on-write) rather
-# than add delete files, which path readers (Spark's, rotsink's) cannot apply
+# Asked of every engine at creation (Iceberg's defaults, said): row-level changes rewrite
+# files (copy-on-write) rather than add delete files, which spark.read.parquet(path) cannot
+# apply (rotsink's reader applies position deletes: commit_protocol.tables.row_deletes)
 COPY_ON_WRITE = {f"write.{change}.mode": "copy-on-write"
                  for change in ("delete", "update", "merge")}
 # The newest Iceberg format version pyiceberg 0.12 writes (v3: apache/iceberg-python#1551)

@@ -1,15 +1,16 @@
-"""Rows another writer deleted in place in a Delta table (deletion vectors) are left out by
-rotsink's reader, as of the table version the output's log followed, and noted by ``verify``.
+"""Rows another writer deleted in place in a table (Delta's deletion vectors, Iceberg's
+position deletes) are left out by rotsink's reader, as of the table version the output's log
+followed, and noted by ``verify``.
 
-delta-rs cannot write deletion vectors; Spark's ``DELETE`` does: the vectors read here are
-Spark's (``tests/fixtures/make_delta_deletion_vectors.py``), and the whole way, a stream into
-a table Spark deletes from, runs with Spark's Delta in
-``tests/spark/test_table_spark_readers.py``. Expected rows come from the predicates of those
-deletes and from pyarrow over the files, never from rotsink's reader."""
+delta-rs and pyiceberg cannot delete rows in place; Spark's ``DELETE`` does: the deletes read
+here are Spark's (``tests/fixtures/make_delta_deletion_vectors.py``,
+``make_iceberg_position_deletes.py``), and the whole way, a stream into a table Spark deletes
+from, runs with Spark's Delta and Iceberg in ``tests/spark/test_table_spark_readers.py``.
+Expected rows come from the predicates of those deletes and from pyarrow over the files, never
+from rotsink's reader."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from tests.unit.test_delta_commits import commit_batch, forget, table_config
 from tests.unit.test_shared_tables import delete_where, table_ids
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "delta_deletion_vectors"
+ICEBERG_FIXTURE = FIXTURE.parent / "iceberg_position_deletes"
+ICEBERG_ROOT = Path("/tmp/rotsink-fixture-iceberg-position-deletes")  # where Spark made it
 
 
 @pytest.fixture(autouse=True)
@@ -145,40 +148,33 @@ def test_rotsink_s_reader_leaves_out_what_the_table_deletes_in_place(tmp_path, m
     assert not spark_reads_exactly(state, None)
 
 
-def test_an_iceberg_table_s_delete_files_are_refused_until_rewritten(tmp_path, monkeypatch,
-                                                                      caplog):
-    """Iceberg's delete files are not applied: named when the query starts and when it
-    follows the table, a problem for ``verify``, and rotsink's reader refuses the output
-    rather than return deleted rows; once rewritten, it reads again."""
-    from commit_protocol.commit.committer import Committer
-    from commit_protocol.tables.iceberg.table import IcebergFollowedTable
+def test_the_position_deletes_spark_wrote_are_read_as_of_a_snapshot():
+    """Spark's two merge-on-read DELETEs (ids divisible by 7, then by 5) on an Iceberg table:
+    as of each snapshot (by sequence number), each data file loses exactly the positions of
+    those ids (read by pyarrow), applied by Iceberg's sequence-number rules; a snapshot the
+    table no longer has is said, not guessed."""
+    from commit_protocol.tables.iceberg import deletes
     from commit_protocol.vocabulary.errors import TableError
-    from tests.unit.test_delta_commits import SCHEMA_JSON
+    from tests.unit.test_iceberg_commits import iceberg_config
 
-    cfg = dataclasses.replace(table_config(str(tmp_path / "out")), table_format="iceberg")
-    for batch_id in range(3):
-        commit_batch(cfg, batch_id)
-    monkeypatch.setattr(IcebergFollowedTable, "row_deletes", lambda self: 2)
-    storage = open_storage(cfg.path)
-    committer = Committer(storage, cfg, SCHEMA_JSON)
-    with caplog.at_level("WARNING", logger="rotsink.table"):
-        committer.start_table(committer.latest_state())
-    assert "holds rows deleted in place in 2 file(s) (delete files" in caplog.text
-    delete_where(cfg, 0, 3)
-    commit_batch(cfg, 3)  # follows the table, which has them
-
-    def rotsink_files():
-        committed = open_committed(storage)
-        assert committed is not None
-        log, latest, state = committed
-        return committed_files(log, latest, state, include_in_progress=False)
-
-    with pytest.raises(TableError, match="rotsink's reader refuses the output"):
-        rotsink_files()
-    assert any("rows deleted in place" in p
-               for p in verify_output(storage, commit_timeout_s=0).problems)
-    monkeypatch.undo()  # rewritten (rewrite_data_files, rewrite_position_delete_files)
-    delete_where(cfg, 3, 4)
-    commit_batch(cfg, 4)
-    assert rotsink_files()
-    assert verify_output(storage, commit_timeout_s=0).ok
+    shutil.rmtree(ICEBERG_ROOT, ignore_errors=True)
+    shutil.copytree(ICEBERG_FIXTURE, ICEBERG_ROOT)  # its metadata names files by absolute path
+    try:
+        cfg = iceberg_config(str(ICEBERG_ROOT / "events"), table_options={
+            "catalog.name": "lake", "catalog.type": "sql",
+            "catalog.uri": f"sqlite:///{ICEBERG_ROOT}/catalog.db", "identifier": "lake.events"})
+        storage = open_storage(cfg.path)
+        data = sorted(p for p in (ICEBERG_ROOT / "events").rglob("*.parquet")
+                      if not p.name.endswith("-deletes.parquet"))
+        for version, deleted in [(1, lambda i: False), (2, lambda i: i % 7 == 0),
+                                 (3, lambda i: i % 7 == 0 or i % 5 == 0)]:
+            expected = {}
+            for path in data:
+                positions = [n for n, i in enumerate(ids_of(path)) if deleted(i)]
+                if positions:
+                    expected[path.relative_to(ICEBERG_ROOT / "events").as_posix()] = positions
+            assert deletes.deleted_rows(storage, cfg, version) == expected, version
+        with pytest.raises(TableError, match="sequence number 9.*has expired"):
+            deletes.deleted_rows(storage, cfg, 9)
+    finally:
+        shutil.rmtree(ICEBERG_ROOT, ignore_errors=True)
