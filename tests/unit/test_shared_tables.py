@@ -445,3 +445,28 @@ def test_files_nobody_cleans_up_are_carried_no_longer_than_the_retention():
     # an earlier rotsink's state (paths alone) is stamped at its next compaction
     legacy = Followed.of({"table_followed": {"version": 3, "retired": ["d=1/b.parquet"]}})
     assert dict(legacy.compacted(["d=1/b.parquet"], now_ms=50).retired) == {"d=1/b.parquet": 50}
+
+
+def test_partition_values_delta_encodes_are_followed_as_the_same_files(tmp_path, monkeypatch):
+    """Delta's log holds paths as percent-encoded URIs (``grp=a%20b``, ``grp=c%2525d`` for
+    Spark's ``c%25d``): another writer's delete is followed file for file, not as every such
+    file removed and an encoded twin added (rows lost and doubled), and verify is clean."""
+    import tests.unit.test_delta_commits as commits
+
+    monkeypatch.setattr(commits, "GROUPS", ["a b", "c%d", None])
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    delete_where(cfg, 0, 2)  # another writer: the next commit follows the table
+    commit_batch(cfg, 4)
+    assert {path.split("/")[0] for path in finalized_of(cfg)} >= {"grp=a b", "grp=c%25d"}
+    assert rotsink_ids(cfg) == table_ids(cfg)
+    assert not {0, 1} & set(rotsink_ids(cfg))
+    verified(cfg)
+
+
+def finalized_of(cfg: SinkConfig) -> list[str]:
+    committed = open_committed(open_storage(cfg.path))
+    assert committed is not None
+    log, latest, state = committed
+    return [f.path for f in committed_files(log, latest, state, include_in_progress=False)]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from commit_protocol.metrics import count
 from commit_protocol.storage import Storage
@@ -53,6 +54,7 @@ from commit_protocol.tables.delta.features import (
 from commit_protocol.tables.delta.generated import Generated
 from commit_protocol.tables.delta.mapping import planned_ids
 from commit_protocol.tables.delta.snapshots import Snapshot, forget, snapshot
+from commit_protocol.tables.sharing import is_elsewhere
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import TableError
 from commit_protocol.vocabulary.naming import parse_partition_dir
@@ -105,8 +107,10 @@ class DeltaFollowedTable:
         if table is None:
             return {}
         actions = table.get_add_actions(flatten=True)
-        return dict(zip(actions.column("path").to_pylist(),
-                        actions.column("size_bytes").to_pylist(), strict=True))
+        # Delta's log holds paths as URIs, percent-encoded (grp=a%20b): the log's are decoded
+        return {path if is_elsewhere(path) else unquote(path): size
+                for path, size in zip(actions.column("path").to_pylist(),
+                                      actions.column("size_bytes").to_pylist(), strict=True)}
 
     def health(self, *, owner: str, now_ms: int) -> TableHealth:
         from commit_protocol.tables.health import delta_health
