@@ -64,7 +64,8 @@ class CommittedFile:
     staged: bool = False  # a bulk format's staged rows: encoded, never renamed, at a roll
     records: int = 0  # of an in-progress file: the committed rows
     # of a finalized file: the positions of the rows another writer deleted in place
-    # (ascending; a Delta deletion vector's, as of the table version the log followed)
+    # (ascending; a Delta deletion vector's or Iceberg position deletes, as of the table
+    # version the log followed)
     deleted: tuple[int, ...] = ()
 
 
