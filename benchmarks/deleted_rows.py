@@ -56,6 +56,7 @@ def measure(case: str, path: str, rows: int, share: float) -> dict:
     import pyarrow.parquet as pq
 
     from commit_protocol.reading import CommittedFile, ReadLayout, read_batches
+    from commit_protocol.reading.files import packed
     from commit_protocol.storage import open_storage
 
     deleted = deleted_positions(rows, share)
@@ -81,7 +82,7 @@ def measure(case: str, path: str, rows: int, share: float) -> dict:
             returned += batch.filter(pa.array(keep)).num_rows
     else:
         f = CommittedFile(file.name, file.stat().st_size, "", False,
-                          deleted=tuple(deleted) if case == "rotsink" else ())
+                          deleted=packed(deleted) if case == "rotsink" else b"")
         for batch in read_batches(storage, f, state=layout, schema=schema):
             returned += batch.num_rows
     seconds = time.perf_counter() - started

@@ -18,7 +18,7 @@ import pyarrow as pa
 from commit_protocol.formats import FORMATS, READ_BATCH_ROWS
 from commit_protocol.formats.units import BulkFile, Unit, units_in
 from commit_protocol.reading.conform import conform, held
-from commit_protocol.reading.files import CommittedFile, Layout
+from commit_protocol.reading.files import CommittedFile, Layout, unpacked
 from commit_protocol.reading.inputs import open_input
 from commit_protocol.reading.plaintext import open_plaintext, require_ring
 from commit_protocol.reading.predicates import Predicate, may_match
@@ -42,7 +42,7 @@ def finished_batches(storage: Storage, f: CommittedFile, *, layout: Layout,
         readable = bulk.schema if schema is None else \
             held(schema, bulk.schema, added=layout.added_columns, what=f.path)
         batches = bulk.batches([u.index for u in units], readable) if not f.deleted else \
-            _kept_rows(bulk, units, readable, f.deleted)
+            _kept_rows(bulk, units, readable, unpacked(f.deleted))
         for batch in batches:
             yield batch if schema is None else conform(batch, schema)
 

@@ -3,6 +3,8 @@ prefixes of in-progress files."""
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,10 +65,10 @@ class CommittedFile:
     final: str | None = None
     staged: bool = False  # a bulk format's staged rows: encoded, never renamed, at a roll
     records: int = 0  # of an in-progress file: the committed rows
-    # of a finalized file: the positions of the rows another writer deleted in place
-    # (ascending; a Delta deletion vector's or Iceberg position deletes, as of the table
-    # version the log followed)
-    deleted: tuple[int, ...] = ()
+    # of a finalized file: the positions of the rows another writer deleted in place (a Delta
+    # deletion vector's or Iceberg position deletes, as of the table version the log
+    # followed), packed: ascending 64-bit integers, 8 bytes a row (:func:`packed`)
+    deleted: bytes = b""
 
 
 def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
@@ -99,13 +101,29 @@ def committed_files(log: MetadataLog, batch: int, state: SinkState, *,
             listed_in[path] = log_file
             if path not in followed.removed:
                 files.append(CommittedFile(path, int(entry["size"]), directory_of(path), False,
-                                           deleted=tuple(deleted.get(path, ()))))
+                                           deleted=packed(deleted.get(path, ()))))
         files += [CommittedFile(path, size, directory_of(path), False,
-                                deleted=tuple(deleted.get(path, ())))
+                                deleted=packed(deleted.get(path, ())))
                   for path, size in sorted(followed.added.items()) if path not in listed_in]
     if include_in_progress:
         files += in_progress_files(state)
     return files
+
+
+def packed(positions: Iterable[int]) -> bytes:
+    """Row positions (ascending) as :attr:`CommittedFile.deleted` holds them; :func:`unpacked`
+    reads them back.
+
+    >>> list(unpacked(packed([3, 70000000000])))
+    [3, 70000000000]
+    """
+    return array("q", positions).tobytes()
+
+
+def unpacked(deleted: bytes) -> array:
+    positions = array("q")
+    positions.frombytes(deleted)
+    return positions
 
 
 def in_progress_files(state: SinkState) -> list[CommittedFile]:

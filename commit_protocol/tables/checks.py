@@ -18,8 +18,9 @@ from commit_protocol.records.state import SinkState
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableHealth, owner_of, table_format_of
 from commit_protocol.tables.follow import lagging_files
-from commit_protocol.tables.row_deletes import row_deletes_line
+from commit_protocol.tables.row_deletes import deleted_in_place, row_deletes_line
 from commit_protocol.tables.sharing import in_layout, is_elsewhere, outside_layout_problem
+from commit_protocol.vocabulary.errors import TableError
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,12 @@ def check_table(storage: Storage, log: MetadataLog, state: SinkState, config: Si
                  if not storage.exists(path)]
     problems += [outside_layout_problem(table_format.name, path) for path in sorted(added)
                  if not in_layout(path, config.directory_keys)]
-    deleted_in_place = table.row_deletes()
-    row_deletes = row_deletes_line(table_format.name, deleted_in_place) \
-        if deleted_in_place else None
+    with_deletes = table.row_deletes()  # the table's now
+    row_deletes = row_deletes_line(table_format.name, with_deletes) if with_deletes else None
+    try:  # what rotsink's reader reads of them, as of the version the log followed
+        deleted_in_place(storage, state, config.fs_options)
+    except TableError as e:  # an equality delete, a followed snapshot expired since
+        problems.append(f"rotsink's reader refuses the output: {e}")
     missing = set(listed) - set(files)
     behind = lagging_files(log, mark, state.batch_id)
     lagging = missing if behind is None else behind & missing

@@ -107,3 +107,16 @@ def test_the_tops_hold_a_dozen_entries_and_no_module_runs_past_350_lines():
     long = {str(path.relative_to(ROOT)): length for path in modules().values()
             if (length := len(path.read_text().splitlines())) > 350}
     assert not long, f"modules over 350 lines: {long}"
+
+
+def test_test_modules_have_distinct_names():
+    """pytest imports test modules by their base name (no package ``__init__``): two
+    ``test_x.py`` in different folders fail the whole run's collection ("import file
+    mismatch")."""
+    seen: dict[str, Path] = {}
+    twice = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.name in seen:
+            twice.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert not twice, "test modules of the same name: " + "; ".join(twice)

@@ -27,6 +27,7 @@ from commit_protocol.reading import (
     open_committed,
     read_batches,
 )
+from commit_protocol.reading.files import packed
 from commit_protocol.reading.predicates import Predicate
 from commit_protocol.reading.splits import FileSplit
 from commit_protocol.storage import open_storage
@@ -82,7 +83,7 @@ def test_a_finished_file_s_deleted_rows_are_left_out_in_every_split(tmp_path):
     pq.write_table(pa.table({"id": pa.array(range(100), pa.int64())}), path,
                    row_group_size=10)
     deleted = (0, 9, 10, 11, 55, 98, 99)
-    f = CommittedFile(path.name, path.stat().st_size, "", False, deleted=deleted)
+    f = CommittedFile(path.name, path.stat().st_size, "", False, deleted=packed(deleted))
     storage = open_storage(str(tmp_path))
     layout = ReadLayout("parquet", "none", False, ())
     schema = pa.schema([("id", pa.int64())])
@@ -146,6 +147,33 @@ def test_rotsink_s_reader_leaves_out_what_the_table_deletes_in_place(tmp_path, m
     assert any("rows deleted in place in 1 file(s) (deletion vectors): rotsink's reader" in n
                for n in result.notes), result.notes
     assert not spark_reads_exactly(state, None)
+
+
+def test_deletes_rotsink_s_reader_cannot_read_are_a_problem_for_verify(tmp_path, monkeypatch):
+    """Deletes the reader refuses (Iceberg's equality deletes, a followed snapshot expired
+    since: the table library's refusal, given here) make ``verify`` name the refusal, and
+    the reader refuse the output rather than return the rows."""
+    from commit_protocol.vocabulary.errors import TableError
+
+    cfg = table_config(str(tmp_path / "out"))
+    for batch_id in range(4):
+        commit_batch(cfg, batch_id)
+    delete_where(cfg, 0, 2)
+
+    def refused(storage, config, version):
+        raise TableError("an equality delete file: rotsink's reader applies position deletes")
+
+    monkeypatch.setattr(DeltaFollowedTable, "row_deletes", lambda self: 1)
+    monkeypatch.setattr(deletion_vectors, "deleted_rows", refused)
+    commit_batch(cfg, 4)
+    storage = open_storage(cfg.path)
+    problems = verify_output(storage, commit_timeout_s=0).problems
+    assert any("rotsink's reader refuses the output: an equality delete" in p
+               for p in problems), problems
+    committed = open_committed(storage)
+    assert committed is not None
+    with pytest.raises(TableError, match="equality delete"):
+        committed_files(*committed, include_in_progress=False)
 
 
 def test_the_position_deletes_spark_wrote_are_read_as_of_a_snapshot():

@@ -6,7 +6,7 @@ The catalog is SeaweedFS's REST catalog behind a proxy that vends
 (:mod:`tests.support.vending`), the store SeaweedFS's S3 gateway, which checks every
 request's signature: the output's own key is wrong, so only the vended one writes. The whole
 way, a Spark query through the vending catalog, is in
-``tests/spark/test_vended_credentials.py``."""
+``tests/spark/test_query_with_vended_credentials.py``."""
 
 from __future__ import annotations
 
