@@ -254,6 +254,8 @@ def _start_weed(timeout_s: float, *, catalog: bool) -> tuple[str, str, Callable[
     endpoint = f"http://127.0.0.1:{ports['s3']}"
     try:
         _await_s3(endpoint, process, workdir / "weed.out", timeout_s)
+        if catalog:
+            _await_table_bucket(endpoint, f"http://127.0.0.1:{iceberg}", timeout_s)
     except BaseException:
         stop()
         raise
@@ -285,3 +287,27 @@ def _await_s3(endpoint: str, process: subprocess.Popen, log: Path, timeout_s: fl
                                    f"{timeout_s:.0f}s ({e}): "
                                    f"{log.read_text(errors='replace')[-3000:]}") from e
         time.sleep(0.1)
+
+
+def _await_table_bucket(endpoint: str, catalog: str, timeout_s: float) -> None:
+    """Until the REST catalog lists the namespaces of :data:`TABLE_BUCKET`: weed mini makes
+    the table bucket after its gateway answers (measured: a catalog request right after
+    the start got "table bucket warehouse not found")."""
+    from pyiceberg.catalog import load_catalog
+
+    properties = {key[len("catalog."):]: value for key, value in
+                  rest_catalog_options(catalog, endpoint, "probe").items()
+                  if key.startswith("catalog.")}
+    properties.update({"client.secret-access-key": DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                       "s3.secret-access-key": DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            load_catalog("probe", **properties).list_namespaces()
+            return
+        except Exception as e:  # noqa: BLE001  the table bucket not made yet
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS's Iceberg catalog at {catalog} did not serve "
+                                   f"its table bucket within {timeout_s:.0f}s ({e})") from e
+        time.sleep(0.2)
+
