@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
-from commit_protocol.tables.iceberg.catalog import LOCATION, new_table_location
+from commit_protocol.tables.iceberg.catalog import IDENTIFIER, LOCATION, new_table_location
 
 logger = logging.getLogger("rotsink.table")
 
@@ -60,11 +60,15 @@ def with_vended_credentials(config: SinkConfig, schema_json: str, *,
     from commit_protocol.storage import open_storage
     from commit_protocol.tables.iceberg.table import IcebergFollowedTable
 
-    table = IcebergFollowedTable(open_storage(config.path, config.fs_options).root_uri, config)
-    key = (config.path, str(table.properties.get("uri")), table.identifier)
+    # the cache is looked up from the options alone: each planning and commit asks, and a
+    # table object resolves the catalog's secret references (files, the environment)
+    key = (config.path, config.table_options.get("catalog.uri", ""),
+           config.table_options.get(IDENTIFIER, ""))
     with _LOCK:
         known = _KNOWN.get(key)
     if known is None or not known.fresh(now_ms):
+        root_uri = open_storage(config.path, config.fs_options).root_uri
+        table = IcebergFollowedTable(root_uri, config)
         known = _fetch(table, schema_json)
         with _LOCK:
             _KNOWN[key] = known
