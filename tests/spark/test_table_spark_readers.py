@@ -386,19 +386,31 @@ if "iceberg" in READERS:  # Spark's Iceberg writer, where published for this PyS
 
 
 if "iceberg" in READERS:
-    @pytest.mark.parametrize("server", ["iceberg-rest", "postgres", "hive-metastore"])
+    @pytest.mark.parametrize("server", ["iceberg-rest", "postgres", "hive-metastore", "glue"])
     def test_spark_reads_through_the_catalog_server_the_stream_commits_to(
             spark, tmp_path, request, server, shown):
         """A catalog server between rotsink and Spark, Apache Iceberg's own REST catalog
         server, a SQL catalog on PostgreSQL (Spark's Iceberg JDBC catalog over the same
-        database) or Hive's metastore (through Spark's own Hive client): the stream creates
-        its table there (at the output, no warehouse named) and commits each batch; a Spark
-        Iceberg catalog over the same server reads exactly the rows of the files the log
+        database), Hive's metastore (through Spark's own Hive client) or AWS Glue (moto's,
+        the output and the table in its S3; Spark's GlueCatalog and S3FileIO): the stream
+        creates its table there (at the output, no warehouse named) and commits each batch; a
+        Spark Iceberg catalog over the same server reads exactly the rows of the files the log
         lists as finalized at the batch the table carries, run after run."""
         catalog = server.replace("-", "_") + "_" + \
             "".join(c for c in tmp_path.name if c.isalnum())[-12:]
-        address = request.getfixturevalue(server.replace("-", "_"))
-        if server in ("iceberg-rest", "hive-metastore"):
+        address = request.getfixturevalue(server.replace("-", "_").replace("glue", "s3_endpoint"))
+        out: Path | str = tmp_path / "out"
+        fs_options: dict[str, str] = {}
+        if server == "glue":  # the credentials: the environment's, in every process
+            from tests.support.s3server import create_bucket
+
+            out = f"s3://{create_bucket(address, f'lake-{catalog[-12:].lower()}')}/out"
+            fs_options = {"endpoint_url": address}
+            theirs = {".type": "glue", ".glue.endpoint": address, ".client.region": "us-east-1",
+                      ".s3.endpoint": address, ".s3.path-style-access": "true"}
+            ours = {"table.catalog.type": "glue", "table.catalog.glue.endpoint": address,
+                    "table.catalog.glue.region": "us-east-1", "fs.endpoint_url": address}
+        elif server in ("iceberg-rest", "hive-metastore"):
             kind = server.split("-")[0].replace("iceberg", "rest")
             theirs = {".type": kind, ".uri": address}
             ours = {"table.catalog.type": kind, "table.catalog.uri": address}
@@ -411,7 +423,7 @@ if "iceberg" in READERS:
         for key, value in {"": "org.apache.iceberg.spark.SparkCatalog",
                            ".cache-enabled": "false", **theirs}.items():
             spark.conf.set(f"spark.sql.catalog.{catalog}{key}", value)
-        out, table = tmp_path / "out", identifier(tmp_path)
+        table = identifier(tmp_path)
         options = {"format": "parquet", "table.format": "iceberg", "partitionBy": "grp",
                    "rotation.maxBatches": "2", "table.identifier": table, **ours}
         batches = set()
@@ -425,7 +437,7 @@ if "iceberg" in READERS:
              .start(str(out)).awaitTermination())
             version, batch, ids = read_table(spark, "iceberg", table, catalog=catalog)
             assert batch is not None, f"table version {version} carries no rotsink batch"
-            assert Counter(ids) == finalized_ids(out, batch), (version, batch)
+            assert Counter(ids) == finalized_ids(out, batch, fs_options), (version, batch)
             batches.add(batch)
         assert len(batches) == RUNS, "each run moves the table"
         location = spark.sql(f"DESCRIBE TABLE EXTENDED {catalog}.{table}").where(

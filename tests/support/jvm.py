@@ -197,8 +197,8 @@ def table_reader_formats() -> tuple[str, ...]:
 
 def table_reader_jars(table_format: str) -> tuple[Path, ...]:
     """Spark's reader of ``table_format`` for the installed PySpark: delta-spark and Delta's
-    own jars, or iceberg-spark-runtime (a jar of its own) and the SQLite and PostgreSQL JDBC
-    drivers; their other dependencies are Spark's."""
+    own jars, or iceberg-spark-runtime (a jar of its own), iceberg-aws-bundle (Glue, S3) and
+    the SQLite and PostgreSQL JDBC drivers; their other dependencies are Spark's."""
     from datasource.spark.compat import pyspark_version
 
     version = pyspark_version()
@@ -206,11 +206,14 @@ def table_reader_jars(table_format: str) -> tuple[Path, ...]:
         raise JvmSetupError(f"no Spark {table_format} reader is published for Spark "
                             f"{'.'.join(map(str, version))} (tests.support.jvm.TABLE_READERS)")
     group, artifact, release = TABLE_READERS[version][table_format]
-    folder = _fetch("table-reader", folder=f"table-reader-{artifact}-{release}",
-                    properties={"reader.group": group, "reader.artifact": artifact,
-                                "reader.version": release})
-    wanted = ("delta-",) if table_format == "delta" else ("iceberg-spark-runtime", "sqlite-jdbc",
-                                                          "postgresql-")
+    properties = {"reader.group": group, "reader.artifact": artifact, "reader.version": release}
+    name = f"table-reader-{artifact}-{release}"
+    if table_format == "iceberg":  # Glue and S3FileIO: the AWS SDK, bundled at the same release
+        properties["iceberg.aws.version"] = release
+        name += "-aws"
+    folder = _fetch("table-reader", folder=name, properties=properties)
+    wanted = ("delta-",) if table_format == "delta" else (
+        "iceberg-spark-runtime", "iceberg-aws-bundle", "sqlite-jdbc", "postgresql-")
     return tuple(sorted(j for j in folder.glob("*.jar") if j.name.startswith(wanted)))
 
 
