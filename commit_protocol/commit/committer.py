@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from commit_protocol.commit import after_commit
 from commit_protocol.commit.aborting import keep_fresh_files
@@ -56,8 +57,9 @@ from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_names, is_compaction_batch
 from commit_protocol.log.lines import file_entry
 from commit_protocol.metrics import advanced
+from commit_protocol.quarantine import commit_quarantined, refused_counts
 from commit_protocol.records.config import SinkConfig
-from commit_protocol.records.messages import PlanBasis, TaskReport
+from commit_protocol.records.messages import PlanBasis, TaskReport, planned_basis
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.records.schema_evolution import evolved, retires_in_progress, schema_change
 from commit_protocol.records.state import Publish, SinkState
@@ -150,8 +152,9 @@ class Committer:
 
     # -- commit --------------------------------------------------------------------------
     def commit(self, batch_id: int, messages: list[TaskReport | None], *,
-               now_ms: int | None = None) -> CommitResult:
-        """Commit micro-batch ``batch_id`` from its tasks' reports (one slot per task)."""
+               now_ms: int | None = None, extra: dict[str, Any] | None = None) -> CommitResult:
+        """Commit micro-batch ``batch_id`` from its tasks' reports (one slot per task), its
+        state carrying ``extra`` too."""
         if messages and all(m is None for m in messages):
             raise UnsupportedQueryError(
                 "rotsink received no data from any task: continuous triggers are not supported "
@@ -191,7 +194,7 @@ class Committer:
         elif state.encrypted:
             merged = replace(merged, finalized=[
                 seal_rolled(self.storage, self.config, f, batch_id) for f in merged.finalized])
-        new_state = self._next_state(state, batch_id, merged, reports, now_ms)
+        new_state = self._next_state(state, batch_id, merged, reports, now_ms, extra or {})
         if change is not None:
             new_state = evolved(new_state, self.schema_json, batch_id, change)
             failpoints.hit("driver.schema_change")
@@ -207,6 +210,7 @@ class Committer:
             entries, dropped = entries + step.entries, step.dropped
         self._make_durable(files=[f.temp for f in merged.finalized if f.rolled_by_driver],
                            directories=[INPROGRESS_DIR])
+        commit_quarantined(self.config, batch_id, reports, now_ms=now_ms)  # its refused rows
         failpoints.hit("driver.before_stage")
         intent = bool(new_state.publish or new_state.markers)  # else nothing precedes the log
         try:
@@ -286,16 +290,17 @@ class Committer:
         return state
 
     def _next_state(self, state: SinkState, batch_id: int, merged: Merged,
-                    reports: list[TaskReport], now_ms: int) -> SinkState:
+                    reports: list[TaskReport], now_ms: int, extra: dict[str, Any]) -> SinkState:
         publish = tuple(Publish(f.temp, f.name, f.size, f.reason) for f in merged.finalized)
         files = [f for r in reports for f in r.files]
         appended = (len(reports), sum(f.new_records for f in files),
                     sum(f.end - f.start for f in files))
         table = {} if self.config.table_format is None else \
             table_format_of(self.config).record(self.config, reports)
-        extra = advanced({**state.extra, **table},
+        extra = advanced({**state.extra, **table, **extra},
                          after=state.batch_id, batch_id=batch_id, files=files,
                          appended=appended, finalized=len(publish),
+                         refused=refused_counts(reports),
                          now_ms=now_ms)  # the output's totals, for its metrics
         return replace(state.with_batch(batch_id, merged.in_progress), publish=publish,
                        markers=(), appended=appended, state_id=uuid.uuid4().hex,
@@ -340,9 +345,3 @@ class Committer:
         failpoints.hit("driver.during_abort")
         keep_fresh_files(batch_id, messages)
 
-
-def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:
-    """The state every task of the batch was planned from; None when the reports carry none
-    (made without a plan read from the log) or, which one planning cannot give, several."""
-    bases = {m.basis for m in messages if m is not None}
-    return bases.pop() if len(bases) == 1 else None

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["BULK_FORMATS", "FORMATS", "Format", "OUTPUT_FORMATS", "READ_BATCH_ROWS", "ROW_FORMATS",
-           "UnencodableValueError", "decode_rows", "encode_rows", "file_codec", "format_named"]
+           "UnencodableValueError", "check_rows", "decode_rows", "encode_rows", "file_codec",
+           "format_named"]
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,14 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
         return _row_format(fmt).encode(table, with_header=with_header, file_name=file_name,
                                        compression=compression, level=level)
     return _row_format(fmt).encode(table, with_header=with_header)
+
+
+def check_rows(fmt: str, batch: pa.RecordBatch) -> None:
+    """Refuse the values format ``fmt`` cannot hold (a :class:`RowRefusedError` naming the
+    column and the reason); nothing for a format that holds every value Spark sends."""
+    check = getattr(FORMATS[fmt].implementation(), "check_rows", None)
+    if check is not None:
+        check(batch)
 
 
 def decode_rows(fmt: str, data: bytes, schema: pa.Schema) -> pa.Table:

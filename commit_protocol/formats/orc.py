@@ -75,7 +75,8 @@ def _check_leaf(values: pa.Array, column: str) -> None:
                 raise UnencodableValueError(
                     f"format orc: column {column!r} holds the date {bad}, which does not exist "
                     "in the hybrid Julian/Gregorian calendar ORC files count in (1582-10-05 to "
-                    "1582-10-14 were skipped); use format parquet to keep it")
+                    "1582-10-14 were skipped); use format parquet to keep it",
+                    column=column, reason="calendar_gap")
     elif pa.types.is_timestamp(values.type) and values.type.tz is not None:
         micros = values.cast(pa.timestamp("us", values.type.tz)).cast(pa.int64())
         low, high = (v.as_py() for v in pc.min_max(micros).values())
@@ -86,7 +87,7 @@ def _check_leaf(values: pa.Array, column: str) -> None:
             raise UnencodableValueError(
                 f"format orc: column {column!r} holds {_instant(bad)}, outside "
                 "1677-09-21..2262-04-11 (pyarrow reads ORC timestamps as nanoseconds); use "
-                "format parquet to keep it")
+                "format parquet to keep it", column=column, reason="timestamp_range")
         if low < 0:
             # a fraction of a second: not a whole multiple (pyarrow has no remainder kernel
             # before 26; an integer division rounds either way, a multiple comes back whole)
@@ -97,7 +98,8 @@ def _check_leaf(values: pa.Array, column: str) -> None:
                 raise UnencodableValueError(
                     f"format orc: column {column!r} holds {_instant(bad)}: pyarrow's ORC writer "
                     "stores timestamps before 1970 with a fraction of a second in a form "
-                    "Spark's ORC reader rejects (ORC-763); use format parquet to keep it")
+                    "Spark's ORC reader rejects (ORC-763); use format parquet to keep it",
+                    column=column, reason="timestamp_fraction")
 
 
 def _instant(micros: int) -> str:

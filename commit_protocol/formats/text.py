@@ -21,18 +21,31 @@ def encode(table: pa.Table, *, with_header: bool = False) -> bytes:
     Raises
     ------
     UnencodableValueError
-        If a value contains a line break (the message names the column and row).
+        If a value contains a line break (:func:`check_rows`).
     """
     if table.num_rows == 0:
         return b""
     values = contiguous(table.column(0)).cast(pa.large_string())
+    _check_lines(values, table.column_names[0])
+    return concat_bytes(join(values, "\n"))
+
+
+def check_rows(batch: pa.RecordBatch | pa.Table) -> None:
+    """Refuse a value holding a line break (the message names the column and how many)."""
+    if batch.num_rows:
+        column = batch.column(0)
+        values = contiguous(column) if isinstance(column, pa.ChunkedArray) else column
+        _check_lines(values.cast(pa.large_string()), batch.schema.names[0])
+
+
+def _check_lines(values: pa.Array, column: str) -> None:
     breaks = pc.match_substring_regex(values, r"[\r\n]")
     if pc.any(breaks).as_py():
-        row = pc.index(breaks, True).as_py()
+        count = pc.sum(breaks.cast(pa.int64())).as_py()
         raise UnencodableValueError(
-            f"format text: column {table.column_names[0]!r} row {row} contains a line break, "
-            "which Spark's text reader would split into several rows; use format jsonl or csv")
-    return concat_bytes(join(values, "\n"))
+            f"format text: column {column!r} has {count} value(s) with a line break, "
+            "which Spark's text reader would split into several rows; use format jsonl or csv",
+            column=column, reason="line_break")
 
 
 def decode(data: bytes, schema: pa.Schema) -> pa.Table:

@@ -33,6 +33,8 @@ METRICS: dict[str, str] = {
     "rows-lastBatch": "rows of the last batch",
     "bytes-lastBatch": "bytes of the last batch",
     "files-lastBatch": "part files the last batch appended to",
+    "rowsQuarantined-total": "rows refused and kept in the quarantine (errors.mode=quarantine)",
+    "rowsQuarantined-lastBatch": "rows the last batch refused",
     "filesFinalized-lastBatch": "part files the last batch finished",
     "filesInProgress": "files open across batches: committed rows Spark's readers cannot see yet",
     "filesInProgress-bytes": "their bytes",

@@ -19,7 +19,8 @@ other field as it is. Everything that shows the totals says how many batches the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,10 +33,12 @@ UNCOUNTED = "totalsUncounted"  # batches the totals miss, kept where every relea
 
 def advanced(extra: dict[str, Any], *, after: int, batch_id: int,
              files: Sequence[FileReport], appended: tuple[int, int, int],
-             finalized: int, now_ms: int) -> dict[str, Any]:
+             finalized: int, now_ms: int,
+             refused: Mapping[str, int] | None = None) -> dict[str, Any]:
     """``extra`` (of the state of batch ``after``; -1: none) with the totals moved on to batch
     ``batch_id``: its tasks' ``files``, what they ``appended`` (tasks, rows, bytes, as the
-    state records it) and the ``finalized`` files its commit publishes (how many), at ``now_ms``.
+    state records it), the ``finalized`` files its commit publishes (how many) and the rows
+    it ``refused`` by reason (``errors.mode=quarantine``), at ``now_ms``.
 
     >>> first = advanced({}, after=-1, batch_id=0, files=[], appended=(1, 5, 50),
     ...                  finalized=0, now_ms=7)
@@ -53,7 +56,15 @@ def advanced(extra: dict[str, Any], *, after: int, batch_id: int,
     added = {"rows": rows, "bytes": size,
              "filesCreated": sum(1 for f in files if f.new_records and f.records == f.new_records),
              "filesFinalized": finalized, "idleBatches": int(rows == 0)}
-    totals = {key: int(before.get(key, 0)) + value for key, value in added.items()}
+    totals: dict[str, Any] = {key: int(before.get(key, 0)) + value
+                              for key, value in added.items()}
+    refused = dict(refused or {})
+    by_reason = Counter(before.get("quarantinedByReason") or {})
+    by_reason.update(refused)
+    if by_reason:  # (an output that never refused a row carries no such fields)
+        totals.update(quarantined=sum(by_reason.values()),
+                      quarantinedByReason=dict(sorted(by_reason.items())),
+                      lastBatchQuarantined=sum(refused.values()))
     return {**extra, TOTALS: {**totals, "lastBatchFiles": len(files), "batch": batch_id,
                               "committedMs": now_ms},
             UNCOUNTED: int(extra.get(UNCOUNTED, 0)) + _uncounted(before, after)}
@@ -88,6 +99,9 @@ def gauges_of(state: SinkState) -> dict[str, int]:
         "rows-lastBatch": rows, "bytes-lastBatch": size,
         "files-lastBatch": totals.get("lastBatchFiles", 0),
         "filesFinalized-lastBatch": len(state.publish),
+        "rowsQuarantined-total": totals.get("quarantined", 0),
+        "rowsQuarantined-lastBatch": totals.get("lastBatchQuarantined", 0)
+        if totals.get("batch") == state.batch_id else 0,
         "filesInProgress": len(open_files),
         "filesInProgress-bytes": sum(f.size for f in open_files),
         "filesInProgress-rows": in_progress_rows,

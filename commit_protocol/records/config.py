@@ -92,6 +92,10 @@ class SinkConfig:
     # Spark's streaming metrics on: the driver directory the commits leave the query's
     # metrics in (commit_protocol.metrics), set by rotsink's start of the query
     metrics_mailbox: str | None = None
+    # errors.mode=quarantine: the config of the output that rows this one refuses go to
+    # (commit_protocol.quarantine), None with errors.mode=fail; errors.maxQuarantinedShare
+    quarantine: SinkConfig | None = None
+    max_quarantined_share: float | None = None
 
     @property
     def all_terms(self) -> tuple[PartitionTerm, ...]:

@@ -63,7 +63,9 @@ class TaskReport:
     append in place to the partition's committed in-progress files. ``basis`` is the state
     the task was planned from (None when its plan was not read from the log).
     ``time_zone`` is the zone the task's timestamp partition columns arrived in (Spark's
-    session zone, which names their directories), None without one.
+    session zone, which names their directories), None without one. With
+    ``errors.mode=quarantine``, ``quarantined`` are the files of the quarantine the task
+    wrote the rows it refused to, and ``refused`` counts those rows by reason.
     """
 
     batch_id: int
@@ -75,3 +77,12 @@ class TaskReport:
     claimed: bool = False
     basis: PlanBasis | None = None
     time_zone: str | None = None
+    quarantined: tuple[FileReport, ...] = ()
+    refused: tuple[tuple[str, int], ...] = ()
+
+
+def planned_basis(messages: list[TaskReport | None]) -> PlanBasis | None:
+    """The state every task of the batch was planned from; None when the reports carry none
+    (made without a plan read from the log) or, which one planning cannot give, several."""
+    bases = {m.basis for m in messages if m is not None}
+    return bases.pop() if len(bases) == 1 else None

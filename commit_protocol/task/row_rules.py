@@ -73,4 +73,4 @@ filter them in the query (coalesce, or where id IS NOT NULL)
                 f"column {name!r} is NOT NULL in the {table or 'output'} table, and batch "
                 f"{batch_id} has {nulls} null value(s) in it: nothing of the batch is "
                 f"committed; fill or filter them in the query (coalesce, or where {name} IS "
-                "NOT NULL)")
+                "NOT NULL)", column=name, reason="not_null")

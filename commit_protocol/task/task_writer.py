@@ -20,7 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from commit_protocol.formats import check_rows
 from commit_protocol.formats.arrow import coalesce
+from commit_protocol.quarantine import QuarantineWriter, sort_out
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import TaskReport
 from commit_protocol.records.plan import WritePlan
@@ -77,6 +79,8 @@ class TaskWriter:
         self.ratio = FinishedRatio()
         self.held = HeldRows(limit=config.row_group_bytes)
         self.early = EarlySync(storage, enabled=config.fsync)
+        self.quarantine = None if config.quarantine is None else QuarantineWriter(
+            config.quarantine, batch_id=batch_id, partition=partition, query_id=query_id)
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""
@@ -200,24 +204,41 @@ class TaskWriter:
         return False
 
     def _report(self, *, skipped: bool) -> TaskReport:
+        quarantine = self.quarantine
         return TaskReport(batch_id=self.batch_id, partition=self.partition, attempt=self.attempt,
                           query_id=self.query_id, files=tuple(f.report() for f in self.touched),
                           skipped=skipped, claimed=bool(self.claimed), basis=self.plan.basis,
-                          time_zone=self.time_zone)
+                          time_zone=self.time_zone,
+                          quarantined=() if quarantine is None else quarantine.reports(),
+                          refused=() if quarantine is None else
+                          tuple(sorted(quarantine.counts.items())))
 
     # -- rows into files -----------------------------------------------------------------
     def _write_chunk(self, batch: pa.RecordBatch) -> None:
         """One chunk of the task's rows, split by partition directory (the pipeline's
-        worker thread: the only one writing files while rows arrive)."""
-        batch = ruled(batch, self.config, batch_id=self.batch_id)
-        self.time_zone = self.time_zone or partition_zone(batch, self.config.partition_by)
-        for directory, rows in split_by_partition(batch, self.config.partition_by,
-                                                 self.config.partition_terms):
-            if rows.num_rows:
-                self._write_rows(directory, rows)
+        worker thread: the only one writing files while rows arrive); with
+        ``errors.mode=quarantine``, less the rows the output refuses, which go to the
+        quarantine (:mod:`commit_protocol.quarantine`)."""
+        if self.quarantine is None:
+            kept = [ruled(batch, self.config, batch_id=self.batch_id)]
+        else:
+            kept, refused = sort_out(batch, self._checked)
+            self.quarantine.add(refused)
+        for rows in kept:
+            self.time_zone = self.time_zone or partition_zone(rows, self.config.partition_by)
+            for directory, part in split_by_partition(rows, self.config.partition_by,
+                                                     self.config.partition_terms):
+                if part.num_rows:
+                    self._write_rows(directory, part)
         for f in self.open.values():
             if isinstance(f, RowPartFile):
                 self.early.note(f.temp, f.written)
+
+    def _checked(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` as the table takes it, checked by the format too (a refusal raises)."""
+        batch = ruled(batch, self.config, batch_id=self.batch_id)
+        check_rows(self.config.format, batch)
+        return batch
 
     def _write_rows(self, directory: str, rows: pa.RecordBatch) -> None:
         """Give ``rows`` to the directory's open file, rolling it whenever it is full."""

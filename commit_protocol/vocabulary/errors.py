@@ -55,7 +55,30 @@ class IntegrityError(RotsinkError):
     spliced, or is read with the wrong key. The message names the file and the byte offset."""
 
 
-class UnencodableValueError(RotsinkError, ValueError):
+class RowRefusedError(RotsinkError, ValueError):
+    """A row the output cannot take, for a reason of its own (``errors.mode=quarantine``
+    keeps such rows aside instead of failing the batch: :mod:`commit_protocol.quarantine`).
+
+    ``column`` names the column at fault (None: the row as a whole) and ``reason`` is a short
+    stable code (``line_break``, ``not_null``...) the quarantine records and counts.
+    """
+
+    def __init__(self, message: str, *, column: str | None = None,
+                 reason: str = "refused") -> None:
+        super().__init__(message)
+        self.column = column
+        self.reason = reason
+
+    def __reduce__(self) -> tuple:  # pickled between Spark's workers with its fields
+        return (_rebuilt, (type(self), str(self), self.column, self.reason))
+
+
+def _rebuilt(cls: type[RowRefusedError], message: str, column: str | None,
+             reason: str) -> RowRefusedError:
+    return cls(message, column=column, reason=reason)
+
+
+class UnencodableValueError(RowRefusedError):
     """A value cannot be written in the chosen format (e.g. a line break in format text)."""
 
 
@@ -110,6 +133,11 @@ class AfterCommitError(CommitError):
     cause and what to do (restart the query, whose replay catches the step up)."""
 
 
-class ConstraintError(RotsinkError, ValueError):
+class ConstraintError(RowRefusedError):
     """A row breaks a constraint of the table the output follows (a null in a NOT NULL
     column): the task fails before writing it, so nothing of the batch becomes visible."""
+
+
+class QuarantineLimitError(RotsinkError):
+    """More of a batch's rows were refused than ``errors.maxQuarantinedShare`` allows: the
+    batch fails and nothing of it is committed (a broken upstream stops the stream)."""

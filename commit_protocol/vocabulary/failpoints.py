@@ -78,7 +78,13 @@ TABLE_POINTS = (
     "table.before_expire",      # driver: Iceberg snapshots due for expiry, none expired yet
     "table.after_expire",       # driver: snapshots expired, the files only they named not deleted
 )
-ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS + TABLE_POINTS
+QUARANTINE_POINTS = (
+    "quarantine.before_commit",  # driver: a batch's refused rows checked, the quarantine's
+                                 # commit of them not yet made
+    "quarantine.after_commit",   # driver: the quarantine committed them, the output's log
+                                 # not yet staged
+)
+ALL_POINTS = TASK_POINTS + DRIVER_POINTS + LOG_POINTS + TABLE_POINTS + QUARANTINE_POINTS
 
 _hits: dict[str, int] = {}
 

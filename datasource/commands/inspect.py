@@ -74,7 +74,26 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
             f"format: {state.format}, {partitioning(state.partitioned_by)}",
             *(totals_lines(gauges_of(state)) if TOTALS in state.extra else
               ["totals: none in this log (its batches were committed by a release that kept "
-               "none; the next commit starts them)"])]
+               "none; the next commit starts them)"]),
+            *quarantine_lines(state.extra.get(TOTALS) or {})]
+
+
+def quarantine_lines(totals: dict) -> list[str]:
+    """The rows the output refused, by reason (``errors.mode=quarantine``); none if none.
+
+    >>> print(*quarantine_lines({"quarantined": 5, "lastBatchQuarantined": 0,
+    ...     "quarantinedByReason": {"line_break": 4, "not_null": 1}}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    quarantined: 5 row(s) refused (line_break 4, not_null 1), 0 in the last batch; kept in
+    the quarantine (errors.quarantinePath, default <path>/_quarantine)
+    """
+    if not totals.get("quarantined"):
+        return []
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in
+                        sorted((totals.get("quarantinedByReason") or {}).items()))
+    return [f"quarantined: {totals['quarantined']:,} row(s) refused ({reasons}), "
+            f"{totals.get('lastBatchQuarantined', 0):,} in the last batch; kept in the "
+            "quarantine (errors.quarantinePath, default <path>/_quarantine)"]
 
 
 def totals_lines(gauges: dict[str, int]) -> list[str]:

@@ -32,6 +32,8 @@ ENCRYPTION_KEY, ENCRYPTION_KEY_ID = "encryption.key", "encryption.keyId"
 ENCRYPTION_KEYS = "encryption.keys"
 FS_PREFIX = "fs."
 TABLE_FORMAT = "table.format"
+ERRORS_MODE, QUARANTINE_PATH = "errors.mode", "errors.quarantinePath"
+MAX_QUARANTINED_SHARE = "errors.maxQuarantinedShare"
 # table.<key>: an option of the table format (table.identifier, table.catalog.<property>,
 # table.storage.<KEY>...), which the format checks (commit_protocol.tables.TableFormat)
 TABLE_PREFIX = "table."
@@ -70,7 +72,7 @@ SINK_OPTIONS = (PATH, FORMAT, COMPRESSION, COMPRESSION_LEVEL, MAX_BYTES, MAX_REC
                 FILE_SUFFIX, MAX_OPEN_FILES, ROW_GROUP_BYTES, STRIPE_BYTES, COMPACT_INTERVAL,
                 RETENTION, CLEANUP_DELAY, FEED_RETENTION, PARTITION_COMMIT_DELAY,
                 SCHEMA_EVOLUTION, FSYNC, ENCRYPTION_KEY, ENCRYPTION_KEY_ID, ENCRYPTION_KEYS,
-                TABLE_FORMAT,
+                TABLE_FORMAT, ERRORS_MODE, QUARANTINE_PATH, MAX_QUARANTINED_SHARE,
                 *SPARK_WRITER_OPTIONS[1:])
 FEED_OPTIONS = (STARTING_BATCH, MAX_BATCHES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
                 MAX_BYTES_PER_TRIGGER)

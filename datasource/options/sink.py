@@ -52,6 +52,7 @@ from datasource.options.names import (
     WRITER_PARTITION_COLUMNS,
     reject_unknown,
 )
+from datasource.options.quarantine import with_error_policy
 from datasource.options.tables import check_table_options, table_format
 from datasource.options.values import (
     driver_path,
@@ -124,7 +125,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         metrics_mailbox=given(METRICS_MAILBOX),
     )
     check_table_options(config)
-    return config
+    return with_error_policy(config, opts, parse_sink_options)
 
 
 def _table_options(options: Mapping[str, str], entry: TableFormat | None) -> dict[str, str]:

@@ -7,6 +7,7 @@ import re
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from commit_protocol.commit.committer import Committer
@@ -32,6 +33,7 @@ def test_every_hit_in_the_code_is_registered_and_every_name_is_hit():
 def protocol_run(tmp_path: Path) -> None:
     """One small run that passes every failpoint: appends that roll, a commit with renames,
     a fenced resume, a compaction with cleanup (keeping states for change feeds), an abort,
+    a refused row quarantined,
     staged Parquet files encoded by a task and by the driver, a partition completed (its
     _SUCCESS marker)."""
     cfg = config(tmp_path, compact_interval=2, cleanup_delay_ms=0,
@@ -40,6 +42,12 @@ def protocol_run(tmp_path: Path) -> None:
     storage_of(cfg).create_marker(partition_claim(1, 0))  # a zombie holds batch 1's claim
     commit(tmp_path, cfg, 1, run_task(tmp_path, cfg, 1, [rows(4, 1)]))
     Committer(storage_of(cfg), cfg, SCHEMA_JSON).abort(2, [None])
+    # errors.mode=quarantine: a null in a NOT NULL column, kept in the quarantine
+    refusing = config(tmp_path, path=str(tmp_path / "refusing"), required_columns=("id",),
+                      quarantine=config(tmp_path, path=str(tmp_path / "refusing" / "_bad"),
+                                        rotation={"max_batches": 1}))
+    commit(tmp_path, refusing, 0, run_task(tmp_path, refusing, 0, [
+        pa.record_batch({"id": pa.array([1, None], pa.int64())})]))
     # Parquet: a task encodes the file its record limit rolls; the driver the one that
     # inactivity rolls at the next commit, where no task touched it.
     bulk = config(tmp_path, path=str(tmp_path / "bulk"), format="parquet",

@@ -129,5 +129,6 @@ def with_generated(batch: pa.RecordBatch, columns: tuple[Generated, ...]) -> pa.
             raise ConstraintError(f"column {g.name!r} is generated as {g.expression} in the "
                                   f"delta table, and {differs} row(s) give it another value: "
                                   "nothing of the batch is committed; leave the column out "
-                                  "(rotsink computes it) or compute it as the table does")
+                                  "(rotsink computes it) or compute it as the table does",
+                                  column=g.name, reason="generated_column")
     return batch
