@@ -86,6 +86,14 @@ def output_rows(cfg: SinkConfig) -> list[dict]:
     return [json.loads(line) for p in paths for line in Path(p).read_text().splitlines()]
 
 
+def assert_both_verify(cfg: SinkConfig) -> None:
+    """``rotsink verify`` finds the output and its quarantine whole, nothing pending."""
+    assert cfg.quarantine is not None
+    for path in (cfg.path, cfg.quarantine.path):
+        found = verify_output(open_storage(path), commit_timeout_s=0)
+        assert found.ok and not found.pending, found.problems
+
+
 def as_json(row: dict) -> dict:
     """``row`` as JSON lines write it (Spark's JSON: ISO dates)."""
     return {k: v.isoformat() if isinstance(v, dt.date) else v for k, v in row.items()}
@@ -141,9 +149,7 @@ def test_each_value_a_format_refuses_is_kept_with_its_reason(tmp_path, fmt, sche
     if fmt == "text":  # a null is written as an empty line (as Spark's text writer does)
         expected = [{"value": r["value"] or ""} for r in expected]
     assert output_rows(cfg) == expected
-    for path in (cfg.path, cfg.quarantine.path):
-        found = verify_output(open_storage(path), commit_timeout_s=0)
-        assert found.ok, found.problems
+    assert_both_verify(cfg)
 
 
 @pytest.fixture
@@ -167,10 +173,11 @@ def test_a_table_s_not_null_and_generated_columns_are_reasons(tmp_path, fresh_pr
     DeltaTable.create(str(out), Schema(fields), partition_by=["day"])
     cfg = sink(out, format="parquet", **{"table.format": "delta", "partitionBy": "day"})
     noon = dt.datetime(2026, 11, 30, 12, tzinfo=UTC)
-    rows = [{"id": 1, "ts": noon, "day": dt.date(2026, 11, 30)},
-            {"id": None, "ts": noon, "day": dt.date(2026, 11, 30)},
-            {"id": 3, "ts": noon, "day": dt.date(2000, 1, 1)},
-            {"id": 4, "ts": None, "day": None}]
+    rows: list[dict] = [
+        {"id": 1, "ts": noon, "day": dt.date(2026, 11, 30)},
+        {"id": None, "ts": noon, "day": dt.date(2026, 11, 30)},
+        {"id": 3, "ts": noon, "day": dt.date(2000, 1, 1)},
+        {"id": 4, "ts": None, "day": None}]
     batch = pa.RecordBatch.from_pylist(rows, schema=pa.schema([
         ("id", pa.int64()), ("ts", pa.timestamp("us", "UTC")), ("day", pa.date32())]))
     run(cfg, [batch])
@@ -240,9 +247,7 @@ def test_a_step_raising_leaves_each_row_in_exactly_one_output_once(tmp_path, mon
                if n is None}
     assert kept == Counter(refused), query.failures
     assert written == Counter(set(range(BATCHES * ROWS)) - refused), query.failures
-    for path in (cfg.path, cfg.quarantine.path):
-        found = verify_output(open_storage(path), commit_timeout_s=0)
-        assert found.ok and not found.pending, found.problems
+    assert_both_verify(cfg)
 
 
 def test_the_replay_of_a_batch_the_quarantine_holds_commits_the_output_alone(
