@@ -53,6 +53,7 @@ from commit_protocol.vocabulary.failpoints import (
     ALL_POINTS,
     ENV_VAR,
     FILE_ENV_VAR,
+    QUARANTINE_POINTS,
     TABLE_POINTS,
     TASK_POINTS,
     parse,
@@ -61,7 +62,7 @@ from tests.crash_job import CLASS_ARCHIVE, INPUT_SCHEMA, RESTARTS, SPARK_TABLE_R
 from tests.support.crash_reader import SCHEMA as READ_SCHEMA
 from tests.support.crash_reader import BesideReader, ReaderTally
 from tests.support.feed_follower import Follower
-from tests.support.streams import tag_of, write_numbered_source
+from tests.support.streams import has_null_name, tag_of, write_numbered_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SINK_OPTIONS = {
@@ -222,6 +223,9 @@ class CrashLoop:
     # ids the input holds more than once (a Kafka producer that retried: at least once) ->
     # how often; the output must hold each as often as the input does
     input_counts: Counter = field(default_factory=Counter)
+    # every eleventh input row with a null name, which a NOT NULL column of the table refuses:
+    # with errors.mode=quarantine, those rows are in the quarantine (quarantine_loop)
+    null_names: bool = False
 
     def __post_init__(self) -> None:
         if self.schema_change:
@@ -237,6 +241,12 @@ class CrashLoop:
     @property
     def rows_in(self) -> int:
         return self.files_written * self.rows_per_file
+
+    @property
+    def quarantine_url(self) -> str:
+        """Where the rows the output refuses are kept ("": errors.mode=fail)."""
+        return (f"{self.out_url}/_quarantine" if self.options.get("errors.mode") == "quarantine"
+                else "")
 
     @property
     def read_options(self) -> dict[str, str]:
@@ -323,7 +333,8 @@ class CrashLoop:
         """The next ``files_per_life`` numbered input files."""
         write_numbered_source(self.source, files=self.files_per_life,
                               rows_per_file=self.rows_per_file, start_file=self.files_written,
-                              group_by_file=self.group_by_file, tagged=self.schema_change)
+                              group_by_file=self.group_by_file, tagged=self.schema_change,
+                              null_names=self.null_names)
 
     def _commit_a_batch_of_the_first_schema(self) -> None:
         """The life killed where a schema change commits needs a schema to change: a clean
@@ -527,6 +538,7 @@ class CrashLoop:
         a raise life's restarts) must have repaired everything itself."""
         from commit_protocol.checks.verification import verify_output
         from commit_protocol.crypto.keys import KeyRefs
+        from commit_protocol.storage import open_storage
         from datasource.options.sink import fs_options
 
         keys = KeyRefs.from_options(self.options)
@@ -542,6 +554,11 @@ class CrashLoop:
         # may outlive it for a moment and race the repair, which both must survive
         result = verify_output(self.storage(), ring=keys.ring() if keys else None, repair=True,
                                commit_timeout_s=0, fs_options=fs_options(self.options))
+        if self.quarantine_url:  # the quarantine is an output of its own: the same checks
+            kept = verify_output(open_storage(self.quarantine_url), repair=True,
+                                 commit_timeout_s=0)
+            self.tally.problems += [f"life {index} ({life.label}), the quarantine: {p}"
+                                    for p in kept.problems]
         if self.options.get("table.format"):
             self._check_table(index, life, when="after verify --repair")
         if result.latest is None and not result.pending and not result.repaired:
@@ -643,6 +660,24 @@ def table_loop(workdir: Path, table_format: str, *, seed: int = 7,
     return CrashLoop(workdir, seed=seed, options={**options, "format": "parquet",
                                                   "table.format": table_format},
                      group_by_file=True, schema_change=schema_change)
+
+
+def quarantine_loop(workdir: Path, *, seed: int = 7) -> CrashLoop:
+    """Parquet into a Delta table another writer made with ``name`` NOT NULL, which the
+    stream joins; every eleventh input row has a null name, and ``errors.mode=quarantine``
+    keeps those rows aside: every input row must be in the table's output or in the
+    quarantine, once (:func:`check_output`)."""
+    from deltalake import DeltaTable, Field, Schema
+    from deltalake.schema import PrimitiveType
+
+    loop = table_loop(workdir, "delta", seed=seed)
+    loop.options["errors.mode"] = "quarantine"
+    loop.null_names = True
+    DeltaTable.create(loop.out_url, Schema([
+        Field("id", PrimitiveType("long")), Field("name", PrimitiveType("string"), nullable=False),
+        Field("grp", PrimitiveType("string")), Field("score", PrimitiveType("double"))]),
+        partition_by=["grp"])
+    return loop
 
 
 def table_points(table_format: str) -> tuple[str, ...]:
@@ -750,11 +785,16 @@ class Outcome:
     # with a schema change: rows holding the added field, rows without it (written before
     # the change), rows holding a wrong value
     tags: tuple[int, int, int] | None = None
+    # errors.mode=quarantine: the rows the quarantine holds (counted with the output's rows
+    # above), and how many of them the input did not give a null name
+    quarantined: int | None = None
+    quarantined_wrongly: int = 0
 
     @property
     def exact(self) -> bool:
         return (self.lost == 0 and self.duplicated == 0 and self.rotsink_rows == self.rows_in
-                and self.spark_matches_finalized is not False)
+                and self.spark_matches_finalized is not False
+                and self.quarantined_wrongly == 0)
 
 
 def spark_ids(spark, loop: CrashLoop, finalized: Counter) -> Counter:
@@ -782,6 +822,11 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
         return Counter(r.id for r in reader.load(loop.out_url).select("id").collect())
 
     seen, finalized = ids(), ids(includeInProgress="false")
+    kept = None
+    if loop.quarantine_url:  # the rows the output refused: each input row in one of the two
+        kept = Counter(json.loads(r.row)["id"] for r in spark.read.json(
+            loop.quarantine_url).select("row").collect())
+        seen = seen + kept
     spark_seen = None
     if "://" not in loop.out_url and "encryption.key" not in loop.options:
         spark_seen = spark_ids(spark, loop, finalized)
@@ -804,7 +849,10 @@ def check_output(spark, loop: CrashLoop) -> Outcome:
                    finalized_rows=sum(finalized.values()),
                    spark_rows=None if spark_seen is None else sum(spark_seen.values()),
                    spark_matches_finalized=None if spark_seen is None else spark_seen == finalized,
-                   batches=latest + 1)
+                   batches=latest + 1,
+                   quarantined=None if kept is None else sum(kept.values()),
+                   quarantined_wrongly=0 if kept is None else sum(
+                       1 for i in kept if not has_null_name(i)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -865,7 +913,8 @@ def main(argv: list[str] | None = None) -> int:
         loop = cloud_table_loop(workdir, args.store, endpoint, args.table, seed=args.seed,
                                 schema_change=True)
     points = tuple(p for p in ALL_POINTS if (args.bulk or args.table or p not in CONVERT_POINTS)
-                   and (p in table_points(args.table) if args.table else p not in TABLE_POINTS))
+                   and (p in table_points(args.table) if args.table else p not in TABLE_POINTS)
+                   and p not in QUARANTINE_POINTS)
     loop.run(random_kills=args.random_kills, points=points)
     spark = local_session(app_name="rotsink-crash-loop-check")
     spark.sparkContext.setLogLevel("ERROR")
@@ -905,6 +954,9 @@ def summary(loop: CrashLoop, outcome: Outcome, wall_s: float) -> str:
            "after a run's end beside spark.read.parquet"] if loop.spark_table_reads else []),
         f"batches {outcome.batches}, rows in {outcome.rows_in}, rotsink reader "
         f"{outcome.rotsink_rows}, lost {outcome.lost}, duplicated {outcome.duplicated}",
+        *([f"of those, in the quarantine: {outcome.quarantined} (rows without a null name "
+           f"among them: {outcome.quarantined_wrongly})"] if outcome.quarantined is not None
+          else []),
         f"finalized rows {outcome.finalized_rows}, Spark's reader "
         + ("not run (encrypted or object-store output)" if outcome.spark_rows is None else
            f"{outcome.spark_rows} "
@@ -925,5 +977,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["CONVERT_POINTS", "SCHEMA_POINTS", "CrashLoop", "Outcome", "TABLE_POINTS",
-           "TASK_POINTS", "bulk_loop", "table_points",
+           "TASK_POINTS", "bulk_loop", "table_points", "quarantine_loop",
            "check_output", "failpoint_lives", "summary", "table_loop"]

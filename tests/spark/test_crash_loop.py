@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from commit_protocol.vocabulary.failpoints import ALL_POINTS
+from commit_protocol.vocabulary.failpoints import ALL_POINTS, QUARANTINE_POINTS
 from tests.crashloop import (
     CONVERT_POINTS,
     SCHEMA_POINTS,
@@ -34,6 +34,7 @@ from tests.crashloop import (
     check_output,
     cloud_table_loop,
     encrypted_s3_output,
+    quarantine_loop,
     summary,
     table_loop,
     table_points,
@@ -81,7 +82,8 @@ def run_loop(spark, loop: CrashLoop, shown, *, random_kills: int, points) -> Out
 def test_crash_loop_loses_and_duplicates_nothing(spark, tmp_path, shown):
     loop = CrashLoop(tmp_path, seed=SEED, schema_change=True)
     # Parquet's and the table's points: below
-    row_points = tuple(p for p in ALL_POINTS if p not in CONVERT_POINTS + TABLE_POINTS)
+    row_points = tuple(p for p in ALL_POINTS
+                       if p not in CONVERT_POINTS + TABLE_POINTS + QUARANTINE_POINTS)
     outcome = run_loop(spark, loop, shown, random_kills=KILLS, points=row_points)
     assert outcome.spark_matches_finalized, "Spark's reader must see exactly the finalized rows"
 
@@ -143,6 +145,25 @@ def test_crash_loop_with_a_table(spark, tmp_path, shown, table_format):
     assert loop.tally.table_rows == outcome.finalized_rows > 0
     if loop.spark_table_reads:
         assert loop.tally.spark_table_reads > 0 and loop.tally.spark_final_checks > 0
+
+
+@pytest.mark.slow
+def test_crash_loop_with_rows_the_table_refuses(spark, tmp_path, shown):
+    """``errors.mode=quarantine`` into a Delta table another writer made with ``name`` NOT
+    NULL, every eleventh input row's name null: the driver killed, and the step raising,
+    before and after the quarantine's commit (and around the output's commit point, beside
+    it), then at random. After every life both outputs pass ``verify``; at the end every
+    input row is in the table's output or in the quarantine once, and the quarantine holds
+    exactly the rows with a null name."""
+    from tests.support.streams import has_null_name
+
+    loop = quarantine_loop(tmp_path, seed=SEED)
+    points = sized(QUARANTINE_POINTS + ("driver.after_stage", "driver.before_log_write",
+                                        "task.before_report"), QUARANTINE_POINTS)
+    outcome = run_loop(spark, loop, shown, random_kills=KILLS // 2, points=points)
+    assert outcome.quarantined == sum(has_null_name(i) for i in range(outcome.rows_in)) > 0
+    assert outcome.quarantined_wrongly == 0
+    assert loop.tally.table_rows == outcome.finalized_rows > 0
 
 
 @pytest.mark.slow

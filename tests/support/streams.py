@@ -19,24 +19,32 @@ def group_of(row_id: int, *, rows_per_file: int = 0) -> str:
 
 def write_numbered_source(directory: Path, *, files: int, rows_per_file: int,
                           start_file: int = 0, group_by_file: bool = False,
-                          tagged: bool = False) -> int:
+                          tagged: bool = False, null_names: bool = False) -> int:
     """``files`` JSON files of uniquely numbered rows; returns the total row count written.
     ``tagged``: each row also has a field ``tag`` (``t<id>``), which :data:`SCHEMA` leaves
-    out and :data:`SCHEMA_V2` reads: the field a producer adds to a topic."""
+    out and :data:`SCHEMA_V2` reads: the field a producer adds to a topic. ``null_names``:
+    the rows :func:`has_null_name` says have a null ``name``."""
     directory.mkdir(parents=True, exist_ok=True)
     per_file = rows_per_file if group_by_file else 0
     for f in range(start_file, start_file + files):
-        lines = [numbered_row(f * rows_per_file + r, rows_per_file=per_file, tagged=tagged)
+        lines = [numbered_row(f * rows_per_file + r, rows_per_file=per_file, tagged=tagged,
+                              null_name=null_names and has_null_name(f * rows_per_file + r))
                  for r in range(rows_per_file)]
         (directory / f"in-{f:05d}.json").write_text("\n".join(lines) + "\n")
     return files * rows_per_file
 
 
-def numbered_row(i: int, *, rows_per_file: int = 0, tagged: bool = False) -> str:
+def numbered_row(i: int, *, rows_per_file: int = 0, tagged: bool = False,
+                 null_name: bool = False) -> str:
     """Row ``i`` as a JSON line (quotes, a backslash and a non-ASCII letter in its name)."""
-    row = {"id": i, "name": f"row \"{i}\", ü\\",
+    row = {"id": i, "name": None if null_name else f"row \"{i}\", ü\\",
            "grp": group_of(i, rows_per_file=rows_per_file), "score": i / 4}
     return json.dumps({**row, "tag": tag_of(i)} if tagged else row)
+
+
+def has_null_name(row_id: int) -> bool:
+    """Whether a source written with ``null_names`` gives row ``row_id`` a null name."""
+    return row_id % 11 == 5
 
 
 def tag_of(row_id: int) -> str:
