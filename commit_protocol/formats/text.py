@@ -45,7 +45,9 @@ def _check_lines(values: pa.Array, column: str) -> None:
         raise UnencodableValueError(
             f"format text: column {column!r} has {count} value(s) with a line break, "
             "which Spark's text reader would split into several rows; use format jsonl or csv",
-            column=column, reason="line_break")
+            column=column, reason="line_break", rows=breaks,
+            detail=f"format text: a line break in column {column!r}, which Spark's text "
+                   "reader would split into several rows; format jsonl or csv keep it")
 
 
 def decode(data: bytes, schema: pa.Schema) -> pa.Table:

@@ -4,7 +4,8 @@ A refused row is kept as it came, as a JSON object (``row``) written as rotsink'
 write rows (Spark's JSON: base64 binaries, ISO dates and instants), so the quarantine's schema
 never changes when the output's does, and a row that no column type of the output could
 hold still fits. Beside it: the column at fault (null when the row as a whole is refused),
-the reason's code, the whole message, the output's batch and the query that refused it.
+the reason's code, what is wrong with the row, the output's batch and the query that refused
+it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ QUARANTINE_SCHEMA = pa.schema([
     pa.field("row", pa.string()),              # the row as it came, a JSON object
     pa.field("column", pa.string()),           # the column at fault (null: the whole row)
     pa.field("reason", pa.string()),           # line_break, not_null, calendar_gap...
-    pa.field("message", pa.string()),          # the refusal as errors.mode=fail raises it
+    pa.field("message", pa.string()),          # what is wrong with the row
     pa.field("batch_id", pa.int64()),          # the output's micro-batch
     pa.field("query_id", pa.string()),         # Spark's id of the query
     pa.field("quarantined_at", pa.timestamp("us", "UTC")),
@@ -46,7 +47,7 @@ def quarantine_rows(refused: Sequence[Refused], *, batch_id: int, query_id: str,
         pa.array(lines, pa.string()),
         pa.array([r.error.column for r in refused], pa.string()),
         pa.array([r.error.reason for r in refused], pa.string()),
-        pa.array([str(r.error) for r in refused], pa.string()),
+        pa.array([r.error.detail or str(r.error) for r in refused], pa.string()),
         pa.array([batch_id] * count, pa.int64()),
         pa.array([query_id] * count, pa.string()),
         pa.array([now_ms * 1000] * count, pa.int64()).cast(pa.timestamp("us", "UTC")),

@@ -1,11 +1,14 @@
 """Which rows of a chunk the output refuses, found by the checks that refuse them.
 
 The checks (a format's ``check_rows``, a table's row rules) are vectorized: one call over a
-chunk of 100,000 rows. :func:`sort_out` makes that call once; only when it raises a
-:class:`~commit_protocol.vocabulary.errors.RowRefusedError` does it split the chunk in halves
-and check each, down to single rows: ``k`` bad rows among ``n`` cost ``O(k log n)`` calls,
-and a clean chunk one, the same call ``errors.mode=fail`` makes. Every check a row fails is
-found this way without a second, row-by-row version of it that could drift from the first.
+chunk of 100,000 rows. :func:`sort_out` makes that call once: a clean chunk costs what
+``errors.mode=fail`` costs. When the call raises a
+:class:`~commit_protocol.vocabulary.errors.RowRefusedError` that names the rows it refuses (a
+mask: a line break, a null), those rows are set aside and the rest checked again; one that
+does not (ORC's rarer values, found leaf by leaf in nested columns) makes it split the chunk
+in halves and check each, down to single rows: ``k`` bad rows among ``n`` cost ``O(k log n)``
+calls. Either way every check a row fails is found by the check itself, not by a second,
+row-by-row version of it that could drift from the first.
 """
 
 from __future__ import annotations
@@ -42,9 +45,23 @@ def sort_out(batch: pa.RecordBatch, step: Callable[[pa.RecordBatch], pa.RecordBa
     try:
         return [step(batch)], []
     except RowRefusedError as refusal:
+        if refusal.rows is not None and len(refusal.rows) == batch.num_rows > 1:
+            return _split_by_mask(batch, step, refusal)
         if batch.num_rows <= 1:
             return [], [Refused(batch, refusal)] if batch.num_rows else []
     half = batch.num_rows // 2
     first, first_refused = sort_out(batch.slice(0, half), step)
     second, second_refused = sort_out(batch.slice(half), step)
     return first + second, first_refused + second_refused
+
+
+def _split_by_mask(batch: pa.RecordBatch, step: Callable[[pa.RecordBatch], pa.RecordBatch],
+                   refusal: RowRefusedError) -> tuple[list[pa.RecordBatch], list[Refused]]:
+    """The rows ``refusal`` names refused; the others checked again (for other reasons)."""
+    import pyarrow.compute as pc
+
+    mask = pc.fill_null(refusal.rows, False)
+    refused = batch.filter(mask)
+    kept, others = sort_out(batch.filter(pc.invert(mask)), step)
+    return kept, [Refused(refused.slice(i, 1), refusal)
+                  for i in range(refused.num_rows)] + others

@@ -65,6 +65,8 @@ def check_required(batch: pa.RecordBatch, columns: tuple[str, ...], *, batch_id:
 table, and batch 3 has 1 null value(s) in it: nothing of the batch is committed; fill or \
 filter them in the query (coalesce, or where id IS NOT NULL)
     """
+    import pyarrow.compute as pc
+
     for name in columns:
         index = batch.schema.get_field_index(name)
         nulls = batch.column(index).null_count if index >= 0 else batch.num_rows
@@ -73,4 +75,6 @@ filter them in the query (coalesce, or where id IS NOT NULL)
                 f"column {name!r} is NOT NULL in the {table or 'output'} table, and batch "
                 f"{batch_id} has {nulls} null value(s) in it: nothing of the batch is "
                 f"committed; fill or filter them in the query (coalesce, or where {name} IS "
-                "NOT NULL)", column=name, reason="not_null")
+                "NOT NULL)", column=name, reason="not_null",
+                rows=pc.is_null(batch.column(index)) if index >= 0 else None,
+                detail=f"a null in column {name!r}, NOT NULL in the {table or 'output'} table")

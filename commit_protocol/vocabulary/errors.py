@@ -6,6 +6,8 @@ protocol failures.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RotsinkError(Exception):
     """Base class of every error rotsink raises on purpose."""
@@ -60,22 +62,27 @@ class RowRefusedError(RotsinkError, ValueError):
     keeps such rows aside instead of failing the batch: :mod:`commit_protocol.quarantine`).
 
     ``column`` names the column at fault (None: the row as a whole) and ``reason`` is a short
-    stable code (``line_break``, ``not_null``...) the quarantine records and counts.
+    stable code (``line_break``, ``not_null``...) the quarantine records and counts. A check
+    that knows which rows it refuses gives them: ``rows``, a boolean Arrow array over the
+    rows it checked, and ``detail``, what is wrong with each one (the message speaks of the
+    batch); without them, the quarantine finds the rows by checking halves.
     """
 
-    def __init__(self, message: str, *, column: str | None = None,
-                 reason: str = "refused") -> None:
+    def __init__(self, message: str, *, column: str | None = None, reason: str = "refused",
+                 rows: Any = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.column = column
         self.reason = reason
+        self.rows = rows
+        self.detail = detail
 
-    def __reduce__(self) -> tuple:  # pickled between Spark's workers with its fields
-        return (_rebuilt, (type(self), str(self), self.column, self.reason))
+    def __reduce__(self) -> tuple:  # pickled between Spark's workers: the rows stay behind
+        return (_rebuilt, (type(self), str(self), self.column, self.reason, self.detail))
 
 
-def _rebuilt(cls: type[RowRefusedError], message: str, column: str | None,
-             reason: str) -> RowRefusedError:
-    return cls(message, column=column, reason=reason)
+def _rebuilt(cls: type[RowRefusedError], message: str, column: str | None, reason: str,
+             detail: str | None) -> RowRefusedError:
+    return cls(message, column=column, reason=reason, detail=detail)
 
 
 class UnencodableValueError(RowRefusedError):

@@ -18,12 +18,12 @@ from pyspark.errors import StreamingQueryException
 RUNS, FILES, ROWS = 2, 3, 20
 
 
-def write_input(folder: Path, run: int) -> list[str]:
-    """``FILES`` JSON lines files of ``ROWS`` values; every seventh holds a line break."""
+def write_input(folder: Path, run: int, *, every: int = 7) -> list[str]:
+    """``FILES`` JSON lines files of ``ROWS`` values; every ``every``-th holds a line break."""
     folder.mkdir(parents=True, exist_ok=True)
     values = []
     for f in range(run * FILES, (run + 1) * FILES):
-        chunk = [f"v{f}-{i}" + ("\nsecond line" if (f * ROWS + i) % 7 == 0 else "")
+        chunk = [f"v{f}-{i}" + ("\nsecond line" if (f * ROWS + i) % every == 0 else "")
                  for i in range(ROWS)]
         (folder / f"in-{f:03d}.json").write_text(
             "".join(json.dumps({"value": v}) + "\n" for v in chunk))
@@ -75,3 +75,53 @@ def test_a_query_over_the_limit_fails_and_commits_nothing(spark, tmp_path):
     query.awaitTermination()  # the limit raised: the same batches commit
     assert spark.read.json(str(tmp_path / "out" / "_quarantine")).count() == sum(
         1 for i in range(FILES * ROWS) if i % 7 == 0)
+
+
+def test_spark_s_own_writers_change_the_values_rotsink_refuses(spark, tmp_path):
+    """docs/bad-rows.md's parity table: Spark's text and ORC writers take each value rotsink
+    refuses and give another one back (session zone UTC, as the docs' figures are)."""
+    import datetime as dt
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        spark.sql("SELECT 'a\nb' AS value").write.text(str(tmp_path / "text"))
+        assert [r.value for r in spark.read.text(str(tmp_path / "text")).collect()] == ["a", "b"]
+        spark.sql("SELECT date'1582-10-10' AS d, timestamp'1969-12-31 23:59:59.5' AS f, "
+                  "timestamp'2300-01-01 00:00:00' AS t").write.orc(str(tmp_path / "orc"))
+        (row,) = spark.read.orc(str(tmp_path / "orc")).collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert row.d == dt.date(1582, 10, 15)  # moved to the first day the hybrid calendar has
+    assert row.f == dt.datetime(1970, 1, 1, 0, 0, 0, 500000)  # a second late (ORC-763)
+    assert row.t == dt.datetime(2300, 1, 1)  # Spark reads it back; pyarrow cannot:
+    import pyarrow as pa
+    import pyarrow.orc as po
+
+    (written,) = (tmp_path / "orc").glob("*.orc")
+    with pytest.raises(pa.ArrowInvalid, match="out of range for nanosecond"):
+        po.read_table(str(written))
+
+
+def test_the_snippet_of_the_docs_runs_as_printed(spark, tmp_path):
+    """docs/bad-rows.md's query and read, its paths under a temporary directory and an
+    ``availableNow`` trigger: the read finds the values with line breaks, by reason."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "bad-rows.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S)
+               if b.startswith("# Quarantine\n")]
+    written = write_input(tmp_path / "in", 0, every=40)  # 2 of 60 rows: under the snippet's 5%
+    lines = spark.readStream.schema("value STRING").json(str(tmp_path / "in"))
+    runnable = (code.replace("/data/checkpoints/logs", str(tmp_path / "ck"))
+                .replace("/data/logs", str(tmp_path / "out"))
+                .replace('.start(', '.trigger(availableNow=True).start('))
+    end = runnable.index("\n", runnable.index(".start("))
+    namespace = {"lines": lines, "spark": spark}
+    exec(compile(runnable[:end], "docs/bad-rows.md", "exec"), namespace)  # noqa: S102
+    for query in spark.streams.active:
+        query.awaitTermination()
+    exec(compile(runnable[end:], "docs/bad-rows.md", "exec"), namespace)  # noqa: S102
+    counted = {(r.reason, r.column): r["count"] for r in namespace["bad"].groupBy(
+        "reason", "column").count().collect()}
+    assert counted == {("line_break", "value"): sum("\n" in v for v in written)}

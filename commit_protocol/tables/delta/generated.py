@@ -121,14 +121,15 @@ def with_generated(batch: pa.RecordBatch, columns: tuple[Generated, ...]) -> pa.
             batch = batch.append_column(pa.field(g.name, values.type), values)
             continue
         given = pc.cast(batch.column(index), values.type)
-        differs = pc.sum(pc.cast(pc.invert(pc.fill_null(pc.equal(given, values), False)),
-                                 pa.int64())).as_py() or 0
-        differs -= pc.sum(pc.cast(pc.and_(pc.is_null(given), pc.is_null(values)),
-                                  pa.int64())).as_py() or 0
+        rows = pc.and_not(pc.invert(pc.fill_null(pc.equal(given, values), False)),
+                          pc.and_(pc.is_null(given), pc.is_null(values)))
+        differs = pc.sum(pc.cast(rows, pa.int64())).as_py() or 0
         if differs:
             raise ConstraintError(f"column {g.name!r} is generated as {g.expression} in the "
                                   f"delta table, and {differs} row(s) give it another value: "
                                   "nothing of the batch is committed; leave the column out "
                                   "(rotsink computes it) or compute it as the table does",
-                                  column=g.name, reason="generated_column")
+                                  column=g.name, reason="generated_column", rows=rows,
+                                  detail=f"column {g.name!r} given a value other than "
+                                         f"{g.expression}, as the delta table generates it")
     return batch
