@@ -80,7 +80,8 @@ class TaskWriter:
         self.held = HeldRows(limit=config.row_group_bytes)
         self.early = EarlySync(storage, enabled=config.fsync)
         self.quarantine = None if config.quarantine is None else QuarantineWriter(
-            config.quarantine, batch_id=batch_id, partition=partition, query_id=query_id)
+            replace(config.quarantine, fs_options=config.fs_options),  # (vended: the plan's)
+            batch_id=batch_id, partition=partition, query_id=query_id)
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
         """Consume the task's Arrow batches; return the report the driver commits."""

@@ -361,6 +361,30 @@ def test_a_wrong_errors_option_is_named(tmp_path, options, message):
         parse_sink_options({"path": out, **given})
 
 
+def test_an_output_on_s3_keeps_its_quarantine_there(s3_endpoint):
+    """On an object store (moto's S3): the quarantine under the output's prefix, written and
+    committed with the output's storage options, read back through fsspec."""
+    import uuid
+
+    import fsspec
+
+    from tests.support.s3server import create_bucket
+
+    bucket = create_bucket(s3_endpoint, f"bad-rows-{uuid.uuid4().hex[:8]}")
+    cfg = dataclasses.replace(parse_sink_options({
+        "path": f"s3://{bucket}/events", "errors.mode": "quarantine",
+        "fs.endpoint_url": s3_endpoint}), required_columns=("note",))
+    run(cfg, [refusing_rows(0), refusing_rows(1)])
+    assert cfg.quarantine is not None and cfg.quarantine.path == f"s3://{bucket}/events/_quarantine"
+    fs = fsspec.filesystem("s3", endpoint_url=s3_endpoint)
+    paths = finalized_paths(cfg.quarantine.path, 1, {"endpoint_url": s3_endpoint})
+    rows = [json.loads(json.loads(line)["row"]) for p in paths
+            for line in fs.cat_file(str(p)).decode().splitlines()]
+    assert sorted(r["id"] for r in rows) == [3, 7, 13, 17]
+    assert verify_output(open_storage(cfg.quarantine.path, cfg.fs_options),
+                         commit_timeout_s=0).ok
+
+
 def test_the_quarantine_may_be_anywhere_else(tmp_path):
     cfg = parse_sink_options({"path": str(tmp_path / "out"), "errors.mode": "quarantine",
                               "errors.quarantinePath": str(tmp_path / "bad-rows")})
