@@ -1,8 +1,13 @@
-"""Schemas that grow: the changes ``schema.evolution=addColumns`` accepts, and their record.
+"""Schemas that grow: the changes ``schema.evolution`` accepts, and their record.
 
 A path's schema is fixed when its first batch commits. With ``schema.evolution=addColumns`` a
 restarted query may add nullable columns, at the top level or inside structs (also structs in
 arrays and map values), in any position: rows already written read back with nulls there.
+With ``widenTypes`` (alone, or ``addColumns,widenTypes``) it may widen a column's type as
+Delta's type widening and Iceberg's promotion do (:func:`widens`): the files written before
+keep their type and every file in progress is finished at the change (a file holds one type
+per column); readers read the old files as the wider type (rotsink's; Spark's Parquet and
+ORC readers given the schema: they refuse to merge the two types themselves).
 Everything else stays refused when the query starts, naming the column and the change,
 because some reader would misread the rows already written:
 
@@ -10,9 +15,8 @@ because some reader would misread the rows already written:
 change                      why refused
 ==========================  =====================================================
 a column dropped (renamed)  its rows would vanish from every reader
-a type changed or widened   Spark's Parquet and ORC readers refuse files that
-                            disagree on a column's type (``mergeSchema`` fails),
-                            so readers would not agree on old rows
+a type changed, not widened the rows already written hold values of the old type
+                            the new one cannot say (or says otherwise)
 a nullable column NOT NULL  rows already written hold nulls there
 a column added NOT NULL     rows already written have no value for it
 ==========================  =====================================================
@@ -20,9 +24,10 @@ a column added NOT NULL     rows already written have no value for it
 A column made nullable is accepted (old rows simply hold no null). Schemas are Spark's JSON
 form (``StructType.json()``): this module needs no Spark.
 
-The state records each change as ``[batch, [added paths]]`` under ``extra.schema_changes``:
-readers accept files that lack exactly those columns, and the change feed knows where a
-schema changed without reading every state.
+The state records each change as ``[batch, [added paths]]`` under ``extra.schema_changes``
+(and its widened types under ``extra.schema_widenings``): readers accept files that lack
+exactly those columns, and the change feed knows where a schema changed without reading every
+state.
 """
 
 from __future__ import annotations
@@ -33,39 +38,96 @@ from typing import Any
 
 from commit_protocol.vocabulary.errors import SchemaMismatchError
 
-NONE, ADD_COLUMNS = "none", "addColumns"
-MODES = (NONE, ADD_COLUMNS)
+NONE, ADD_COLUMNS, WIDEN_TYPES = "none", "addColumns", "widenTypes"
+MODES = (NONE, ADD_COLUMNS, WIDEN_TYPES, f"{ADD_COLUMNS},{WIDEN_TYPES}")
 _CHANGES = "schema_changes"
+_WIDENINGS = "schema_widenings"  # [[batch, [[path, from, to], ...]], ...]: beside _CHANGES,
+# whose entries releases before type widening unpack as pairs
+_INTEGERS = ("byte", "short", "integer", "long")
 
 
 @dataclass(frozen=True)
 class SchemaChange:
     """An accepted change: the dotted paths of the fields it adds (``col``, ``col.child``,
-    ``col[].child`` inside an array, ``col{}.child`` inside a map's values)."""
+    ``col[].child`` inside an array, ``col{}.child`` inside a map's values), and the
+    columns whose type it widens: ``(path, from, to)`` in Spark's type names."""
 
     added: tuple[str, ...]
+    widened: tuple[tuple[str, str, str], ...] = ()
 
 
-def compare(old_json: str, new_json: str) -> SchemaChange:
-    """The fields ``new_json`` adds to ``old_json``; ``SchemaMismatchError`` naming the first
-    column changed otherwise (see the module docstring).
+def adds_columns(mode: str) -> bool:
+    return ADD_COLUMNS in mode.split(",")
+
+
+def widens_types(mode: str) -> bool:
+    return WIDEN_TYPES in mode.split(",")
+
+
+def widens(old: Any, new: Any) -> bool:
+    """Whether Spark type ``new`` widens ``old`` as Delta's type widening and Iceberg's
+    promotion do: a wider integer, float to double, a decimal with more digits on both
+    sides of the point, date to timestamp_ntz.
+
+    >>> widens("integer", "long"), widens("decimal(10,2)", "decimal(12,4)")
+    (True, True)
+    >>> widens("long", "integer"), widens("decimal(10,2)", "decimal(10,4)")
+    (False, False)
+    """
+    if not isinstance(old, str) or not isinstance(new, str) or old == new:
+        return False
+    if old in _INTEGERS and new in _INTEGERS:
+        return _INTEGERS.index(new) > _INTEGERS.index(old)
+    if (old, new) in (("float", "double"), ("date", "timestamp_ntz")):
+        return True
+    before, after = _decimal(old), _decimal(new)
+    if before is None or after is None:
+        return False
+    (precision, scale), (wider, new_scale) = before, after
+    return new_scale >= scale and wider - new_scale >= precision - scale
+
+
+def _decimal(t: str) -> tuple[int, int] | None:
+    if not t.startswith("decimal(") or not t.endswith(")"):
+        return None
+    precision, scale = t[len("decimal("):-1].split(",")
+    return int(precision), int(scale)
+
+
+def accepted(old_json: str, new_json: str, mode: str) -> SchemaChange:
+    """The change from ``old_json`` to ``new_json`` that ``schema.evolution=mode`` allows;
+    ``SchemaMismatchError`` naming the column and the mode otherwise."""
+    change = compare(old_json, new_json, widen=widens_types(mode))
+    if change.added and not adds_columns(mode):
+        raise SchemaMismatchError(
+            f"column {change.added[0]} is added, and schema.evolution={mode} adds no columns; "
+            f"set schema.evolution={ADD_COLUMNS},{WIDEN_TYPES} to add columns too")
+    return change
+
+
+def compare(old_json: str, new_json: str, *, widen: bool = False) -> SchemaChange:
+    """The fields ``new_json`` adds to ``old_json`` (and, ``widen``, the types it widens);
+    ``SchemaMismatchError`` naming the first column changed otherwise (see the module
+    docstring).
 
     >>> old = '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true}]}'
     >>> new = ('{"type":"struct","fields":[{"name":"b","type":"string","nullable":true},'
     ...        '{"name":"a","type":"long","nullable":true}]}')
     >>> compare(old, new)
-    SchemaChange(added=('b',))
+    SchemaChange(added=('b',), widened=())
     >>> compare(new, old)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     commit_protocol.vocabulary.errors.SchemaMismatchError: column b was dropped (or renamed): ...
     """
     added: list[str] = []
-    _compare_structs(json.loads(old_json), json.loads(new_json), "", added)
-    return SchemaChange(tuple(added))
+    widened: list[tuple[str, str, str]] | None = [] if widen else None
+    _compare_structs(json.loads(old_json), json.loads(new_json), "", added, widened)
+    return SchemaChange(tuple(added), tuple(widened or ()))
 
 
-def _compare_structs(old: dict, new: dict, prefix: str, added: list[str]) -> None:
+def _compare_structs(old: dict, new: dict, prefix: str, added: list[str],
+                     widened: list[tuple[str, str, str]] | None) -> None:
     old_fields = {f["name"]: f for f in old["fields"]}
     new_fields = {f["name"]: f for f in new["fields"]}
     for name, field in old_fields.items():
@@ -80,7 +142,7 @@ def _compare_structs(old: dict, new: dict, prefix: str, added: list[str]) -> Non
             raise SchemaMismatchError(
                 f"column {path} became NOT NULL: the rows already written may hold nulls "
                 "there; keep it nullable")
-        _compare_types(field["type"], later["type"], path, added)
+        _compare_types(field["type"], later["type"], path, added, widened)
     for name, field in new_fields.items():
         if name in old_fields:
             continue
@@ -92,24 +154,28 @@ def _compare_structs(old: dict, new: dict, prefix: str, added: list[str]) -> Non
         added.append(path)
 
 
-def _compare_types(old: Any, new: Any, path: str, added: list[str]) -> None:
+def _compare_types(old: Any, new: Any, path: str, added: list[str],
+                   widened: list[tuple[str, str, str]] | None) -> None:
     kind = old.get("type") if isinstance(old, dict) else None
     if kind is not None and isinstance(new, dict) and new.get("type") == kind:
         if kind == "struct":
-            _compare_structs(old, new, path + ".", added)
+            _compare_structs(old, new, path + ".", added, widened)
             return
         if kind == "array":
             _compare_contained(old, new, "containsNull", path)
-            _compare_types(old["elementType"], new["elementType"], path + "[]", added)
+            _compare_types(old["elementType"], new["elementType"], path + "[]", added,
+                           widened)
             return
         if kind == "map":
             if old["keyType"] != new["keyType"]:
                 raise _type_changed(path + " (map keys)", old["keyType"], new["keyType"])
             _compare_contained(old, new, "valueContainsNull", path)
-            _compare_types(old["valueType"], new["valueType"], path + "{}", added)
+            _compare_types(old["valueType"], new["valueType"], path + "{}", added, widened)
             return
-    if old != new:
-        raise _type_changed(path, old, new)
+    if old != new and widened is not None and widens(old, new):
+        widened.append((path, old, new))
+    elif old != new:
+        raise _type_changed(path, old, new, widening=widened is None and widens(old, new))
 
 
 def _compare_contained(old: dict, new: dict, key: str, path: str) -> None:
@@ -118,11 +184,17 @@ def _compare_contained(old: dict, new: dict, key: str, path: str) -> None:
                                   "already written may hold nulls there")
 
 
-def _type_changed(path: str, old: Any, new: Any) -> SchemaMismatchError:
+def _type_changed(path: str, old: Any, new: Any, *, widening: bool = False
+                  ) -> SchemaMismatchError:
+    if widening:
+        return SchemaMismatchError(
+            f"column {path} widened from {_type_name(old)} to {_type_name(new)}: set "
+            f"schema.evolution={WIDEN_TYPES} (or {ADD_COLUMNS},{WIDEN_TYPES}) to widen it; "
+            "files written before keep their type and read as the wider one")
     return SchemaMismatchError(
         f"column {path} changed type from {_type_name(old)} to {_type_name(new)}: rotsink "
-        "adds columns only (Spark's Parquet and ORC readers refuse files that disagree on a "
-        "column's type, widenings included); write the new type to a new column or path")
+        "adds columns and widens types only (a wider integer, float to double, a wider "
+        "decimal, date to timestamp_ntz); write the new type to a new column or path")
 
 
 def _type_name(t: Any) -> str:
@@ -153,10 +225,10 @@ def schema_change(state: Any, schema_json: str, config: Any) -> SchemaChange | N
     allows it. The query checks the same when it starts; this is the commit's own guard."""
     if same_columns(state.schema_json, schema_json):
         return None
-    if config.schema_evolution != ADD_COLUMNS:
+    if config.schema_evolution == NONE:
         raise SchemaMismatchError(f"{config.path}: this batch writes another schema than the "
-                                  "one committed and schema.evolution is not addColumns")
-    return compare(state.schema_json, schema_json)
+                                  "one committed and schema.evolution is none")
+    return accepted(state.schema_json, schema_json, config.schema_evolution)
 
 
 def retires(config: Any) -> bool:
@@ -171,7 +243,13 @@ def retires(config: Any) -> bool:
 def retires_in_progress(state: Any, schema_json: str, config: Any) -> bool:
     """Whether a batch writing ``schema_json`` after ``state`` finishes ``state``'s files in
     progress (the tasks' plan and the commit decide it alike)."""
-    return not same_columns(state.schema_json, schema_json) and retires(config)
+    if same_columns(state.schema_json, schema_json):
+        return False
+    try:  # a widened type: a file holds one type per column, in every format
+        widened = compare(state.schema_json, schema_json, widen=True).widened
+    except SchemaMismatchError:
+        widened = ()
+    return bool(widened) or retires(config)
 
 
 # -- the record in the state ------------------------------------------------------------------
@@ -184,7 +262,18 @@ def recorded(extra: dict[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
 def with_change(extra: dict[str, Any], batch: int, change: SchemaChange) -> dict[str, Any]:
     """``extra`` with ``change`` recorded as made by ``batch``."""
     changes = [[b, list(paths)] for b, paths in recorded(extra)]
-    return {**extra, _CHANGES: [*changes, [batch, list(change.added)]]}
+    extra = {**extra, _CHANGES: [*changes, [batch, list(change.added)]]}
+    if change.widened:
+        extra[_WIDENINGS] = [*extra.get(_WIDENINGS, []),
+                             [batch, [list(w) for w in change.widened]]]
+    return extra
+
+
+def widenings(extra: dict[str, Any]) -> list[tuple[int, tuple[tuple[str, str, str], ...]]]:
+    """The widened types recorded in a state's ``extra``: ``(batch, ((path, from, to)...))``,
+    oldest first."""
+    return [(int(batch), tuple((str(p), str(a), str(b)) for p, a, b in widened))
+            for batch, widened in extra.get(_WIDENINGS, [])]
 
 
 def added_paths(extra: dict[str, Any]) -> frozenset[str]:

@@ -181,13 +181,15 @@ def _write_keys(opts: Mapping[str, str]) -> KeyRefs | None:
 
 
 def _schema_evolution(text: str) -> str:
+    """The mode, in its one spelling (``widenTypes,addColumns`` is ``addColumns,widenTypes``)."""
     from commit_protocol.records.schema_evolution import MODES
 
-    modes = {mode.lower(): mode for mode in MODES}
-    if text.strip().lower() not in modes:
+    modes = {",".join(sorted(mode.lower().split(","))): mode for mode in MODES}
+    given = ",".join(sorted(part.strip().lower() for part in text.split(",")))
+    if given not in modes:
         raise OptionError(f"option {SCHEMA_EVOLUTION}={text!r}: expected one of "
                           f"{', '.join(MODES)}")
-    return modes[text.strip().lower()]
+    return modes[given]
 
 
 def _prefix(text: str) -> str:

@@ -22,6 +22,9 @@ from commit_protocol.records.messages import TaskReport
 from commit_protocol.records.plan import WritePlan
 from commit_protocol.records.schema_evolution import (
     ADD_COLUMNS,
+    NONE,
+    WIDEN_TYPES,
+    accepted,
     compare,
     retires_in_progress,
     same_columns,
@@ -269,8 +272,8 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
     ``schema.evolution=addColumns``), format or log interval."""
     # Names and types must match; nullability may differ (Spark's file sources relax it).
     if not same_columns(state.schema_json, schema_json):
-        if config.schema_evolution == ADD_COLUMNS:
-            compare(state.schema_json, schema_json)  # refuses anything but added columns
+        if config.schema_evolution != NONE:
+            accepted(state.schema_json, schema_json, config.schema_evolution)  # or refused
         else:
             raise SchemaMismatchError(
                 f"{config.path} holds rows of schema {_simple(state.schema_json)}; this query "
@@ -311,13 +314,17 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
 
 
 def _evolution_hint(old_json: str, new_json: str) -> str:
-    """How to go on when the new schema only adds columns."""
+    """How to go on when the new schema only adds columns or widens types."""
     try:
-        change = compare(old_json, new_json)
+        change = compare(old_json, new_json, widen=True)
     except SchemaMismatchError:
         return ""
-    return (f", or add the column(s) {', '.join(change.added)} to this one with "
-            f".option('schema.evolution', '{ADD_COLUMNS}')")
+    mode = ",".join(m for m, used in ((ADD_COLUMNS, change.added), (WIDEN_TYPES, change.widened))
+                    if used)
+    what = [f"add the column(s) {', '.join(change.added)}"] if change.added else []
+    what += [f"widen {', '.join(f'{p} from {a} to {b}' for p, a, b in change.widened)}"
+             ] if change.widened else []
+    return f", or {' and '.join(what)} in this one with .option('schema.evolution', '{mode}')"
 
 
 def _simple(schema_json: str) -> str:

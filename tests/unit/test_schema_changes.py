@@ -156,7 +156,7 @@ def test_a_file_lacking_a_column_no_change_added_is_refused(tmp_path):
 def test_a_commit_refuses_a_change_the_option_does_not_allow(tmp_path):
     cfg = config(tmp_path, format="jsonl")
     write(cfg, OLD, 0, OLD_ROWS)
-    with pytest.raises(SchemaMismatchError, match="schema.evolution is not addColumns"):
+    with pytest.raises(SchemaMismatchError, match="schema.evolution is none"):
         write(cfg, NEW, 1, NEW_ROWS)
 
 

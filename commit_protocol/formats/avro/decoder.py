@@ -32,7 +32,15 @@ def decode(data: bytes, schema: pa.Schema) -> pa.Table:
     import fastavro
 
     records = list(fastavro.reader(io.BytesIO(b"".join(plain))))
-    return pa.Table.from_pylist(records, schema=schema)
+    try:
+        return pa.Table.from_pylist(records, schema=schema)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        # a file written before its columns widened (schema.evolution=widenTypes): a date
+        # read as a timestamp; its own values, then cast as Arrow casts them
+        found = pa.Table.from_pylist(records)
+        return pa.Table.from_arrays(
+            [found.column(f.name).cast(f.type) if f.name in found.column_names
+             else pa.nulls(found.num_rows, f.type) for f in schema], schema=schema)
 
 
 def _uncompress(block: memoryview, codec: str) -> bytes:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, replace
 
 from commit_protocol.records.config import SinkConfig
+from commit_protocol.records.schema_evolution import widens_types
 from commit_protocol.storage import Storage
 from commit_protocol.tables import TableFormat, TableRead, option_values
 from commit_protocol.tables.delta.hive_names import HiveNames
@@ -32,6 +33,13 @@ class DeltaFormat(TableFormat):
         :func:`delta_location`), before the first log commit finds it."""
         super().check_options(config)
         check_name_options(config.table_options)
+        if widens_types(config.schema_evolution):
+            raise OptionError(
+                f"option schema.evolution={config.schema_evolution!r} with table.format=delta: "
+                "delta-rs, which commits rotsink's Delta tables, cannot change a column's type "
+                "(Delta's typeWidening feature; deltalake 1.6.6 casts an append to the table's "
+                "type), and rotsink writes no Delta log by hand; widen types in a plain output "
+                "or an Iceberg table, or keep schema.evolution=addColumns")
         try:
             delta_location(config.path if "://" in config.path else f"file://{config.path}",
                            config)
