@@ -168,3 +168,80 @@ def test_a_commit_raising_at_the_widening_is_replayed_whole(tmp_path, monkeypatc
     with pytest.raises(SchemaMismatchError, match="column id changed type from long to "
                                                   "integer"):
         write(narrower, OLD, 2, pa.RecordBatch.from_pylist(OLD_VALUES, schema=OLD_TYPES))
+
+
+# -- an Iceberg table ------------------------------------------------------------------------
+ICE_OLD = schema(field("id", "integer"), field("grp", "string"), field("amount", "float"),
+                 field("price", "decimal(10,2)"))
+ICE_NEW = schema(field("id", "long"), field("grp", "string"), field("amount", "double"),
+                 field("price", "decimal(14,2)"))
+ICE_TYPES = {False: pa.schema([("id", pa.int32()), ("grp", pa.string()),
+                               ("amount", pa.float32()), ("price", pa.decimal128(10, 2))]),
+             True: pa.schema([("id", pa.int64()), ("grp", pa.string()),
+                              ("amount", pa.float64()), ("price", pa.decimal128(14, 2))])}
+
+
+def ice_rows(batch_id: int) -> pa.RecordBatch:
+    """Batches 0-1 of the old types, 2-3 of the wider ones (ids past the old range)."""
+    wide = batch_id >= 2
+    ids = [batch_id * 10 + i + (2**40 if wide else 0) for i in range(3)]
+    return pa.RecordBatch.from_pylist(
+        [{"id": i, "grp": "a", "amount": 0.5, "price": decimal.Decimal("1234.50")} for i in ids],
+        schema=ICE_TYPES[wide])
+
+
+@pytest.mark.parametrize("raised", [None, "table.after_schema", "driver.schema_change"])
+def test_an_iceberg_table_promotes_the_widened_types(tmp_path, monkeypatch, raised):
+    """The batch that widens promotes the table's columns at its planning (``raised``: that
+    step, or the commit's schema change, raises once; Spark aborts and replays the batch):
+    pyiceberg reads every row, old files as the wider types, each once."""
+    from commit_protocol.tables import follow
+    from tests.support.spark_like import SparkLikeQuery
+    from tests.unit.test_iceberg_commits import iceberg_config, table_of
+
+    follow.forget()
+    cfg = dataclasses.replace(iceberg_config(str(tmp_path / "out"), max_batches=1),
+                              schema_evolution="widenTypes")
+    query = SparkLikeQuery(cfg, rows=ice_rows, schema_json=lambda b: ICE_NEW if b >= 2
+                           else ICE_OLD)
+    for batch_id in range(4):
+        if batch_id == 2 and raised:
+            monkeypatch.setenv(failpoints.ENV_VAR, f"{raised}=raise:1")
+            failpoints._hits.clear()
+        query.run(batch_id, now_ms=batch_id)
+    assert [f.split(":")[0] for f in query.failures] == (["FailpointError"] if raised else [])
+    table = table_of(cfg)
+    assert {f.name: str(f.field_type) for f in table.schema().fields} == {
+        "id": "long", "grp": "string", "amount": "double", "price": "decimal(14, 2)"}
+    rows = table.scan().to_arrow()
+    assert rows.schema.field("id").type == pa.int64()
+    assert sorted(rows.column("id").to_pylist()) == sorted(
+        i for b in range(4) for i in ice_rows(b).column("id").to_pylist())
+    follow.forget()
+
+
+def test_iceberg_refuses_a_widening_it_cannot_promote(tmp_path):
+    """A date widened to timestamp_ntz (Iceberg: format version 3 only) is refused at the
+    batch's planning, naming the column; the table and the log keep the old type."""
+    from commit_protocol.tables import follow
+    from commit_protocol.vocabulary.errors import TableError
+    from tests.support.spark_like import SparkLikeQuery
+    from tests.unit.test_iceberg_commits import iceberg_config
+
+    follow.forget()
+    cfg = dataclasses.replace(iceberg_config(str(tmp_path / "out"), max_batches=1),
+                              schema_evolution="widenTypes")
+    old = schema(field("id", "long"), field("grp", "string"), field("day", "date"))
+    new = schema(field("id", "long"), field("grp", "string"), field("day", "timestamp_ntz"))
+    rows = {False: pa.record_batch({"id": pa.array([1], pa.int64()), "grp": ["a"],
+                                    "day": pa.array([dt.date(2026, 1, 1)], pa.date32())}),
+            True: pa.record_batch({"id": pa.array([2], pa.int64()), "grp": ["a"],
+                                   "day": pa.array([dt.datetime(2026, 1, 2)],
+                                                   pa.timestamp("us"))})}
+    query = SparkLikeQuery(cfg, rows=lambda b: rows[b >= 1],
+                           schema_json=lambda b: new if b >= 1 else old, caught=())
+    query.run(0, now_ms=0)
+    with pytest.raises(TableError, match=r"column day is date in the table and timestamp in "
+                                         r"the output; Iceberg promotes int to long"):
+        query.run(1, now_ms=1)
+    follow.forget()

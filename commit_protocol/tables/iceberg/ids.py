@@ -69,18 +69,18 @@ def ids_of(schema: Schema) -> FieldIds:
 
 def planned_ids(table: IcebergTable | None, schema_json: str) -> FieldIds:
     """The ids the batch's files carry (see the module's docstring); adds the columns the
-    table lacks first. Runs on the driver, at planning."""
+    table lacks, and widens the types the stream widened, first. Runs on the driver, at
+    planning."""
+    from commit_protocol.tables.iceberg.evolution import differs, evolve
     from commit_protocol.tables.iceberg.schema import iceberg_schema
 
     wanted = iceberg_schema(schema_json)
     if table is None:
         return ids_of(wanted)
-    have = {f.name for f in table.schema().fields}
-    missing = [f for f in wanted.fields if f.name not in have]
-    if missing:
+    name = ".".join(table.name())
+    if differs(table.schema(), wanted, identifier=name):  # columns added, types widened
         with table.update_schema() as update:
-            for column in missing:
-                update.add_column(column.name, column.field_type, required=False)
+            evolve(update, table.schema(), wanted, identifier=name)
         failpoints.hit("table.after_schema")
     return ids_of(table.schema())
 

@@ -37,6 +37,7 @@ from commit_protocol.tables.iceberg.catalog import (
     same_uri,
 )
 from commit_protocol.tables.iceberg.creation import DATA_PATH, WRITTEN_VERSION, create_table
+from commit_protocol.tables.iceberg.evolution import differs, evolve, promotes
 from commit_protocol.tables.iceberg.files import DATA_CONTENT, data_file, listed
 from commit_protocol.tables.iceberg.maintenance import (
     MERGE_KEY,
@@ -186,14 +187,15 @@ class IcebergFollowedTable:
                              f"{spelled(terms_of(table.spec(), table.schema()))}, the output "
                              f"by {spelled(terms)} (partitionBy), which no spec of the "
                              "table's was")
-        ours = {f.name: str(f.field_type) for f in iceberg_schema(schema_json).fields}
+        ours = {f.name: f.field_type for f in iceberg_schema(schema_json).fields}
         for field in table.schema().fields:
             if field.name not in ours and planned_columns:
                 continue  # added by a batch planned after the log's last (iceberg_ids)
             if field.name not in ours:
                 raise TableError(f"Iceberg table {self.identifier} has a column "
                                  f"{field.name!r} the output does not ({sorted(ours)})")
-            if str(field.field_type) != ours[field.name]:
+            if field.field_type != ours[field.name] and not promotes(ours[field.name],
+                                                                     field.field_type):
                 raise TableError(f"Iceberg table {self.identifier}: column {field.name!r} is "
                                  f"{field.field_type} in the table, {ours[field.name]} in the "
                                  "output")
@@ -292,12 +294,10 @@ class IcebergFollowedTable:
                 missing[DATA_PATH] = self.root
             if missing:
                 tx.set_properties(missing)
-            have = {f.name for f in tx.table_metadata.schema().fields}
-            added = [f for f in iceberg_schema(commit.schema_json).fields if f.name not in have]
-            if added:
+            have, wanted = tx.table_metadata.schema(), iceberg_schema(commit.schema_json)
+            if differs(have, wanted, identifier=self.identifier):
                 with tx.update_schema() as update:
-                    for field in added:
-                        update.add_column(field.name, field.field_type, required=False)
+                    evolve(update, have, wanted, identifier=self.identifier)
             append = self._append_to(tx, commit)
         self._merged_away += merged_away(table, append)
         return table
