@@ -60,7 +60,7 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
 
     from pyspark.sql.types import StructType
 
-    from commit_protocol.records.schema_evolution import recorded
+    from commit_protocol.records.schema_evolution import recorded, widenings
 
     committed = open_committed(open_storage(path, fs_options))
     if committed is None:
@@ -68,7 +68,9 @@ def schema_lines(path: str, fs_options: dict[str, str] | None = None) -> list[st
     state = committed[2]
     schema = StructType.fromJson(json.loads(state.schema_json)).simpleString()
     added = [f"    batch {batch} added column(s) {', '.join(columns)}"
-             for batch, columns in recorded(state.extra)]
+             for batch, columns in recorded(state.extra) if columns]
+    added += [f"    batch {batch} widened {', '.join(f'{p} from {a} to {b}' for p, a, b in w)}"
+              for batch, w in widenings(state.extra)]
     return [query_line(state.query_name, state.query_id),
             writer_line(state.extra, state.batch_id), f"schema: {schema}", *added,
             f"format: {state.format}, {partitioning(state.partitioned_by)}",

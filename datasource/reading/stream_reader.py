@@ -29,7 +29,7 @@ from commit_protocol.reading.change_feed import (
     piece_batches,
     plan,
 )
-from commit_protocol.records.schema_evolution import recorded
+from commit_protocol.records.schema_evolution import recorded, widenings
 from commit_protocol.records.state import SinkState
 from commit_protocol.storage import open_storage
 from commit_protocol.vocabulary.errors import EncryptionKeyError, OptionError
@@ -75,6 +75,7 @@ class RotSinkStreamReader(DataSourceStreamReader, AvailableNow):
         self.schema_batch = state.batch_id
         self.until: int | None = None
         self.unknown_columns: tuple[str, ...] = ()
+        self.widened: tuple[tuple[str, str, str], ...] = ()  # at that batch, its types widened
         self.keys = KeyRefs.from_options(options)
         if state.encrypted:
             if self.keys is None:
@@ -110,6 +111,8 @@ class RotSinkStreamReader(DataSourceStreamReader, AvailableNow):
         if later:
             first, self.unknown_columns = min(later)
             self.until = first - 1
+            self.widened = next((w for batch, w in widenings(latest.extra) if batch == first),
+                                ())
 
     # -- offsets -------------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -149,8 +152,12 @@ class RotSinkStreamReader(DataSourceStreamReader, AvailableNow):
 
     def _schema_changed(self, reached: str) -> FeedSchemaChangedError:
         assert self.until is not None
+        changed = [f"added column(s) {', '.join(self.unknown_columns)}"] \
+            if self.unknown_columns else []
+        changed += [f"widened {', '.join(f'{p} from {a} to {b}' for p, a, b in self.widened)}"
+                    ] if self.widened else []
         return FeedSchemaChangedError(
-            f"the sink at {self.path} added column(s) {', '.join(self.unknown_columns)} at its "
+            f"the sink at {self.path} {' and '.join(changed)} at its "
             f"batch {self.until + 1} (schema.evolution), after this change feed started: "
             "restart the query to read them (the rows delivered so far are not read again; "
             f"rows of earlier batches read with nulls there){reached}")

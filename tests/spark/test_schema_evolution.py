@@ -195,3 +195,37 @@ def test_a_field_added_inside_a_struct(spark, tmp_path):
     assert points(finalized) == {i: expected[i] for i in points(finalized)}
     # 15 rows rolled by the record limit, 5 by the change (rows of v2 are still staged)
     assert len(points(finalized)) == 20
+
+
+NARROW = "id INT, name STRING, grp STRING, score FLOAT"
+WIDE = "id LONG, name STRING, grp STRING, score DOUBLE"
+
+
+@pytest.mark.parametrize("fmt, read", [
+    ("parquet", lambda spark, out: spark.read.schema(WIDE).parquet(out)),
+    ("orc", lambda spark, out: spark.read.schema(WIDE).orc(out)),
+    ("jsonl", lambda spark, out: spark.read.json(out)),  # inference: bigint, double
+], ids=["parquet-given-the-schema", "orc-given-the-schema", "jsonl-inferred"])
+def test_widened_types_read_as_the_wider_type(spark, tmp_path, fmt, read):
+    """A query writes ``id`` as int and ``score`` as float, restarts with long and double
+    (``schema.evolution=widenTypes``): rotsink's reader and the fast path read every row once
+    as the wider types; Spark's readers (Parquet and ORC given the schema, as
+    docs/schema-evolution.md says) the finalized ones."""
+    source, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    options = {"format": fmt, "rotation.maxRecords": "15", "schema.evolution": "widenTypes"}
+    write_numbered_source(source, files=FIRST, rows_per_file=PER_FILE)
+    run_to_completion(spark, source, out, ck, schema=NARROW, **options)
+    write_numbered_source(source, files=MORE, rows_per_file=PER_FILE, start_file=FIRST)
+    run_to_completion(spark, source, out, ck, schema=WIDE, **options)
+    ours = spark.read.format("rotsink").load(str(out))
+    assert ours.schema.simpleString() == \
+        "struct<id:bigint,name:string,grp:string,score:double>"
+    scores = {r.id: r.score for r in ours.collect()}
+    assert scores == {i: i / 4 for i in range(ROWS)}  # quarters: exact in a float
+    assert sorted(r.id for r in pyspark_rotsink.read(spark, str(out)).collect()) == \
+        list(range(ROWS))
+    finalized = sorted(r.id for r in spark.read.format("rotsink")
+                       .option("includeInProgress", "false").load(str(out)).collect())
+    theirs = read(spark, str(out))
+    assert dict(theirs.dtypes)["id"] == "bigint"
+    assert sorted(r.id for r in theirs.collect()) == finalized and len(finalized) >= V1_ROWS

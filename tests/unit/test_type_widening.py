@@ -245,3 +245,30 @@ def test_iceberg_refuses_a_widening_it_cannot_promote(tmp_path):
                                          r"the output; Iceberg promotes int to long"):
         query.run(1, now_ms=1)
     follow.forget()
+
+
+def test_a_running_change_feed_stops_before_a_widened_type(tmp_path, capsys):
+    """Spark fixed the feed's types when it started: it delivers the batches of its schema,
+    then fails the micro-batch that would cross the widening, naming it; ``rotsink inspect``
+    shows it."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.types import StructType
+
+    from commit_protocol.reading.change_feed import FeedSchemaChangedError
+    from datasource.commands.cli import main
+    from datasource.reading.stream_reader import RotSinkStreamReader
+
+    cfg = config(tmp_path, format="jsonl", schema_evolution="widenTypes")
+    write(cfg, OLD, 0, pa.RecordBatch.from_pylist(OLD_VALUES, schema=OLD_TYPES))
+    feed = RotSinkStreamReader({"path": str(tmp_path)}, StructType.fromJson(json.loads(OLD)))
+    start = feed.initialOffset()
+    write(cfg, NEW, 1, pa.RecordBatch.from_pylist(NEW_VALUES, schema=NEW_TYPES), retire=True)
+    end = feed.latestOffset(start, ReadAllAvailable())
+    assert end["batch"] == 0
+    with pytest.raises(FeedSchemaChangedError, match=re.escape(
+            "widened id from integer to long, amount from float to double, day from date to "
+            "timestamp_ntz, price from decimal(10,2) to decimal(14,4) at its batch 1")):
+        feed.latestOffset(end, ReadAllAvailable())
+    assert main(["inspect", str(tmp_path)]) == 0
+    assert "    batch 1 widened id from integer to long, amount from float to double" in \
+        capsys.readouterr().out
