@@ -156,7 +156,7 @@ def file_codec(fmt: str, compression: str) -> str:
 
 def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool,
                 file_name: str = "", compression: str = "none",
-                level: int | None = None) -> bytes:
+                level: int | None = None, checked: bool = False) -> bytes:
     """Encode one chunk of a row-format part file. Runs on executors.
 
     Parameters
@@ -173,6 +173,9 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
     file_name, compression, level
         ``avro`` (``Format.blocks``): the file's final name (its blocks' sync marker comes
         from it) and the codec of its blocks.
+    checked : bool
+        The caller ran :func:`check_rows` on these rows already (``errors.mode=quarantine``
+        sorts refused rows out first): not again.
 
     Returns
     -------
@@ -182,11 +185,13 @@ def encode_rows(fmt: str, batch: pa.RecordBatch | pa.Table, *, with_header: bool
     Raises
     ------
     UnencodableValueError
-        ``text`` only: a value contains a line break.
+        A value the format cannot hold (:func:`check_rows`; ``text``: a line break).
     """
     import pyarrow as pa
 
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    if not checked:
+        check_rows(fmt, table)
     if FORMATS[fmt].blocks:
         return _row_format(fmt).encode(table, with_header=with_header, file_name=file_name,
                                        compression=compression, level=level)

@@ -128,7 +128,8 @@ class StagedPartFile(RowPartFile):
         return staging, RowCodec("none")  # the finished file compresses, at the roll
 
     def add(self, rows: pa.RecordBatch) -> int:
-        self.check_rows(rows)  # a staged, committed row must be encodable at the roll
+        if not self.checked:  # a staged, committed row must be encodable at the roll
+            self.check_rows(rows)
         if not self.ratio.value and rows.num_rows and self._limit_in_reach(rows):
             self.ratio.measure(rows.slice(0, RATIO_SAMPLE_ROWS), self.config)
         taken = super().add(rows)

@@ -122,6 +122,7 @@ class RowPartFile(PartFile):
         self.format, self.codec = self._encoding(config)
         self.compression, self.level = config.compression, config.compression_level
         self.keys = config.keys if config.encrypted else None
+        self.checked = config.quarantine is not None  # the task sorted refused rows out
         self.estimate = estimate
         self._sealer: Sealer | None = None
         self._handle: BinaryIO | None = None
@@ -165,7 +166,7 @@ class RowPartFile(PartFile):
         """The bytes appending ``batch`` at the current end (call :meth:`append` next)."""
         data = self.codec.compress(encode_rows(
             self.format, batch, with_header=self.end == 0, file_name=self.name,
-            compression=self.compression, level=self.level))
+            compression=self.compression, level=self.level, checked=self.checked))
         if self.keys is None:
             return data
         sealer = self._sealer_for_append()
