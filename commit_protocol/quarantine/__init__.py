@@ -24,10 +24,12 @@ the row as it came, the column, the reason, the message, the batch id and the qu
 
 from __future__ import annotations
 
-from commit_protocol.quarantine.committing import commit_quarantined, refused_counts
-from commit_protocol.quarantine.records import QUARANTINE_SCHEMA_JSON, quarantine_rows
-from commit_protocol.quarantine.sorting import Refused, sort_out
-from commit_protocol.quarantine.task_side import QuarantineWriter
+# The driver's side only: planning and committing import no pyarrow. The tasks' side is
+# commit_protocol.quarantine.task_side (and .sorting, .records).
+from commit_protocol.quarantine.committing import (
+    QUARANTINE_SCHEMA_JSON,
+    commit_quarantined,
+    refused_counts,
+)
 
-__all__ = ["QUARANTINE_SCHEMA_JSON", "QuarantineWriter", "Refused", "commit_quarantined",
-           "quarantine_rows", "refused_counts", "sort_out"]
+__all__ = ["QUARANTINE_SCHEMA_JSON", "commit_quarantined", "refused_counts"]

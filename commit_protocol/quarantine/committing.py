@@ -10,11 +10,11 @@ deletes after ``log.cleanupDelay``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
 
-from commit_protocol.quarantine.records import QUARANTINE_SCHEMA_JSON
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import TaskReport
 from commit_protocol.storage import open_storage
@@ -24,6 +24,12 @@ from commit_protocol.vocabulary.errors import QuarantineLimitError
 logger = logging.getLogger("rotsink.quarantine")
 
 OUTPUT_BATCH = "quarantine.outputBatch"  # in the quarantine's state: the output's batch
+# The quarantine's rows (records.QUARANTINE_SCHEMA), as Spark's StructType JSON: its log
+# records its schema so; here, where the driver commits without pyarrow
+QUARANTINE_SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
+    {"name": name, "type": kind, "nullable": True, "metadata": {}} for name, kind in (
+        ("row", "string"), ("column", "string"), ("reason", "string"), ("message", "string"),
+        ("batch_id", "long"), ("query_id", "string"), ("quarantined_at", "timestamp"))]})
 
 
 def refused_counts(reports: Sequence[TaskReport]) -> Counter[str]:

@@ -10,7 +10,6 @@ it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 
@@ -19,7 +18,7 @@ import pyarrow as pa
 from commit_protocol.formats import encode_rows
 from commit_protocol.quarantine.sorting import Refused
 
-QUARANTINE_SCHEMA = pa.schema([
+QUARANTINE_SCHEMA = pa.schema([  # as committing.QUARANTINE_SCHEMA_JSON says it
     pa.field("row", pa.string()),              # the row as it came, a JSON object
     pa.field("column", pa.string()),           # the column at fault (null: the whole row)
     pa.field("reason", pa.string()),           # line_break, not_null, calendar_gap...
@@ -28,11 +27,6 @@ QUARANTINE_SCHEMA = pa.schema([
     pa.field("query_id", pa.string()),         # Spark's id of the query
     pa.field("quarantined_at", pa.timestamp("us", "UTC")),
 ])
-# The same, as Spark's StructType JSON (the quarantine's log records its schema so)
-QUARANTINE_SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
-    {"name": f.name, "nullable": True, "metadata": {},
-     "type": {pa.string(): "string", pa.int64(): "long"}.get(f.type, "timestamp")}
-    for f in QUARANTINE_SCHEMA]})
 
 
 def quarantine_rows(refused: Sequence[Refused], *, batch_id: int, query_id: str,

@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from commit_protocol.formats import check_rows
 from commit_protocol.formats.arrow import coalesce
-from commit_protocol.quarantine import QuarantineWriter, sort_out
+from commit_protocol.quarantine.sorting import sort_out
+from commit_protocol.quarantine.task_side import QuarantineWriter
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import TaskReport
 from commit_protocol.records.plan import WritePlan

@@ -390,3 +390,16 @@ def test_the_quarantine_may_be_anywhere_else(tmp_path):
                               "errors.quarantinePath": str(tmp_path / "bad-rows")})
     assert cfg.quarantine is not None and cfg.quarantine.path == str(tmp_path / "bad-rows")
     assert (cfg.quarantine.format, cfg.quarantine.rotation.max_batches) == ("jsonl", 1)
+
+
+def test_the_quarantine_s_log_and_files_say_the_same_schema():
+    """The driver records the quarantine's schema without pyarrow; the tasks write rows of
+    pyarrow's: Spark's reading of the one is the other."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from commit_protocol.quarantine import QUARANTINE_SCHEMA_JSON
+    from commit_protocol.quarantine.records import QUARANTINE_SCHEMA
+
+    assert StructType.fromJson(json.loads(QUARANTINE_SCHEMA_JSON)) == from_arrow_schema(
+        QUARANTINE_SCHEMA)
