@@ -53,11 +53,11 @@ from commit_protocol.commit.owners import (
 )
 from commit_protocol.commit.partition_markers import complete_partitions
 from commit_protocol.commit.publishing import publish_all
+from commit_protocol.commit.quarantine import commit_quarantined, refused_counts
 from commit_protocol.log import MetadataLog
 from commit_protocol.log.files import batch_names, is_compaction_batch
 from commit_protocol.log.lines import file_entry
 from commit_protocol.metrics import advanced
-from commit_protocol.quarantine import commit_quarantined, refused_counts
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import PlanBasis, TaskReport, planned_basis
 from commit_protocol.records.plan import WritePlan
@@ -210,7 +210,8 @@ class Committer:
             entries, dropped = entries + step.entries, step.dropped
         self._make_durable(files=[f.temp for f in merged.finalized if f.rolled_by_driver],
                            directories=[INPROGRESS_DIR])
-        commit_quarantined(self.config, batch_id, reports, now_ms=now_ms)  # its refused rows
+        commit_quarantined(self.config, batch_id, reports, now_ms=now_ms,  # its refused rows
+                           committer_class=type(self))
         failpoints.hit("driver.before_stage")
         intent = bool(new_state.publish or new_state.markers)  # else nothing precedes the log
         try:

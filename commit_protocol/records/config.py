@@ -93,7 +93,7 @@ class SinkConfig:
     # metrics in (commit_protocol.metrics), set by rotsink's start of the query
     metrics_mailbox: str | None = None
     # errors.mode=quarantine: the config of the output that rows this one refuses go to
-    # (commit_protocol.quarantine), None with errors.mode=fail; errors.maxQuarantinedShare
+    # (commit_protocol.task.quarantine), None with errors.mode=fail; errors.maxQuarantinedShare
     quarantine: SinkConfig | None = None
     max_quarantined_share: float | None = None
 

@@ -22,8 +22,6 @@ import pyarrow as pa
 
 from commit_protocol.formats import check_rows
 from commit_protocol.formats.arrow import coalesce
-from commit_protocol.quarantine.sorting import sort_out
-from commit_protocol.quarantine.task_side import QuarantineWriter
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import TaskReport
 from commit_protocol.records.plan import WritePlan
@@ -35,6 +33,8 @@ from commit_protocol.task.bulk_files import FinishedRatio, HeldRows, StagedPartF
 from commit_protocol.task.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.task.partitioning import split_by_partition
 from commit_protocol.task.pipeline import ChunkPipeline, EarlySync
+from commit_protocol.task.quarantine.sorting import sort_out
+from commit_protocol.task.quarantine.writer import QuarantineWriter
 from commit_protocol.task.row_rules import partition_zone, ruled
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import CommitError, ConcurrentWriterError, TruncatedFileError
@@ -220,7 +220,7 @@ class TaskWriter:
         """One chunk of the task's rows, split by partition directory (the pipeline's
         worker thread: the only one writing files while rows arrive); with
         ``errors.mode=quarantine``, less the rows the output refuses, which go to the
-        quarantine (:mod:`commit_protocol.quarantine`)."""
+        quarantine (:mod:`commit_protocol.task.quarantine`)."""
         if self.quarantine is None:
             kept = [ruled(batch, self.config, batch_id=self.batch_id)]
         else:

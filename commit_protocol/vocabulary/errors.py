@@ -59,7 +59,7 @@ class IntegrityError(RotsinkError):
 
 class RowRefusedError(RotsinkError, ValueError):
     """A row the output cannot take, for a reason of its own (``errors.mode=quarantine``
-    keeps such rows aside instead of failing the batch: :mod:`commit_protocol.quarantine`).
+    keeps such rows aside instead of failing the batch: :mod:`commit_protocol.task.quarantine`).
 
     ``column`` names the column at fault (None: the row as a whole) and ``reason`` is a short
     stable code (``line_break``, ``not_null``...) the quarantine records and counts. A check

@@ -1,5 +1,5 @@
 """The options of bad rows: ``errors.mode``, ``errors.quarantinePath``,
-``errors.maxQuarantinedShare`` (commit_protocol.quarantine says what they do).
+``errors.maxQuarantinedShare`` (commit_protocol.task.quarantine says what they do).
 
 The quarantine is a rotsink output of its own, JSON lines, every file finished at the batch
 that wrote it; its config is parsed from options as a query's is, taking the output's storage

@@ -398,8 +398,8 @@ def test_the_quarantine_s_log_and_files_say_the_same_schema():
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
-    from commit_protocol.quarantine import QUARANTINE_SCHEMA_JSON
-    from commit_protocol.quarantine.records import QUARANTINE_SCHEMA
+    from commit_protocol.commit.quarantine import QUARANTINE_SCHEMA_JSON
+    from commit_protocol.task.quarantine.rows import QUARANTINE_SCHEMA
 
     assert StructType.fromJson(json.loads(QUARANTINE_SCHEMA_JSON)) == from_arrow_schema(
         QUARANTINE_SCHEMA)

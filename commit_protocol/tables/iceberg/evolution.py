@@ -70,9 +70,19 @@ def _changes(have: StructType, wanted: StructType, path: tuple[str, ...], identi
             continue  # the same, or the table wider already (another writer promoted it)
         elif promotes(held.field_type, field.field_type):
             yield "promote", where, field.field_type
-        elif field.field_type.is_primitive and held.field_type.is_primitive:
+        elif _a_wider_kind(held.field_type, field.field_type):  # widenTypes, not Iceberg's
             raise TableError(
                 f"Iceberg table {identifier}: column {'.'.join(where)} is {held.field_type} "
                 f"in the table and {field.field_type} in the output; Iceberg promotes int to "
                 "long, float to double and a decimal to more digits of the same scale only "
                 "(schema.evolution=widenTypes widens further in a plain output)")
+
+
+def _a_wider_kind(held: IcebergType, given: IcebergType) -> bool:
+    """A widening ``schema.evolution=widenTypes`` takes and Iceberg does not promote: a date
+    to a timestamp, a decimal's scale. (Another difference is refused where the table's
+    columns are checked.)"""
+    from pyiceberg.types import DateType, DecimalType, TimestampType
+
+    return (isinstance(held, DateType) and isinstance(given, TimestampType)) or (
+        isinstance(held, DecimalType) and isinstance(given, DecimalType))

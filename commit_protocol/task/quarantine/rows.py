@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from commit_protocol.formats import encode_rows
-from commit_protocol.quarantine.sorting import Refused
+from commit_protocol.task.quarantine.sorting import Refused
 
-QUARANTINE_SCHEMA = pa.schema([  # as committing.QUARANTINE_SCHEMA_JSON says it
+QUARANTINE_SCHEMA = pa.schema([  # as commit.quarantine.QUARANTINE_SCHEMA_JSON says it
     pa.field("row", pa.string()),              # the row as it came, a JSON object
     pa.field("column", pa.string()),           # the column at fault (null: the whole row)
     pa.field("reason", pa.string()),           # line_break, not_null, calendar_gap...

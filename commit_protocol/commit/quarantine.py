@@ -1,5 +1,6 @@
-"""The driver's commit of a batch's refused rows: the limit, then the quarantine's own log
-commit, before the output's commit point (see the package docstring for why that order).
+"""The driver's commit of a batch's refused rows (``errors.mode=quarantine``): the limit, then
+the quarantine's own log commit, before the output's commit point (the tasks' side, and why
+that order: :mod:`commit_protocol.task.quarantine`).
 
 The quarantine's batches are its own, one for each batch of the output that refused rows
 (batches with none commit nothing there), each recording the output's batch it holds
@@ -41,9 +42,11 @@ def refused_counts(reports: Sequence[TaskReport]) -> Counter[str]:
 
 
 def commit_quarantined(config: SinkConfig, batch_id: int, reports: Sequence[TaskReport], *,
-                       now_ms: int) -> Counter[str]:
+                       now_ms: int, committer_class: type) -> Counter[str]:
     """Commit batch ``batch_id``'s refused rows to the quarantine (``config`` is the
-    output's), unless it holds them already; return them counted by reason.
+    output's), unless it holds them already, with a ``committer_class`` (the output's own
+    ``Committer``: the quarantine is an output committed as any); return them counted by
+    reason.
 
     Raises
     ------
@@ -56,10 +59,8 @@ def commit_quarantined(config: SinkConfig, batch_id: int, reports: Sequence[Task
     _check_share(config, batch_id, reports, counts)
     failpoints.hit("quarantine.before_commit")
     quarantine = config.quarantine
-    from commit_protocol.commit.committer import Committer  # it commits through this module
-
-    committer = Committer(open_storage(quarantine.path, config.fs_options),
-                          quarantine, QUARANTINE_SCHEMA_JSON)
+    committer = committer_class(open_storage(quarantine.path, config.fs_options),
+                                quarantine, QUARANTINE_SCHEMA_JSON)
     latest = committer.recover()
     held = -1 if latest is None else int(
         committer.log.read_state(latest).extra.get(OUTPUT_BATCH, -1))

@@ -12,12 +12,12 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from commit_protocol.quarantine.records import counted, quarantine_rows
-from commit_protocol.quarantine.sorting import Refused
 from commit_protocol.records.config import SinkConfig
 from commit_protocol.records.messages import FileReport
 from commit_protocol.storage import Storage, open_storage
 from commit_protocol.task.part_files import RowPartFile, RowSize
+from commit_protocol.task.quarantine.rows import counted, quarantine_rows
+from commit_protocol.task.quarantine.sorting import Refused
 from commit_protocol.vocabulary.naming import final_name, temp_name
 
 

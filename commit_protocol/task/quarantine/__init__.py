@@ -7,13 +7,13 @@ fails its batch with ``errors.mode=fail``, and the replay fails the same way. Wi
 (JSON lines at ``errors.quarantinePath``, default ``<path>/_quarantine``), one row each with
 the row as it came, the column, the reason, the message, the batch id and the query id.
 
-- **Found where they are refused** (:mod:`~commit_protocol.quarantine.sorting`): each chunk
+- **Found where they are refused** (:mod:`~commit_protocol.task.quarantine.sorting`): each chunk
   of a task's rows runs the checks it runs today, once; only a chunk that fails one is split
   in halves until each refused row stands alone. A chunk with no bad row costs what it costs
   with ``errors.mode=fail``.
-- **Written by the same tasks** (:mod:`~commit_protocol.quarantine.task_side`) into files of
+- **Written by the same tasks** (:mod:`~commit_protocol.task.quarantine.writer`) into files of
   the quarantine, reported with the task's own files, every one finished at its batch.
-- **Committed exactly once** (:mod:`~commit_protocol.quarantine.committing`): the commit of
+- **Committed exactly once** (:mod:`~commit_protocol.commit.quarantine`): the commit of
   batch N commits the quarantine first (its own log, each of its batches recording the
   output's batch N), then the output's log file N, the commit point. A crash or an error
   between the two leaves the quarantine holding N's refused rows and the output not; the
@@ -21,15 +21,3 @@ the row as it came, the column, the reason, the message, the batch id and the qu
   only the output: every input row is in exactly one of the two outputs, once. A batch with
   no refused row adds nothing to the commit.
 """
-
-from __future__ import annotations
-
-# The driver's side only: planning and committing import no pyarrow. The tasks' side is
-# commit_protocol.quarantine.task_side (and .sorting, .records).
-from commit_protocol.quarantine.committing import (
-    QUARANTINE_SCHEMA_JSON,
-    commit_quarantined,
-    refused_counts,
-)
-
-__all__ = ["QUARANTINE_SCHEMA_JSON", "commit_quarantined", "refused_counts"]
