@@ -321,10 +321,10 @@ def _evolution_hint(old_json: str, new_json: str) -> str:
         return ""
     mode = ",".join(m for m, used in ((ADD_COLUMNS, change.added), (WIDEN_TYPES, change.widened))
                     if used)
-    what = [f"add the column(s) {', '.join(change.added)}"] if change.added else []
-    what += [f"widen {', '.join(f'{p} from {a} to {b}' for p, a, b in change.widened)}"
-             ] if change.widened else []
-    return f", or {' and '.join(what)} in this one with .option('schema.evolution', '{mode}')"
+    what = [f"add the column(s) {', '.join(change.added)} to this one"] if change.added else []
+    what += [f"widen {', '.join(f'{p} from {a} to {b}' for p, a, b in change.widened)} in "
+             "this one"] if change.widened else []
+    return f", or {' and '.join(what)} with .option('schema.evolution', '{mode}')"
 
 
 def _simple(schema_json: str) -> str:
