@@ -403,3 +403,28 @@ def test_the_quarantine_s_log_and_files_say_the_same_schema():
 
     assert StructType.fromJson(json.loads(QUARANTINE_SCHEMA_JSON)) == from_arrow_schema(
         QUARANTINE_SCHEMA)
+
+
+def test_an_iceberg_required_field_is_a_reason(tmp_path, fresh_process_memory):
+    """A table another writer made with ``id`` required: a null id is kept aside, pyiceberg
+    reads the rest."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from commit_protocol.tables.iceberg.table import IcebergFollowedTable
+
+    out = tmp_path / "out"
+    cfg = sink(out, format="parquet", **{"table.format": "iceberg"})
+    table = IcebergFollowedTable(open_storage(cfg.path).root_uri, cfg)
+    table.catalog.create_namespace_if_not_exists(table.identifier.split(".")[0])
+    table.catalog.create_table(table.identifier, Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "note", StringType(), required=False)), location=str(out))
+    batch = pa.record_batch({"id": pa.array([1, None, 3], pa.int64()), "note": ["a", "b", "c"]})
+    run(cfg, [batch])
+    kept = quarantined(cfg)
+    assert [(json.loads(k["row"]), k["column"], k["reason"]) for k in kept] == [
+        ({"id": None, "note": "b"}, "id", "not_null")]
+    loaded = table.loaded()
+    assert loaded is not None
+    assert sorted(loaded.scan().to_arrow().column("id").to_pylist()) == [1, 3]
