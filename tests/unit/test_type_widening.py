@@ -12,6 +12,7 @@ import decimal
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -272,3 +273,37 @@ def test_a_running_change_feed_stops_before_a_widened_type(tmp_path, capsys):
     assert main(["inspect", str(tmp_path)]) == 0
     assert "    batch 1 widened id from integer to long, amount from float to double" in \
         capsys.readouterr().out
+
+
+def widening_batch(path: str) -> None:
+    """Batch 1 of a Parquet path whose batch 0 wrote the old types: the widening commit (run
+    in a child process that a failpoint kills)."""
+    cfg = config(Path(path), format="parquet", compression="snappy", file_suffix=".parquet",
+                 schema_evolution="widenTypes")
+    write(cfg, NEW, 1, pa.RecordBatch.from_pylist(NEW_VALUES, schema=NEW_TYPES), retire=True)
+
+
+@pytest.mark.parametrize("point", ["driver.schema_change", "driver.after_stage",
+                                   "driver.before_log_write"])
+def test_a_driver_killed_at_the_widening_loses_and_doubles_nothing(tmp_path, point):
+    """The driver of the widening batch dies (SIGKILL-like ``os._exit``) where the change is
+    decided, after its intent is staged, or before its log file; a new driver replays the
+    batch (its planning rolls a staged intent forward): every row reads once, as the wider
+    types, and the widening is recorded once."""
+    import subprocess
+    import sys
+
+    cfg = config(tmp_path, format="parquet", compression="snappy", file_suffix=".parquet",
+                 schema_evolution="widenTypes")
+    write(cfg, OLD, 0, pa.RecordBatch.from_pylist(OLD_VALUES, schema=OLD_TYPES))
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; from tests.unit.test_type_widening import "
+         "widening_batch; widening_batch(sys.argv[1])", str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+        env={**os.environ, failpoints.ENV_VAR: f"{point}=kill"})
+    assert child.returncode == 137, child.stderr[-2000:]
+    widening_batch(str(tmp_path))  # the restarted driver replays the batch
+    assert read_all(cfg, NEW_TYPES) == sorted(
+        [widened(r) for r in OLD_VALUES] + NEW_VALUES, key=lambda r: r["id"] or 0)
+    committed = open_committed(storage_of(cfg))
+    assert committed is not None and len(widenings(committed[2].extra)) == 1
