@@ -96,6 +96,10 @@ class SinkConfig:
     # (commit_protocol.task.quarantine), None with errors.mode=fail; errors.maxQuarantinedShare
     quarantine: SinkConfig | None = None
     max_quarantined_share: float | None = None
+    # the columns this query gives wider than the path committed them, which the tasks cast
+    # back, quarantining what does not fit: (name, committed Spark type), set at planning
+    # (commit_protocol.records.schema_evolution.into_committed)
+    committed_types: tuple[tuple[str, str], ...] = ()
 
     @property
     def all_terms(self) -> tuple[PartitionTerm, ...]:

@@ -105,6 +105,27 @@ def accepted(old_json: str, new_json: str, mode: str) -> SchemaChange:
     return change
 
 
+def into_committed(config: Any, committed_json: str, given_json: str
+                   ) -> tuple[tuple[str, str], ...]:
+    """With ``errors.mode=quarantine`` and no ``widenTypes``: the top-level integer and
+    decimal columns a query gives wider than the path committed them, as ``(name, committed
+    type)``, when that is the whole difference. The tasks write them as committed and keep
+    the values that do not fit in the quarantine (reason ``committed_type``); the path's
+    schema stays. ``()`` otherwise (the same columns, or another change)."""
+    if config.quarantine is None or widens_types(config.schema_evolution) or \
+            same_columns(committed_json, given_json):
+        return ()
+    try:
+        change = compare(committed_json, given_json, widen=True)
+    except SchemaMismatchError:
+        return ()
+    exact = all(old in _INTEGERS or old.startswith("decimal(") for _, old, _ in change.widened)
+    top = all(not set(path) & set(".[{") for path, _, _ in change.widened)
+    if change.added or not change.widened or not exact or not top:
+        return ()
+    return tuple((path, old) for path, old, _ in change.widened)
+
+
 def compare(old_json: str, new_json: str, *, widen: bool = False) -> SchemaChange:
     """The fields ``new_json`` adds to ``old_json`` (and, ``widen``, the types it widens);
     ``SchemaMismatchError`` naming the first column changed otherwise (see the module
@@ -223,7 +244,8 @@ def schema_change(state: Any, schema_json: str, config: Any) -> SchemaChange | N
     """The change a batch writing ``schema_json`` makes to the committed ``state`` (None: the
     same columns); refused with ``SchemaMismatchError`` unless ``config`` (a ``SinkConfig``)
     allows it. The query checks the same when it starts; this is the commit's own guard."""
-    if same_columns(state.schema_json, schema_json):
+    if same_columns(state.schema_json, schema_json) or \
+            into_committed(config, state.schema_json, schema_json):
         return None
     if config.schema_evolution == NONE:
         raise SchemaMismatchError(f"{config.path}: this batch writes another schema than the "
@@ -243,7 +265,8 @@ def retires(config: Any) -> bool:
 def retires_in_progress(state: Any, schema_json: str, config: Any) -> bool:
     """Whether a batch writing ``schema_json`` after ``state`` finishes ``state``'s files in
     progress (the tasks' plan and the commit decide it alike)."""
-    if same_columns(state.schema_json, schema_json):
+    if same_columns(state.schema_json, schema_json) or \
+            into_committed(config, state.schema_json, schema_json):
         return False
     try:  # a widened type: a file holds one type per column, in every format
         widened = compare(state.schema_json, schema_json, widen=True).widened

@@ -33,6 +33,7 @@ from commit_protocol.task.bulk_files import FinishedRatio, HeldRows, StagedPartF
 from commit_protocol.task.part_files import PartFile, RowPartFile, RowSize
 from commit_protocol.task.partitioning import split_by_partition
 from commit_protocol.task.pipeline import ChunkPipeline, EarlySync
+from commit_protocol.task.quarantine.committed_types import as_committed
 from commit_protocol.task.quarantine.sorting import sort_out
 from commit_protocol.task.quarantine.writer import QuarantineWriter
 from commit_protocol.task.row_rules import partition_zone, ruled
@@ -238,6 +239,8 @@ class TaskWriter:
 
     def _checked(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` as the table takes it, checked by the format too (a refusal raises)."""
+        if self.config.committed_types:  # a widened upstream, written as committed
+            batch = as_committed(batch, self.config.committed_types)
         batch = ruled(batch, self.config, batch_id=self.batch_id)
         check_rows(self.config.format, batch)
         return batch

@@ -26,6 +26,7 @@ from commit_protocol.records.schema_evolution import (
     WIDEN_TYPES,
     accepted,
     compare,
+    into_committed,
     retires_in_progress,
     same_columns,
 )
@@ -93,6 +94,11 @@ class RotSinkStreamWriter(StreamWriterBase):
         retire = False
         if state is not None:
             check_compatible(self.config, self.schema_json, state)
+            narrowed = into_committed(self.config, state.schema_json, self.schema_json)
+            if narrowed:  # written, planned and committed as the path's types: tasks cast
+                self.config = replace(self.config, committed_types=narrowed)
+                self.schema_json = state.schema_json
+                committer = self._committer()
             # The interval and the directories are fixed for the life of a path: as committed.
             self.config = replace(self.config, compact_interval=state.compact_interval,
                                   partition_terms=state.partition_terms)
@@ -271,7 +277,8 @@ def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> 
     """Refuse to continue a path with a different schema (unless it only adds columns and
     ``schema.evolution=addColumns``), format or log interval."""
     # Names and types must match; nullability may differ (Spark's file sources relax it).
-    if not same_columns(state.schema_json, schema_json):
+    if not same_columns(state.schema_json, schema_json) and \
+            not into_committed(config, state.schema_json, schema_json):
         if config.schema_evolution != NONE:
             accepted(state.schema_json, schema_json, config.schema_evolution)  # or refused
         else:

@@ -125,3 +125,39 @@ def test_the_snippet_of_the_docs_runs_as_printed(spark, tmp_path):
     counted = {(r.reason, r.column): r["count"] for r in namespace["bad"].groupBy(
         "reason", "column").count().collect()}
     assert counted == {("line_break", "value"): sum("\n" in v for v in written)}
+
+
+def test_a_type_wider_than_committed_writes_what_fits_and_keeps_the_rest(spark, tmp_path):
+    """The path committed ``id`` as int; the upstream widened it to long. Without
+    ``widenTypes`` the restart writes the ids an int holds, as int (the path's schema stays,
+    for every reader), and keeps the others in the quarantine (``committed_type``); with
+    ``errors.mode=fail`` the restart is refused before it writes."""
+    from tests.support.streams import refused_at_start
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+
+    def add(ids: list[int]) -> None:
+        (folder / f"in-{len(list(folder.iterdir())):03d}.json").write_text(
+            "".join(json.dumps({"id": i, "v": f"v{i}"}) + "\n" for i in ids))
+
+    def run(schema: str, **options: str) -> None:
+        (spark.readStream.schema(schema).json(str(folder)).writeStream.format("rotsink")
+         .option("format", "parquet").option("rotation.maxBatches", "1").options(**options)
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+         .start(str(tmp_path / "out")).awaitTermination())
+
+    quarantine = {"errors.mode": "quarantine"}
+    add([1, 2])
+    run("id INT, v STRING", **quarantine)
+    add([3, 2**31 - 1, 2**31, -(2**31) - 1, 2**40])
+    with refused_at_start(r"this query writes struct<id:bigint,v:string>\. Write a changed "
+                          r"schema to a new path, or widen id from integer to long"):
+        run("id LONG, v STRING")
+    run("id LONG, v STRING", **quarantine)
+    theirs = spark.read.parquet(str(tmp_path / "out"))
+    assert dict(theirs.dtypes)["id"] == "int"
+    assert sorted(r.id for r in theirs.collect()) == [1, 2, 3, 2**31 - 1]
+    kept = spark.read.json(str(tmp_path / "out" / "_quarantine")).collect()
+    assert sorted(json.loads(r.row)["id"] for r in kept) == [-(2**31) - 1, 2**31, 2**40]
+    assert {(r.column, r.reason) for r in kept} == {("id", "committed_type")}

@@ -428,3 +428,41 @@ def test_an_iceberg_required_field_is_a_reason(tmp_path, fresh_process_memory):
     loaded = table.loaded()
     assert loaded is not None
     assert sorted(loaded.scan().to_arrow().column("id").to_pylist()) == [1, 3]
+
+
+@pytest.mark.parametrize("committed, given, mode, expected", [
+    ("integer", "long", "none", (("c", "integer"),)),
+    ("decimal(10,2)", "decimal(14,4)", "addColumns", (("c", "decimal(10,2)"),)),
+    ("integer", "long", "widenTypes", ()),          # widened instead
+    ("float", "double", "none", ()),                # a float: values would change, not fail
+    ("long", "integer", "none", ()),                # narrower: no row to refuse, a change
+], ids=["int-long", "decimal", "widenTypes-widens", "float-refused", "narrower-refused"])
+def test_a_wider_given_type_is_written_as_committed_only_where_nothing_is_lost(
+        tmp_path, committed, given, mode, expected):
+    from commit_protocol.records.schema_evolution import into_committed
+
+    cfg = parse_sink_options({"path": str(tmp_path), "errors.mode": "quarantine",
+                              "schema.evolution": mode})
+    old = json.dumps({"type": "struct", "fields": [{"name": "c", "type": committed, **FIELD}]})
+    new = json.dumps({"type": "struct", "fields": [{"name": "c", "type": given, **FIELD}]})
+    assert into_committed(cfg, old, new) == expected
+    assert into_committed(dataclasses.replace(cfg, quarantine=None), old, new) == ()
+
+
+def test_decimals_that_do_not_fit_the_committed_type_are_found_and_kept():
+    """Decimals have no range mask: the rows are found by halving the chunk."""
+    import decimal
+
+    from commit_protocol.task.quarantine.committed_types import as_committed
+    from commit_protocol.task.quarantine.sorting import sort_out
+
+    values = [decimal.Decimal(v) for v in ("1.25", "12345678.90", "123456789.00", "-0.50",
+                                           "99999999999.99")]
+    batch = pa.record_batch({"d": pa.array(values, pa.decimal128(14, 2))})
+    kept, refused = sort_out(batch, lambda b: as_committed(b, (("d", "decimal(10,2)"),)))
+    assert [v for b in kept for v in b.column("d").to_pylist()] == [
+        decimal.Decimal("1.25"), decimal.Decimal("12345678.90"), decimal.Decimal("-0.50")]
+    assert all(b.schema.field("d").type == pa.decimal128(10, 2) for b in kept)
+    assert [(r.row.column("d")[0].as_py(), r.error.reason) for r in refused] == [
+        (decimal.Decimal("123456789.00"), "committed_type"),
+        (decimal.Decimal("99999999999.99"), "committed_type")]
