@@ -114,7 +114,7 @@ def read_all(cfg, schema: pa.Schema = READ) -> list[dict]:
     ring = cfg.keys.ring() if cfg.keys is not None else None
     return sorted((row for f in committed_files(log, latest, state)
                    for batch in read_batches(storage, f, state=state, schema=schema, ring=ring)
-                   for row in batch.to_pylist()), key=lambda r: r["id"])
+                   for row in batch.to_pylist()), key=lambda r: r["id"] or 0)
 
 
 @pytest.mark.parametrize("name", list(FORMATS))

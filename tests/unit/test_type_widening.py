@@ -24,7 +24,7 @@ from commit_protocol.records.schema_evolution import accepted, compare, widening
 from commit_protocol.vocabulary import failpoints
 from commit_protocol.vocabulary.errors import OptionError, SchemaMismatchError
 from datasource.options.sink import parse_sink_options
-from tests.unit.test_schema_changes import FORMATS, field, schema, write
+from tests.unit.test_schema_changes import FORMATS, field, read_all, schema, write
 from tests.unit.test_task_writer import config, storage_of
 
 WIDENED = [  # (from, to)
@@ -104,20 +104,6 @@ OLD_VALUES: list[dict] = [{"id": 1, "amount": 1.5, "day": dt.date(2026, 11, 30),
               {"id": None, "amount": None, "day": None, "price": None}]
 NEW_VALUES: list[dict] = [{"id": 2**40, "amount": 0.1, "day": dt.datetime(2026, 12, 1, 13, 30),
                "price": decimal.Decimal("1234567890.1234")}]
-
-
-def read_all(cfg, types: pa.Schema) -> list[dict]:
-    """Every committed row, finished files and files in progress, by rotsink's reader."""
-    from commit_protocol.reading import committed_files, read_batches
-
-    storage = storage_of(cfg)
-    committed = open_committed(storage)
-    assert committed is not None
-    log, latest, state = committed
-    ring = cfg.keys.ring() if cfg.keys is not None else None
-    return sorted((row for f in committed_files(log, latest, state)
-                   for batch in read_batches(storage, f, state=state, schema=types, ring=ring)
-                   for row in batch.to_pylist()), key=lambda r: r["id"] or 0)
 
 
 def widened(row: dict) -> dict:
