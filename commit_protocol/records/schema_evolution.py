@@ -80,14 +80,15 @@ def widens(old: Any, new: Any) -> bool:
         return _INTEGERS.index(new) > _INTEGERS.index(old)
     if (old, new) in (("float", "double"), ("date", "timestamp_ntz")):
         return True
-    before, after = _decimal(old), _decimal(new)
+    before, after = decimal_digits(old), decimal_digits(new)
     if before is None or after is None:
         return False
     (precision, scale), (wider, new_scale) = before, after
     return new_scale >= scale and wider - new_scale >= precision - scale
 
 
-def _decimal(t: str) -> tuple[int, int] | None:
+def decimal_digits(t: str) -> tuple[int, int] | None:
+    """``(precision, scale)`` of Spark's ``decimal(p,s)``; None for another type."""
     if not t.startswith("decimal(") or not t.endswith(")"):
         return None
     precision, scale = t[len("decimal("):-1].split(",")

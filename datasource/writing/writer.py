@@ -274,8 +274,9 @@ def _report(message: WriterCommitMessage | None) -> TaskReport | None:
 
 
 def check_compatible(config: SinkConfig, schema_json: str, state: SinkState) -> None:
-    """Refuse to continue a path with a different schema (unless it only adds columns and
-    ``schema.evolution=addColumns``), format or log interval."""
+    """Refuse to continue a path with a different schema (unless ``schema.evolution`` allows
+    the change, or ``errors.mode=quarantine`` writes a wider type as committed), format or
+    log interval."""
     # Names and types must match; nullability may differ (Spark's file sources relax it).
     if not same_columns(state.schema_json, schema_json) and \
             not into_committed(config, state.schema_json, schema_json):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from commit_protocol.records.schema_evolution import decimal_digits
 from commit_protocol.vocabulary.errors import RowRefusedError
 
 _INTEGERS = {"byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64()}
@@ -41,8 +42,9 @@ def as_committed(batch: pa.RecordBatch, columns: tuple[tuple[str, str], ...]) ->
 def _arrow(kind: str) -> pa.DataType:
     if kind in _INTEGERS:
         return _INTEGERS[kind]
-    precision, scale = kind.removeprefix("decimal(").removesuffix(")").split(",")
-    return pa.decimal128(int(precision), int(scale))
+    digits = decimal_digits(kind)
+    assert digits is not None, f"into_committed passes integers and decimals only, not {kind}"
+    return pa.decimal128(*digits)
 
 
 def _outside(values: pa.Array, target: pa.DataType) -> pa.Array | None:
